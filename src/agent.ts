@@ -1,0 +1,127 @@
+// Agent mode: wires the control-plane source, the queue, the executors, the
+// spool-backed sink, lease keeping, health and shutdown (DESIGN §2, §6).
+
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { JobAbortedError } from './checks/errors.js';
+import type { ExecutorRegistry } from './checks/executor.js';
+import type { Config } from './config.js';
+import { ControlPlaneClient } from './control-plane/client.js';
+import { LeaseKeeper } from './control-plane/leases.js';
+import { ControlPlaneSink } from './control-plane/sink.js';
+import { ControlPlaneSource } from './control-plane/source.js';
+import { Spool } from './control-plane/spool.js';
+import { Lifecycle } from './lifecycle.js';
+import type { Logger } from './observability/logger.js';
+import { createMetrics } from './observability/metrics.js';
+import { JobQueue } from './queue/job-queue.js';
+import { VERSION } from './version.js';
+
+export interface RunningAgent {
+  /** Resolves with the exit code once the agent has stopped. */
+  done: Promise<number>;
+}
+
+export async function runAgent(config: Config, registry: ExecutorRegistry, logger: Logger, flushLogs: () => void): Promise<RunningAgent> {
+  const metrics = createMetrics();
+  const agentId = randomUUID();
+  const queue = new JobQueue(config.jobConcurrency, metrics);
+  const spool = await Spool.open(
+    path.join(config.stateDir, 'spool'),
+    { maxResults: config.spoolMaxResults, maxBytes: config.spoolMaxBytes },
+    logger,
+    (n) => metrics.spoolResults.set(n),
+  );
+  const lifecycle = new Lifecycle('agent', metrics, {
+    inFlight: () => queue.inFlight,
+    queued: () => queue.queued,
+    spooled: () => spool.results,
+  }, logger);
+  const client = new ControlPlaneClient(
+    {
+      apiUrl: config.apiUrl as string,
+      apiKey: config.apiKey as string,
+      agentId,
+      version: VERSION,
+      timeoutMs: config.controlPlaneTimeoutSeconds * 1000,
+      proxy: config.proxy,
+    },
+    metrics,
+    logger,
+  );
+  lifecycle.modeReady = () => client.authorized === true;
+  const authRetryMs = config.authRetrySeconds * 1000;
+  const onFailure = () => undefined;
+  const sink = new ControlPlaneSink(spool, client, logger, authRetryMs, onFailure);
+  const leases = new LeaseKeeper(client, logger, (jobId) =>
+    queue.abort(jobId, new JobAbortedError('lease-lost', 'Aborted: the job lease was lost')),
+  );
+  const source = new ControlPlaneSource({
+    queue,
+    spool,
+    client,
+    leases,
+    registry,
+    logger,
+    agent: { id: agentId, version: VERSION, checkTypes: [...registry.keys()], runtimes: [] },
+    waitSeconds: config.claimWaitSeconds,
+    authRetryMs,
+    onFailure,
+    onCompletion: async (completion) => {
+      if (completion.result === null) return;
+      await sink.deliver({ jobId: completion.jobId, resultId: completion.result.id, result: completion.result });
+    },
+  });
+
+  await lifecycle.startHealth(config.healthPort);
+  const leaseLoop = new AbortController();
+  const leaseRun = leases.run(leaseLoop.signal);
+  sink.start();
+  source.start();
+  lifecycle.started = true;
+  logger.info(
+    { agentId, version: VERSION, apiUrl: config.apiUrl, concurrency: config.jobConcurrency, checkTypes: [...registry.keys()] },
+    'outpost agent started',
+  );
+
+  let resolveDone: (code: number) => void = () => undefined;
+  const done = new Promise<number>((resolve) => {
+    resolveDone = resolve;
+  });
+
+  const drain = async (signal: NodeJS.Signals) => {
+    const graceEnd = Date.now() + config.shutdownGraceSeconds * 1000;
+    logger.info({ signal, running: queue.inFlight, graceSeconds: config.shutdownGraceSeconds }, 'shutting down: not ready, no new claims, draining running jobs');
+    await source.stop();
+    const allDone = () => Promise.all([...source.inProgress]);
+    const drained = await Promise.race([allDone().then(() => true), new Promise<false>((r) => setTimeout(() => r(false), Math.max(0, graceEnd - Date.now())).unref())]);
+    if (!drained) {
+      logger.warn({ running: queue.inFlight }, 'shutdown grace is over: aborting running jobs and reporting them as errors');
+      queue.abortAll(new JobAbortedError('shutdown', 'Aborted: the agent shut down before the check finished'));
+      await allDone();
+    }
+    leaseLoop.abort();
+    await leaseRun;
+    const flushed = await sink.flush(Math.max(graceEnd, Date.now() + 10_000));
+    await spool.close();
+    if (!flushed) logger.warn({ spooled: spool.results }, 'control plane unreachable: results stay in the spool and are sent on the next start');
+    await lifecycle.closeHealth();
+    await client.close();
+    logger.info({ delivered: sink.delivered, spooled: spool.results }, 'outpost agent stopped');
+    resolveDone(0);
+  };
+  lifecycle.onSignals(
+    (signal) => {
+      drain(signal).catch((error: unknown) => {
+        logger.error({ err: error }, 'shutdown failed');
+        resolveDone(1);
+      });
+    },
+    (signal) => {
+      logger.warn({ signal, spooled: spool.results }, 'second signal: exiting at once; spooled results are sent on the next start');
+      flushLogs();
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    },
+  );
+  return { done };
+}

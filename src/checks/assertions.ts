@@ -1,0 +1,137 @@
+// Assertions shared by every check type: parsing, and comparing one actual
+// value with a target. Which values a source yields is the executor's job.
+
+import type { Fields } from './fields.js';
+
+export const COMPARISONS = [
+  'EQUALS',
+  'NOT_EQUALS',
+  'HAS_KEY',
+  'NOT_HAS_KEY',
+  'HAS_VALUE',
+  'NOT_HAS_VALUE',
+  'IS_EMPTY',
+  'NOT_EMPTY',
+  'GREATER_THAN',
+  'LESS_THAN',
+  'CONTAINS',
+  'NOT_CONTAINS',
+  'IS_NULL',
+  'NOT_NULL',
+] as const;
+export type Comparison = (typeof COMPARISONS)[number];
+
+export interface Assertion {
+  source: string;
+  property: string;
+  comparison: Comparison;
+  target: string;
+  regex: string | null;
+}
+
+export interface AssertionOutcome extends Assertion {
+  actual: unknown;
+  passed: boolean;
+  error?: string;
+}
+
+export function parseAssertions(fields: Fields, sources: readonly string[]): Assertion[] {
+  return fields.list('assertions').map((item) => {
+    const regex = item.string('regex') ?? null;
+    if (regex) {
+      try {
+        new RegExp(regex);
+      } catch (error) {
+        item.fail(item.at('regex'), `is not a valid regular expression (${(error as Error).message})`);
+      }
+    }
+    const target = item.raw('target');
+    return {
+      source: item.oneOf('source', sources, { required: true }) ?? '',
+      property: item.string('property', { default: '' }) ?? '',
+      comparison: item.oneOf('comparison', COMPARISONS, { required: true }) ?? 'EQUALS',
+      target: typeof target === 'number' || typeof target === 'boolean' ? String(target) : (item.string('target', { default: '' }) ?? ''),
+      regex,
+    };
+  });
+}
+
+function asNumber(value: unknown): number | null {
+  if (typeof value === 'number') return Number.isFinite(value) ? value : null;
+  if (typeof value === 'string' && value.trim() !== '') {
+    const n = Number(value);
+    return Number.isFinite(n) ? n : null;
+  }
+  return null;
+}
+
+function asText(value: unknown): string {
+  if (value === null || value === undefined) return '';
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+function isEmpty(value: unknown): boolean {
+  if (value === null || value === undefined) return true;
+  if (typeof value === 'string' || Array.isArray(value)) return value.length === 0;
+  if (typeof value === 'object') return Object.keys(value).length === 0;
+  return false;
+}
+
+/**
+ * Compares one actual value with the assertion's target.
+ * Numbers compare as numbers when both sides parse as finite numbers
+ * ("200" EQUALS 200.0 holds); otherwise as strings, case-sensitively.
+ */
+export function compare(comparison: Comparison, actual: unknown, target: string): boolean {
+  const a = asNumber(actual);
+  const t = asNumber(target);
+  const numeric = a !== null && t !== null;
+  switch (comparison) {
+    case 'EQUALS':
+      return numeric ? a === t : asText(actual) === target;
+    case 'NOT_EQUALS':
+      return numeric ? a !== t : asText(actual) !== target;
+    case 'GREATER_THAN':
+      return numeric ? a > t : false;
+    case 'LESS_THAN':
+      return numeric ? a < t : false;
+    case 'CONTAINS':
+      return asText(actual).includes(target);
+    case 'NOT_CONTAINS':
+      return !asText(actual).includes(target);
+    case 'IS_EMPTY':
+      return isEmpty(actual);
+    case 'NOT_EMPTY':
+      return !isEmpty(actual);
+    case 'IS_NULL':
+      return actual === null || actual === undefined;
+    case 'NOT_NULL':
+      return actual !== null && actual !== undefined;
+    case 'HAS_KEY':
+      return actual !== null && typeof actual === 'object' && Object.hasOwn(actual, target);
+    case 'NOT_HAS_KEY':
+      return !(actual !== null && typeof actual === 'object' && Object.hasOwn(actual, target));
+    case 'HAS_VALUE':
+      return hasValue(actual, target);
+    case 'NOT_HAS_VALUE':
+      return !hasValue(actual, target);
+  }
+}
+
+function hasValue(actual: unknown, target: string): boolean {
+  if (actual === null || typeof actual !== 'object') return false;
+  return Object.values(actual).some((v) => compare('EQUALS', v, target));
+}
+
+/** Applies `regex` first (first capture group, else the whole match; no match → null). */
+export function extract(regex: string | null, value: unknown): unknown {
+  if (!regex) return value;
+  const match = new RegExp(regex).exec(asText(value));
+  if (!match) return null;
+  return match[1] ?? match[0];
+}
+
+export function evaluate(assertion: Assertion, actual: unknown): AssertionOutcome {
+  const value = extract(assertion.regex, actual);
+  return { ...assertion, actual: value, passed: compare(assertion.comparison, value, assertion.target) };
+}

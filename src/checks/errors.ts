@@ -1,0 +1,49 @@
+// Turns what a network call threw into one line a person on call understands.
+
+/** Raised through the job's AbortSignal; `reason` says why the job was stopped. */
+export class JobAbortedError extends Error {
+  constructor(
+    readonly reason: 'timeout' | 'lease-lost' | 'shutdown',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'JobAbortedError';
+  }
+}
+
+const CODES: Record<string, string> = {
+  ECONNREFUSED: 'connection refused',
+  ECONNRESET: 'connection reset by peer',
+  ETIMEDOUT: 'connection timed out',
+  EHOSTUNREACH: 'host unreachable',
+  ENETUNREACH: 'network unreachable',
+  ENOTFOUND: 'DNS lookup failed: no such host',
+  EAI_AGAIN: 'DNS lookup failed temporarily',
+  EPIPE: 'connection closed while sending',
+  UND_ERR_SOCKET: 'connection closed by peer',
+  UND_ERR_HEADERS_TIMEOUT: 'timed out waiting for response headers',
+  UND_ERR_BODY_TIMEOUT: 'timed out reading the response body',
+  CERT_HAS_EXPIRED: 'TLS certificate has expired',
+  DEPTH_ZERO_SELF_SIGNED_CERT: 'TLS certificate is self-signed',
+  SELF_SIGNED_CERT_IN_CHAIN: 'TLS certificate chain contains a self-signed certificate',
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: 'TLS certificate cannot be verified',
+  ERR_TLS_CERT_ALTNAME_INVALID: 'TLS certificate does not match the host name',
+};
+
+export function errorCode(error: unknown): string | undefined {
+  let current: unknown = error;
+  for (let depth = 0; depth < 4 && current instanceof Error; depth++) {
+    const code = (current as NodeJS.ErrnoException).code;
+    if (typeof code === 'string' && code !== 'UND_ERR_ABORTED' && code !== 'ABORT_ERR') return code;
+    current = (current as Error & { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+export function describeError(error: unknown, signal: AbortSignal, target: string): string {
+  if (signal.aborted && signal.reason instanceof JobAbortedError) return signal.reason.message;
+  const code = errorCode(error);
+  const text = error instanceof Error ? error.message : String(error);
+  if (code && CODES[code]) return `${CODES[code]} (${code}) at ${target}`;
+  return code ? `${text} (${code}) at ${target}` : `${text} at ${target}`;
+}

@@ -1,0 +1,55 @@
+// The one signature every check type implements (DESIGN §2).
+
+import type { Logger } from '../observability/logger.js';
+import type { CheckDefinition, CheckType } from './definition.js';
+import type { Fields } from './fields.js';
+
+export type ResultMemberName =
+  | 'apiCheckResult'
+  | 'tcpCheckResult'
+  | 'dnsCheckResult'
+  | 'icmpCheckResult'
+  | 'multiStepCheckResult'
+  | 'browserCheckResult';
+
+/** What an executor measured. Target failures are outcomes with `error`, never exceptions. */
+export interface Outcome {
+  startedAt: Date;
+  stoppedAt: Date;
+  /** Milliseconds, as the check type defines it (e.g. request start → body end). */
+  responseTime: number;
+  /** Set when the request could not be completed (refused, timeout, TLS, DNS…). */
+  error?: string;
+  assertionsFailed: boolean;
+  member: ResultMemberName;
+  detail: Record<string, unknown>;
+}
+
+export interface ExecutionContext {
+  /** Aborted at the check type's hard cap, on a lost lease, or at the end of the shutdown grace. */
+  signal: AbortSignal;
+  logger: Logger;
+  /** Short human-readable lines for the result's jobLog. */
+  jobLog: string[];
+}
+
+export interface CheckLimits {
+  degradedMs: number;
+  maxMs: number;
+  /** Hard per-job timeout; also the upper bound for maxResponseTime. */
+  capMs: number;
+}
+
+export interface Executor<Request = unknown> {
+  readonly checkType: CheckType;
+  readonly member: ResultMemberName;
+  readonly limits: CheckLimits;
+  readonly assertionSources: readonly string[];
+  /** Validates `check.request`, recording problems on `fields`. */
+  parseRequest(fields: Fields): Request;
+  /** A short description of what is checked, for logs (never secrets: URLs are shown without credentials). */
+  target(request: Request): string;
+  run(check: CheckDefinition<Request>, ctx: ExecutionContext): Promise<Outcome>;
+}
+
+export type ExecutorRegistry = ReadonlyMap<CheckType, Executor>;

@@ -1,0 +1,144 @@
+// Path-aware readers for untrusted JSON (a job from the control plane, a checks
+// file). Every problem is recorded with its JSON path, so that an error result
+// or a startup message can name the exact field.
+
+export interface FieldIssue {
+  path: string;
+  problem: string;
+}
+
+export class DefinitionError extends Error {
+  constructor(readonly issues: FieldIssue[]) {
+    super(issues.map((i) => `${i.path}: ${i.problem}`).join('; '));
+    this.name = 'DefinitionError';
+  }
+}
+
+type Json = unknown;
+
+function describe(value: Json): string {
+  if (value === undefined) return 'nothing';
+  const text = JSON.stringify(value);
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+export class Fields {
+  private readonly record: Record<string, Json>;
+
+  constructor(
+    value: Json,
+    readonly path: string,
+    readonly issues: FieldIssue[] = [],
+  ) {
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      if (value !== undefined) this.fail(path, `must be an object (got ${describe(value)})`);
+      this.record = {};
+    } else {
+      this.record = value as Record<string, Json>;
+    }
+  }
+
+  static root(value: Json, path: string): Fields {
+    return new Fields(value, path, []);
+  }
+
+  at(name: string): string {
+    return `${this.path}.${name}`;
+  }
+
+  fail(path: string, problem: string): void {
+    this.issues.push({ path, problem });
+  }
+
+  has(name: string): boolean {
+    return this.record[name] !== undefined && this.record[name] !== null;
+  }
+
+  raw(name: string): Json {
+    return this.record[name];
+  }
+
+  /** Throws a DefinitionError when any problem was recorded on this tree. */
+  assertValid(): void {
+    if (this.issues.length > 0) throw new DefinitionError(this.issues);
+  }
+
+  string(name: string, opts: { required: true; maxLength?: number; minLength?: number }): string;
+  string(name: string, opts?: { default?: string; maxLength?: number; minLength?: number }): string | undefined;
+  string(
+    name: string,
+    opts: { required?: boolean; default?: string; maxLength?: number; minLength?: number } = {},
+  ): string | undefined {
+    const value = this.record[name];
+    if (value === undefined || value === null) {
+      if (opts.required) this.fail(this.at(name), 'is required');
+      return opts.default;
+    }
+    if (typeof value !== 'string') {
+      this.fail(this.at(name), `must be a string (got ${describe(value)})`);
+      return opts.default;
+    }
+    if (opts.minLength !== undefined && value.length < opts.minLength) {
+      this.fail(this.at(name), opts.minLength === 1 ? 'must not be empty' : `must be at least ${opts.minLength} characters`);
+    }
+    if (opts.maxLength !== undefined && value.length > opts.maxLength) {
+      this.fail(this.at(name), `must be at most ${opts.maxLength} characters (got ${value.length})`);
+    }
+    return value;
+  }
+
+  integer(name: string, opts: { min: number; max: number; default: number; unit?: string }): number {
+    const value = this.record[name];
+    if (value === undefined || value === null) return opts.default;
+    const unit = opts.unit ? ` ${opts.unit}` : '';
+    if (typeof value !== 'number' || !Number.isInteger(value)) {
+      this.fail(this.at(name), `must be an integer${unit} (got ${describe(value)})`);
+      return opts.default;
+    }
+    if (value < opts.min || value > opts.max) {
+      this.fail(this.at(name), `must be between ${opts.min} and ${opts.max}${unit} (got ${value})`);
+      return opts.default;
+    }
+    return value;
+  }
+
+  boolean(name: string, fallback: boolean): boolean {
+    const value = this.record[name];
+    if (value === undefined || value === null) return fallback;
+    if (typeof value !== 'boolean') {
+      this.fail(this.at(name), `must be true or false (got ${describe(value)})`);
+      return fallback;
+    }
+    return value;
+  }
+
+  oneOf<T extends string>(name: string, allowed: readonly T[], opts: { required: true }): T;
+  oneOf<T extends string>(name: string, allowed: readonly T[], opts: { default: T }): T;
+  oneOf<T extends string>(name: string, allowed: readonly T[], opts: { required?: boolean; default?: T }): T | undefined {
+    const value = this.record[name];
+    if (value === undefined || value === null) {
+      if (opts.required) this.fail(this.at(name), `is required (one of ${allowed.join(', ')})`);
+      return opts.default;
+    }
+    if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
+      this.fail(this.at(name), `must be one of ${allowed.join(', ')} (got ${describe(value)})`);
+      return opts.default;
+    }
+    return value as T;
+  }
+
+  object(name: string): Fields {
+    return new Fields(this.record[name], this.at(name), this.issues);
+  }
+
+  /** Each element of an optional array as Fields; a non-array is recorded as a problem. */
+  list(name: string): Fields[] {
+    const value = this.record[name];
+    if (value === undefined || value === null) return [];
+    if (!Array.isArray(value)) {
+      this.fail(this.at(name), `must be an array (got ${describe(value)})`);
+      return [];
+    }
+    return value.map((item, index) => new Fields(item, `${this.at(name)}[${index}]`, this.issues));
+  }
+}

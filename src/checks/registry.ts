@@ -1,0 +1,10 @@
+// The executors this agent build supports. Later check types register here.
+
+import type { CheckType } from './definition.js';
+import type { Executor, ExecutorRegistry } from './executor.js';
+import { urlExecutor } from './url.js';
+
+export function defaultRegistry(): ExecutorRegistry {
+  const executors: Executor[] = [urlExecutor as Executor];
+  return new Map<CheckType, Executor>(executors.map((e) => [e.checkType, e]));
+}

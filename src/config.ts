@@ -1,0 +1,199 @@
+// Environment and command line → one typed, validated Config (DESIGN §5).
+// Every problem is one line naming the variable, its value and what is
+// allowed; main.ts prints it and exits 78 (EX_CONFIG).
+
+import { accessSync, constants } from 'node:fs';
+import path from 'node:path';
+import { LOG_LEVELS, type LogLevel } from './observability/logger.js';
+
+export const EXIT_USAGE = 64;
+export const EXIT_CONFIG = 78;
+
+export type Mode = 'agent' | 'local' | 'once';
+
+export interface ProxyConfig {
+  httpProxy?: string;
+  httpsProxy?: string;
+  noProxy?: string;
+}
+
+export interface Config {
+  mode: Mode;
+  checksFile?: string;
+  resultsFile?: string;
+  apiKey?: string;
+  apiUrl?: string;
+  jobConcurrency: number;
+  healthPort: number;
+  logLevel: LogLevel;
+  proxy: ProxyConfig;
+  extraCaCerts?: string;
+  externalObservability: boolean;
+  stateDir: string;
+  shutdownGraceSeconds: number;
+  spoolMaxResults: number;
+  spoolMaxBytes: number;
+  claimWaitSeconds: number;
+  authRetrySeconds: number;
+  controlPlaneTimeoutSeconds: number;
+}
+
+export class ConfigError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode: number = EXIT_CONFIG,
+  ) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+export type Env = Record<string, string | undefined>;
+
+function shown(value: string): string {
+  return JSON.stringify(value.length > 80 ? `${value.slice(0, 77)}...` : value);
+}
+
+function read(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const value = read(env, name);
+  if (value === undefined) return fallback;
+  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
+    throw new ConfigError(`${name}=${shown(value)} is invalid: must be an integer from ${min} to ${max}`);
+  }
+  return Number(value);
+}
+
+function httpUrl(env: Env, name: string, value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(value);
+  } catch {
+    throw new ConfigError(`${name}=${shown(value)} is invalid: must be an http:// or https:// URL`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw new ConfigError(`${name}=${shown(value)} is invalid: must be an http:// or https:// URL`);
+  }
+  return value;
+}
+
+function proxyVariable(env: Env, name: string): string | undefined {
+  const lower = name.toLowerCase();
+  if (read(env, name) !== undefined) return httpUrl(env, name, read(env, name));
+  return httpUrl(env, lower, read(env, lower));
+}
+
+const GIB = 1024 ** 3;
+
+/** Parses the environment for a mode; throws ConfigError on the first bad value. */
+export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string; resultsFile?: string } = {}): Config {
+  const logLevelRaw = read(env, 'LOG_LEVEL')?.toLowerCase() ?? 'info';
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevelRaw)) {
+    throw new ConfigError(`LOG_LEVEL=${shown(logLevelRaw)} is invalid: must be one of ${LOG_LEVELS.join(', ')}`);
+  }
+  const observability = read(env, 'EXTERNAL_OBSERVABILITY')?.toLowerCase() ?? 'on';
+  if (!['on', 'off', 'true', 'false'].includes(observability)) {
+    throw new ConfigError(`EXTERNAL_OBSERVABILITY=${shown(observability)} is invalid: must be on or off`);
+  }
+  const extraCaCerts = read(env, 'NODE_EXTRA_CA_CERTS');
+  if (extraCaCerts !== undefined) {
+    try {
+      accessSync(extraCaCerts, constants.R_OK);
+    } catch {
+      throw new ConfigError(`NODE_EXTRA_CA_CERTS=${shown(extraCaCerts)} is invalid: must be a readable PEM file`);
+    }
+  }
+  const noProxy = read(env, 'NO_PROXY') ?? read(env, 'no_proxy');
+  const config: Config = {
+    mode,
+    ...files,
+    jobConcurrency: integer(env, 'JOB_CONCURRENCY', 1, 1, 1000),
+    healthPort: integer(env, 'AGENT_HEALTH_PORT', 8081, 0, 65535),
+    logLevel: logLevelRaw as LogLevel,
+    proxy: {
+      ...(proxyVariable(env, 'HTTP_PROXY') ? { httpProxy: proxyVariable(env, 'HTTP_PROXY') } : {}),
+      ...(proxyVariable(env, 'HTTPS_PROXY') ? { httpsProxy: proxyVariable(env, 'HTTPS_PROXY') } : {}),
+      ...(noProxy ? { noProxy } : {}),
+    },
+    ...(extraCaCerts ? { extraCaCerts } : {}),
+    externalObservability: observability === 'on' || observability === 'true',
+    stateDir: path.resolve(read(env, 'STATE_DIR') ?? '.outpost'),
+    shutdownGraceSeconds: integer(env, 'SHUTDOWN_GRACE_SECONDS', 280, 0, 3600),
+    spoolMaxResults: integer(env, 'SPOOL_MAX_RESULTS', 50_000, 1, 10_000_000),
+    spoolMaxBytes: integer(env, 'SPOOL_MAX_BYTES', GIB, 1024, 1024 * GIB),
+    claimWaitSeconds: integer(env, 'CLAIM_WAIT_SECONDS', 25, 0, 60),
+    authRetrySeconds: integer(env, 'AUTH_RETRY_SECONDS', 60, 1, 3600),
+    controlPlaneTimeoutSeconds: integer(env, 'CONTROL_PLANE_TIMEOUT_SECONDS', 30, 1, 600),
+  };
+  if (mode === 'agent') {
+    const apiUrl = read(env, 'API_URL');
+    if (apiUrl === undefined) throw new ConfigError('API_URL is not set: agent mode needs the control-plane base URL (https://…)');
+    config.apiUrl = httpUrl(env, 'API_URL', apiUrl);
+    const apiKey = read(env, 'API_KEY');
+    if (apiKey === undefined) throw new ConfigError('API_KEY is not set: agent mode needs a private-location key');
+    if (/\s/.test(apiKey)) throw new ConfigError('API_KEY is invalid: must not contain whitespace');
+    config.apiKey = apiKey;
+  }
+  return config;
+}
+
+export type Command =
+  | { kind: 'help' }
+  | { kind: 'version' }
+  | { kind: 'run'; mode: Mode; checksFile?: string; resultsFile?: string };
+
+export const USAGE = `Usage: outpost <command> [options]
+
+Commands:
+  agent                      pull jobs from the control plane (API_URL, API_KEY) and report results
+  local <checks.json>        run the checks of a file on their frequency; results to stdout
+  once <checks.json>         run each check of a file once; exit 0 only if all passed
+
+Options:
+  --results <file.jsonl>     local and once: also append each result as one JSON line to this file
+  -h, --help                 show this help
+  -v, --version              print the version
+
+Environment (see README): API_URL, API_KEY, JOB_CONCURRENCY, AGENT_HEALTH_PORT, LOG_LEVEL,
+HTTPS_PROXY, HTTP_PROXY, NO_PROXY, NODE_EXTRA_CA_CERTS, EXTERNAL_OBSERVABILITY, STATE_DIR,
+SHUTDOWN_GRACE_SECONDS, SPOOL_MAX_RESULTS, SPOOL_MAX_BYTES, CLAIM_WAIT_SECONDS,
+AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS.
+Bad values exit with code 78; bad usage with 64.`;
+
+/** Parses argv (without node and script). Throws ConfigError(…, 64) on bad usage. */
+export function parseArgs(argv: string[]): Command {
+  if (argv.includes('-h') || argv.includes('--help') || argv[0] === 'help') return { kind: 'help' };
+  if (argv.includes('-v') || argv.includes('--version') || argv[0] === 'version') return { kind: 'version' };
+  const [command, ...rest] = argv;
+  if (command === undefined) throw new ConfigError('no command given: use agent, local <file> or once <file> (see --help)', EXIT_USAGE);
+  if (command !== 'agent' && command !== 'local' && command !== 'once') {
+    throw new ConfigError(`unknown command ${shown(command)}: use agent, local <file> or once <file> (see --help)`, EXIT_USAGE);
+  }
+  let checksFile: string | undefined;
+  let resultsFile: string | undefined;
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i] as string;
+    if (arg === '--results' || arg.startsWith('--results=')) {
+      const value = arg.includes('=') ? arg.slice('--results='.length) : rest[++i];
+      if (!value) throw new ConfigError('--results needs a file path', EXIT_USAGE);
+      resultsFile = path.resolve(value);
+    } else if (arg.startsWith('-')) {
+      throw new ConfigError(`unknown option ${shown(arg)} (see --help)`, EXIT_USAGE);
+    } else if (checksFile === undefined && command !== 'agent') {
+      checksFile = path.resolve(arg);
+    } else {
+      throw new ConfigError(`unexpected argument ${shown(arg)} (see --help)`, EXIT_USAGE);
+    }
+  }
+  if (command === 'agent') {
+    if (resultsFile) throw new ConfigError('--results is for local and once modes; agent mode reports to the control plane', EXIT_USAGE);
+    return { kind: 'run', mode: 'agent' };
+  }
+  if (!checksFile) throw new ConfigError(`${command} needs a checks file: outpost ${command} <checks.json>`, EXIT_USAGE);
+  return { kind: 'run', mode: command, checksFile, ...(resultsFile ? { resultsFile } : {}) };
+}

@@ -1,0 +1,83 @@
+// Waiting between attempts: exponential backoff with full jitter, a sliding
+// window rate limit, and an abortable sleep. Small so it is easy to trust.
+
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted || ms <= 0) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+export class Backoff {
+  private attempt = 0;
+
+  constructor(
+    private readonly baseMs = 500,
+    private readonly capMs = 30_000,
+    private readonly random: () => number = Math.random,
+  ) {}
+
+  /** Full jitter: a uniform wait in [base, min(cap, base·2^n)]. */
+  next(): number {
+    const ceiling = Math.min(this.capMs, this.baseMs * 2 ** this.attempt);
+    this.attempt = Math.min(this.attempt + 1, 30);
+    return Math.round(this.baseMs + this.random() * Math.max(0, ceiling - this.baseMs));
+  }
+
+  reset(): void {
+    this.attempt = 0;
+  }
+}
+
+/** Parses Retry-After (delta-seconds or an HTTP date) into milliseconds, capped. */
+export function parseRetryAfter(value: string | string[] | undefined, capMs = 300_000, now = Date.now()): number | undefined {
+  const text = Array.isArray(value) ? value[0] : value;
+  if (!text) return undefined;
+  if (/^\s*\d+(\.\d+)?\s*$/.test(text)) return Math.min(capMs, Math.round(Number(text) * 1000));
+  const date = Date.parse(text);
+  if (Number.isNaN(date)) return undefined;
+  return Math.min(capMs, Math.max(0, date - now));
+}
+
+/**
+ * At most `limit` requests in any `windowMs`. The agent routes allow 3,000 per
+ * 60 s per key; the agent keeps a margin below that for clock skew between the
+ * two sides' windows.
+ */
+export class SlidingWindowLimiter {
+  private readonly stamps: number[] = [];
+
+  constructor(
+    readonly limit: number,
+    readonly windowMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Milliseconds to wait before the next request may go; 0 when it may go now. */
+  delay(): number {
+    const now = this.now();
+    while (this.stamps.length > 0 && (this.stamps[0] as number) <= now - this.windowMs) this.stamps.shift();
+    if (this.stamps.length < this.limit) return 0;
+    return (this.stamps[0] as number) + this.windowMs - now;
+  }
+
+  async acquire(signal?: AbortSignal): Promise<void> {
+    for (let wait = this.delay(); wait > 0; wait = this.delay()) {
+      await sleep(wait, signal);
+      if (signal?.aborted) return;
+    }
+    this.stamps.push(this.now());
+  }
+
+  /** Requests made in the current window (for tests and /health). */
+  get used(): number {
+    this.delay();
+    return this.stamps.length;
+  }
+}

@@ -1,0 +1,220 @@
+// The control-plane client: protocol v1 over undici, one request at a time per
+// call, with classification of every failure. Retry policy lives in
+// `withRetry`, shared by the source, the lease keeper and the sink.
+
+import { Agent, type Dispatcher, EnvHttpProxyAgent, errors as undiciErrors, request } from 'undici';
+import type { Config } from '../config.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import { Backoff, parseRetryAfter, SlidingWindowLimiter, sleep } from './backoff.js';
+import {
+  AGENT_ROUTE_LIMIT_PER_MINUTE,
+  type ClaimRequest,
+  type ClaimResponse,
+  type ErrorBody,
+  type LeasesRequest,
+  type LeasesResponse,
+  PROTOCOL_ROUTES,
+  type ResultsRequest,
+  type ResultsResponse,
+  type RouteName,
+} from './protocol.js';
+
+export type FailureKind = 'auth' | 'retryable' | 'fatal';
+
+export class ControlPlaneError extends Error {
+  constructor(
+    readonly route: RouteName,
+    readonly kind: FailureKind,
+    message: string,
+    readonly statusCode?: number,
+    readonly retryAfterMs?: number,
+  ) {
+    super(message);
+    this.name = 'ControlPlaneError';
+  }
+}
+
+/** 90 % of the agent routes' limit, so skew between our window and the service's never trips it. */
+export const CLIENT_REQUEST_LIMIT = Math.floor(AGENT_ROUTE_LIMIT_PER_MINUTE * 0.9);
+
+export interface ClientOptions {
+  apiUrl: string;
+  apiKey: string;
+  agentId: string;
+  version: string;
+  timeoutMs: number;
+  proxy: Config['proxy'];
+}
+
+function errorMessage(body: unknown, fallback: string): string {
+  if (body && typeof body === 'object' && typeof (body as ErrorBody).message === 'string') {
+    const { error, message } = body as ErrorBody;
+    return error ? `${error}: ${message}` : message;
+  }
+  return fallback;
+}
+
+export class ControlPlaneClient {
+  readonly limiter = new SlidingWindowLimiter(CLIENT_REQUEST_LIMIT, 60_000);
+  private readonly dispatcher: Dispatcher;
+  private readonly base: string;
+  /** true after any 2xx, false after a 401; undefined before the first answer. */
+  authorized: boolean | undefined;
+
+  constructor(
+    private readonly options: ClientOptions,
+    private readonly metrics: Metrics,
+    private readonly logger: Logger,
+  ) {
+    this.base = options.apiUrl.replace(/\/+$/, '');
+    const { httpProxy, httpsProxy, noProxy } = options.proxy;
+    const tuning = { connections: 16, keepAliveTimeout: 30_000, connectTimeout: 10_000 };
+    this.dispatcher =
+      httpProxy || httpsProxy
+        ? new EnvHttpProxyAgent({ ...tuning, httpProxy, httpsProxy, noProxy })
+        : new Agent(tuning);
+  }
+
+  claim(body: ClaimRequest, signal?: AbortSignal): Promise<ClaimResponse> {
+    // A long poll is held open up to waitSeconds; allow that on top of the usual timeout.
+    return this.post<ClaimResponse>('claim', body, this.options.timeoutMs + body.waitSeconds * 1000, signal).then((answer) => {
+      if (!answer || !Array.isArray(answer.jobs)) {
+        throw new ControlPlaneError('claim', 'retryable', 'malformed claim answer: jobs is not an array');
+      }
+      return answer;
+    });
+  }
+
+  extendLeases(body: LeasesRequest, signal?: AbortSignal): Promise<LeasesResponse> {
+    return this.post<LeasesResponse>('leases', body, this.options.timeoutMs, signal).then((answer) => {
+      if (!answer || !Array.isArray(answer.extended) || !Array.isArray(answer.lost)) {
+        throw new ControlPlaneError('leases', 'retryable', 'malformed leases answer: extended or lost is not an array');
+      }
+      return answer;
+    });
+  }
+
+  sendResults(body: ResultsRequest, signal?: AbortSignal): Promise<ResultsResponse> {
+    return this.post<ResultsResponse>('results', body, this.options.timeoutMs, signal).then((answer) => {
+      if (!answer || !Array.isArray(answer.accepted) || !Array.isArray(answer.rejected)) {
+        throw new ControlPlaneError('results', 'retryable', 'malformed results answer: accepted or rejected is not an array');
+      }
+      return answer;
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.dispatcher.destroy().catch(() => undefined);
+  }
+
+  private async post<T>(route: RouteName, body: unknown, timeoutMs: number, signal?: AbortSignal): Promise<T> {
+    await this.limiter.acquire(signal);
+    if (signal?.aborted) throw new ControlPlaneError(route, 'retryable', 'aborted');
+    const url = `${this.base}${PROTOCOL_ROUTES[route]}`;
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    let statusLabel = 'network_error';
+    try {
+      const response = await request(url, {
+        method: 'POST',
+        dispatcher: this.dispatcher,
+        signal: combined,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+        headers: {
+          authorization: `Bearer ${this.options.apiKey}`,
+          'user-agent': `outpost/${this.options.version}`,
+          'x-agent-id': this.options.agentId,
+          'content-type': 'application/json',
+          accept: 'application/json',
+        },
+        body: JSON.stringify(body),
+      });
+      statusLabel = String(response.statusCode);
+      const text = await response.body.text();
+      let parsed: unknown;
+      let malformed = false;
+      try {
+        parsed = text.length > 0 ? JSON.parse(text) : undefined;
+      } catch {
+        malformed = true;
+      }
+      const status = response.statusCode;
+      if (status >= 200 && status < 300) {
+        if (malformed) throw new ControlPlaneError(route, 'retryable', `malformed JSON in the ${route} answer (HTTP ${status})`, status);
+        this.authorized = true;
+        return parsed as T;
+      }
+      const message = errorMessage(parsed, malformed ? text.slice(0, 200) : `HTTP ${status}`);
+      if (status === 401 || status === 403) {
+        this.authorized = false;
+        throw new ControlPlaneError(route, 'auth', `${route}: HTTP ${status} (${message})`, status);
+      }
+      if (status === 429 || status >= 500 || status === 408) {
+        const retryAfterMs = parseRetryAfter(response.headers['retry-after']);
+        throw new ControlPlaneError(route, 'retryable', `${route}: HTTP ${status} (${message})`, status, retryAfterMs);
+      }
+      throw new ControlPlaneError(route, 'fatal', `${route}: HTTP ${status} (${message})`, status);
+    } catch (error) {
+      if (error instanceof ControlPlaneError) throw error;
+      const reason =
+        timeout.aborted && !signal?.aborted
+          ? `timed out after ${timeoutMs} ms`
+          : error instanceof undiciErrors.UndiciError || error instanceof Error
+            ? `${(error as NodeJS.ErrnoException).code ?? error.name}: ${error.message}`
+            : String(error);
+      throw new ControlPlaneError(route, 'retryable', `${route}: ${reason}`);
+    } finally {
+      this.metrics.controlPlaneRequests.inc({ route, status: statusLabel });
+    }
+  }
+}
+
+export interface RetryOptions {
+  signal: AbortSignal;
+  logger: Logger;
+  authRetryMs: number;
+  backoff?: Backoff;
+  /** Called after every failed attempt; e.g. to flip readiness. */
+  onFailure?: (error: ControlPlaneError) => void;
+}
+
+/**
+ * Calls `attempt` until it succeeds or `signal` aborts (then rejects with the
+ * last error). 429/5xx/network: exponential backoff with jitter, or
+ * Retry-After when given. 401/403: one clear log line per episode, then a slow
+ * retry, since the key may be rotated in. Other 4xx: thrown to the caller.
+ */
+export async function withRetry<T>(attempt: () => Promise<T>, options: RetryOptions): Promise<T> {
+  const backoff = options.backoff ?? new Backoff();
+  let authLogged = false;
+  for (;;) {
+    try {
+      const value = await attempt();
+      if (authLogged) options.logger.info('control plane accepts the API key again');
+      backoff.reset();
+      return value;
+    } catch (error) {
+      if (!(error instanceof ControlPlaneError)) throw error;
+      options.onFailure?.(error);
+      if (options.signal.aborted || error.kind === 'fatal') throw error;
+      let wait: number;
+      if (error.kind === 'auth') {
+        if (!authLogged) {
+          options.logger.error(
+            { route: error.route, status: error.statusCode, retryInSeconds: options.authRetryMs / 1000 },
+            'control plane rejected the API key (bad token): check API_KEY; the agent stays up, not ready, and retries slowly',
+          );
+          authLogged = true;
+        }
+        wait = options.authRetryMs;
+      } else {
+        wait = error.retryAfterMs ?? backoff.next();
+        options.logger.warn({ route: error.route, status: error.statusCode, retryInMs: wait }, error.message);
+      }
+      await sleep(wait, options.signal);
+      if (options.signal.aborted) throw error;
+    }
+  }
+}

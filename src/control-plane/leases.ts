@@ -1,0 +1,112 @@
+// Keeps the leases of running jobs alive with one `leases` call for all that
+// are due, and aborts a job whose lease the control plane says is lost.
+
+import type { Logger } from '../observability/logger.js';
+import { sleep } from './backoff.js';
+import { type ControlPlaneClient, ControlPlaneError } from './client.js';
+
+interface Lease {
+  expiresAt: number;
+  /** When the lease was granted or last extended; its span decides when to extend. */
+  grantedAt: number;
+  /** Set when the control plane did not answer for this job; retried no sooner. */
+  notBefore?: number;
+}
+
+/** Extend when less than this share of a lease's span is left. */
+const EXTEND_AT_REMAINING = 0.5;
+const MIN_TICK_MS = 250;
+const MAX_TICK_MS = 15_000;
+
+export class LeaseKeeper {
+  private readonly leases = new Map<string, Lease>();
+  private readonly wake = new EventTarget();
+
+  constructor(
+    private readonly client: ControlPlaneClient,
+    private readonly logger: Logger,
+    private readonly onLost: (jobId: string) => void,
+  ) {}
+
+  track(jobId: string, leaseExpiresAt: string): void {
+    const expiresAt = Date.parse(leaseExpiresAt);
+    const now = Date.now();
+    // A missing or past expiry still gets extended at once rather than silently lost.
+    this.leases.set(jobId, { expiresAt: Number.isNaN(expiresAt) ? now : expiresAt, grantedAt: now });
+    this.wake.dispatchEvent(new Event('wake'));
+  }
+
+  release(jobId: string): void {
+    this.leases.delete(jobId);
+  }
+
+  get size(): number {
+    return this.leases.size;
+  }
+
+  private dueAt(lease: Lease): number {
+    const span = Math.max(0, lease.expiresAt - lease.grantedAt);
+    return lease.expiresAt - span * EXTEND_AT_REMAINING;
+  }
+
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      const now = Date.now();
+      let next = now + MAX_TICK_MS;
+      const due: string[] = [];
+      for (const [jobId, lease] of this.leases) {
+        const at = Math.max(this.dueAt(lease), lease.notBefore ?? 0);
+        // Batch leases that would fall due within the next tick into this call.
+        if (at <= now + MIN_TICK_MS) due.push(jobId);
+        else next = Math.min(next, at);
+      }
+      if (due.length > 0) {
+        await this.extend(due, signal);
+        continue;
+      }
+      await this.sleepUntil(Math.max(next, now + MIN_TICK_MS), signal);
+    }
+  }
+
+  private async extend(jobIds: string[], signal: AbortSignal): Promise<void> {
+    try {
+      const answer = await this.client.extendLeases({ jobIds }, signal);
+      const now = Date.now();
+      for (const { jobId, leaseExpiresAt } of answer.extended) {
+        const expiresAt = Date.parse(leaseExpiresAt);
+        if (this.leases.has(jobId) && !Number.isNaN(expiresAt)) this.leases.set(jobId, { expiresAt, grantedAt: now });
+      }
+      for (const jobId of answer.lost) {
+        if (!this.leases.has(jobId)) continue;
+        this.leases.delete(jobId);
+        this.logger.warn({ jobId }, 'lease lost: the control plane gave this job to another agent; aborting it');
+        this.onLost(jobId);
+      }
+      // An id in neither list was not understood; try it again on the next tick, not in a hot loop.
+      const answered = new Set([...answer.extended.map((e) => e.jobId), ...answer.lost]);
+      for (const jobId of jobIds) {
+        const lease = this.leases.get(jobId);
+        if (lease && !answered.has(jobId)) lease.notBefore = now + 1_000;
+      }
+    } catch (error) {
+      if (signal.aborted) return;
+      const message = error instanceof ControlPlaneError ? error.message : String(error);
+      this.logger.warn({ jobs: jobIds.length }, `could not extend leases: ${message}`);
+      await sleep(1_000, signal);
+    }
+  }
+
+  private sleepUntil(at: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.wake.removeEventListener('wake', done);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, Math.max(0, at - Date.now()));
+      this.wake.addEventListener('wake', done, { once: true });
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+}

@@ -1,0 +1,104 @@
+// Delivers spooled results to the control plane in batches of up to 500.
+// A result leaves the spool only when the control plane accepted it, or
+// rejected it for good (4xx); 5xx rejections and failed calls are retried.
+
+import type { Logger } from '../observability/logger.js';
+import { Backoff, sleep } from './backoff.js';
+import { type ControlPlaneClient, type ControlPlaneError, withRetry } from './client.js';
+import type { ResultEnvelope } from './protocol.js';
+import type { Spool } from './spool.js';
+
+/** How long a partly filled batch may wait for company before it is sent. */
+export const RESULT_LINGER_MS = 500;
+
+export class ControlPlaneSink {
+  private stopped = new AbortController();
+  private loop: Promise<void> | undefined;
+  delivered = 0;
+
+  constructor(
+    private readonly spool: Spool,
+    private readonly client: ControlPlaneClient,
+    private readonly logger: Logger,
+    private readonly authRetryMs: number,
+    private readonly onFailure: (error: ControlPlaneError) => void,
+  ) {}
+
+  /** Spools the result (fsync) before anything else; resolves once it is durable. */
+  async deliver(envelope: ResultEnvelope): Promise<void> {
+    await this.spool.append(envelope);
+  }
+
+  start(): void {
+    this.loop ??= this.run(this.stopped.signal, RESULT_LINGER_MS);
+  }
+
+  /** Stops the background loop, then sends what the spool holds until it is empty or `deadline` passes. */
+  async flush(deadlineMs: number): Promise<boolean> {
+    this.stopped.abort();
+    await this.loop;
+    const signal = AbortSignal.timeout(Math.max(1, deadlineMs - Date.now()));
+    await this.run(signal, 0, true);
+    return this.spool.results === 0;
+  }
+
+  private async run(signal: AbortSignal, lingerMs: number, untilEmpty = false): Promise<void> {
+    const backoff = new Backoff();
+    while (!signal.aborted) {
+      const batch = await this.spool.nextBatch(lingerMs);
+      if (!batch) {
+        if (untilEmpty) return;
+        const due = this.spool.dueIn(lingerMs);
+        await (due === undefined ? this.spool.changed(signal) : sleep(due, signal));
+        continue;
+      }
+      if (batch.envelopes.length === 0) {
+        await this.spool.complete(batch.seq);
+        continue;
+      }
+      try {
+        const retry = await this.send(batch.envelopes, signal, backoff);
+        await this.spool.complete(batch.seq, retry);
+        if (retry.length > 0) await sleep(backoff.next(), signal);
+      } catch (error) {
+        if (signal.aborted) return;
+        // A non-retryable answer (400 for the whole batch, say) must not wedge delivery:
+        // the results stay on disk, and the agent keeps trying slowly.
+        this.logger.error({ err: error, results: batch.envelopes.length }, 'results batch refused; keeping it in the spool');
+        await sleep(Math.max(backoff.next(), 5_000), signal);
+      }
+    }
+  }
+
+  /** Sends one batch; returns the results that must be sent again. */
+  private async send(envelopes: ResultEnvelope[], signal: AbortSignal, backoff: Backoff): Promise<ResultEnvelope[]> {
+    const answer = await withRetry(() => this.client.sendResults({ results: envelopes }, signal), {
+      signal,
+      logger: this.logger,
+      authRetryMs: this.authRetryMs,
+      backoff,
+      onFailure: this.onFailure,
+    });
+    const accepted = new Set(answer.accepted);
+    const retry: ResultEnvelope[] = [];
+    const rejections = new Map(answer.rejected.map((r) => [r.resultId, r]));
+    for (const envelope of envelopes) {
+      if (accepted.has(envelope.resultId)) {
+        this.delivered++;
+        continue;
+      }
+      const rejection = rejections.get(envelope.resultId);
+      if (rejection && rejection.statusCode >= 400 && rejection.statusCode < 500 && rejection.statusCode !== 429) {
+        this.logger.warn(
+          { jobId: envelope.jobId, resultId: envelope.resultId, status: rejection.statusCode, reason: rejection.message },
+          'control plane rejected a result for good; dropping it from the spool',
+        );
+        continue;
+      }
+      retry.push(envelope);
+    }
+    if (retry.length > 0) this.logger.warn({ results: retry.length }, 'control plane did not accept every result; re-sending the rest');
+    return retry;
+  }
+}
+

@@ -1,0 +1,83 @@
+// Turns an untrusted job (from the control plane or a checks file) into
+// something the queue can run. A malformed definition is not an exception:
+// it becomes a job whose result is an error naming the field.
+
+import type { CheckDefinition } from '../checks/definition.js';
+import { parseCheck, peekIdentity } from '../checks/definition.js';
+import type { Executor, ExecutorRegistry } from '../checks/executor.js';
+import { DefinitionError } from '../checks/fields.js';
+import type { EnvironmentVariable, Job } from '../control-plane/protocol.js';
+import type { Logger } from '../observability/logger.js';
+import type { CheckIdentity, RunIdentity } from '../results/result.js';
+
+export interface PreparedJob {
+  jobId: string;
+  identity: RunIdentity;
+  checkIdentity: CheckIdentity;
+  /** Present when the definition is valid and the type supported. */
+  runnable?: { check: CheckDefinition; executor: Executor; target: string };
+  /** Why the job cannot run, naming the field. */
+  invalid?: string;
+  variables: EnvironmentVariable[];
+  triggerSource: string | null;
+  logger: Logger;
+}
+
+function jobLogger(base: Logger, jobId: string, identity: CheckIdentity): Logger {
+  return base.child({ jobId, checkId: identity.id ?? null, checkType: identity.checkType ?? null });
+}
+
+export function prepareCheck(
+  rawCheck: unknown,
+  path: string,
+  jobId: string,
+  identity: RunIdentity,
+  registry: ExecutorRegistry,
+  logger: Logger,
+  extra: { variables?: EnvironmentVariable[]; triggerSource?: string | null } = {},
+): PreparedJob {
+  const checkIdentity = peekIdentity(rawCheck);
+  const base = {
+    jobId,
+    identity,
+    checkIdentity,
+    variables: extra.variables ?? [],
+    triggerSource: extra.triggerSource ?? null,
+    logger: jobLogger(logger, jobId, checkIdentity),
+  };
+  try {
+    const { check, executor } = parseCheck(rawCheck, path, registry);
+    return { ...base, runnable: { check, executor, target: executor.target(check.request) } };
+  } catch (error) {
+    if (error instanceof DefinitionError) return { ...base, invalid: `Invalid check definition: ${error.message}` };
+    throw error;
+  }
+}
+
+/** A job from the control plane: its envelope is checked here, its check by prepareCheck. */
+export function prepareJob(job: Job, registry: ExecutorRegistry, logger: Logger): PreparedJob {
+  const identity: RunIdentity = {
+    checkRunId: typeof job.checkRunId === 'number' ? job.checkRunId : null,
+    sequenceId: typeof job.sequenceId === 'string' ? job.sequenceId : null,
+    runLocation: typeof job.runLocation === 'string' ? job.runLocation : null,
+  };
+  const variables = Array.isArray(job.environmentVariables) ? job.environmentVariables : [];
+  const badVariable = variables.findIndex(
+    (v) => v === null || typeof v !== 'object' || typeof v.key !== 'string' || typeof v.value !== 'string',
+  );
+  const prepared = prepareCheck(job.check, 'check', job.id, identity, registry, logger, {
+    variables: badVariable === -1 ? variables : [],
+    triggerSource: typeof job.triggerSource === 'string' ? job.triggerSource : null,
+  });
+  if (job.check === undefined || job.check === null) {
+    return { ...prepared, runnable: undefined, invalid: 'Invalid job: check is required' };
+  }
+  if (badVariable !== -1 && !prepared.invalid) {
+    return {
+      ...prepared,
+      runnable: undefined,
+      invalid: `Invalid job: environmentVariables[${badVariable}] must be {key: string, value: string, secret?: boolean}`,
+    };
+  }
+  return prepared;
+}

@@ -1,0 +1,72 @@
+// What every mode shares: readiness state, the health server, and signals
+// (DESIGN §6: first SIGTERM/SIGINT drains, a second exits at once).
+
+import { startHealthServer } from './health/server.js';
+import type { Logger } from './observability/logger.js';
+import type { Metrics } from './observability/metrics.js';
+import { VERSION } from './version.js';
+
+export interface LoadFigures {
+  inFlight(): number;
+  queued(): number;
+  spooled(): number;
+}
+
+export class Lifecycle {
+  readonly startedAt = Date.now();
+  started = false;
+  shuttingDown = false;
+  /** Extra readiness condition of a mode (agent: the control plane accepted our key). */
+  modeReady: () => boolean = () => true;
+  private healthClose: (() => Promise<void>) | undefined;
+  healthPort: number | undefined;
+
+  constructor(
+    readonly mode: string,
+    private readonly metrics: Metrics,
+    private readonly load: LoadFigures,
+    private readonly logger: Logger,
+  ) {}
+
+  isReady(): boolean {
+    return this.started && !this.shuttingDown && this.modeReady();
+  }
+
+  async startHealth(port: number): Promise<void> {
+    const handle = await startHealthServer(port, {
+      registry: this.metrics.registry,
+      isReady: () => this.isReady(),
+      status: () => ({
+        version: VERSION,
+        mode: this.mode,
+        ready: this.isReady(),
+        shuttingDown: this.shuttingDown,
+        inFlight: this.load.inFlight(),
+        queued: this.load.queued(),
+        spooled: this.load.spooled(),
+        uptime: Math.round((Date.now() - this.startedAt) / 1000),
+      }),
+    });
+    this.healthClose = handle.close;
+    this.healthPort = handle.port;
+    this.logger.info({ port: handle.port }, 'health server listening');
+  }
+
+  async closeHealth(): Promise<void> {
+    await this.healthClose?.();
+  }
+
+  /**
+   * Calls `drain` on the first SIGTERM/SIGINT; a second signal calls `hardExit`.
+   * Readiness flips to 503 before anything else happens.
+   */
+  onSignals(drain: (signal: NodeJS.Signals) => void, hardExit: (signal: NodeJS.Signals) => void): void {
+    const handler = (signal: NodeJS.Signals) => {
+      if (this.shuttingDown) return hardExit(signal);
+      this.shuttingDown = true;
+      drain(signal);
+    };
+    process.on('SIGTERM', handler);
+    process.on('SIGINT', handler);
+  }
+}

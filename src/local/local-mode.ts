@@ -1,0 +1,112 @@
+// Local and once modes: jobs come from a checks file, results go to stdout
+// and an optional JSONL file. Same queue, executors and result format as the
+// agent (DESIGN §1).
+
+import { randomUUID } from 'node:crypto';
+import { JobAbortedError } from '../checks/errors.js';
+import type { ExecutorRegistry } from '../checks/executor.js';
+import type { Config } from '../config.js';
+import type { PreparedJob } from '../jobs/prepare.js';
+import { Lifecycle } from '../lifecycle.js';
+import type { Logger } from '../observability/logger.js';
+import { createMetrics } from '../observability/metrics.js';
+import { JobQueue } from '../queue/job-queue.js';
+import { loadChecksFile, type LocalCheck } from './checks-file.js';
+import { Scheduler } from './scheduler.js';
+import { LocalSink } from './sink.js';
+
+function prepareLocal(local: LocalCheck, logger: Logger): PreparedJob {
+  const { check, executor } = local;
+  const jobId = randomUUID();
+  return {
+    jobId,
+    identity: { checkRunId: null, sequenceId: randomUUID(), runLocation: 'local' },
+    checkIdentity: { id: check.id, name: check.name, checkType: check.checkType },
+    runnable: { check, executor, target: executor.target(check.request) },
+    variables: local.variables,
+    triggerSource: null,
+    logger: logger.child({ jobId, checkId: check.id, checkType: check.checkType }),
+  };
+}
+
+export async function runLocal(config: Config, registry: ExecutorRegistry, logger: Logger, flushLogs: () => void): Promise<{ done: Promise<number> }> {
+  const checks = await loadChecksFile(config.checksFile as string, registry);
+  const metrics = createMetrics();
+  const queue = new JobQueue(config.jobConcurrency, metrics);
+  const sink = new LocalSink(process.stdout, config.resultsFile);
+  await sink.open();
+  const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0 }, logger);
+  const runOne = async (local: LocalCheck) => {
+    const completion = await queue.submit(prepareLocal(local, logger));
+    if (completion.result) sink.deliver(completion.result);
+  };
+
+  if (config.mode === 'once') {
+    lifecycle.started = true;
+    let interrupted = false;
+    lifecycle.onSignals(
+      () => {
+        interrupted = true;
+        queue.abortAll(new JobAbortedError('shutdown', 'Aborted: interrupted'));
+      },
+      (signal) => {
+        flushLogs();
+        process.exit(signal === 'SIGINT' ? 130 : 143);
+      },
+    );
+    const done = Promise.all(checks.map(runOne)).then(async () => {
+      await sink.close();
+      const { passed, degraded, failed, error } = sink.counts;
+      const total = passed + degraded + failed + error;
+      process.stderr.write(
+        `outpost once: ${total} checks: ${passed} passed, ${degraded} degraded, ${failed} failed, ${error} errors${interrupted ? ' (interrupted)' : ''}\n`,
+      );
+      return failed + error === 0 && !interrupted ? 0 : 1;
+    });
+    return { done };
+  }
+
+  await lifecycle.startHealth(config.healthPort);
+  const scheduler = new Scheduler(
+    checks.map((c) => ({ ...c, id: c.check.id, frequencySeconds: c.check.frequency })),
+    runOne,
+    logger,
+  );
+  scheduler.start();
+  lifecycle.started = true;
+  logger.info({ checks: checks.length, file: config.checksFile, resultsFile: config.resultsFile ?? null }, 'outpost local mode started');
+
+  let resolveDone: (code: number) => void = () => undefined;
+  const done = new Promise<number>((resolve) => {
+    resolveDone = resolve;
+  });
+  const drain = async (signal: NodeJS.Signals) => {
+    logger.info({ signal, running: queue.inFlight }, 'shutting down: finishing running checks');
+    scheduler.stop();
+    const idle = queue.onIdle().then(() => true);
+    const graceOver = new Promise<false>((r) => setTimeout(() => r(false), config.shutdownGraceSeconds * 1000).unref());
+    if (!(await Promise.race([idle, graceOver]))) {
+      queue.abortAll(new JobAbortedError('shutdown', 'Aborted: the agent shut down before the check finished'));
+      await queue.onIdle();
+    }
+    // Results of the last runs are delivered by runOne before onIdle settles.
+    await new Promise((r) => setImmediate(r));
+    await sink.close();
+    await lifecycle.closeHealth();
+    logger.info(sink.counts, 'outpost local mode stopped');
+    resolveDone(0);
+  };
+  lifecycle.onSignals(
+    (signal) => {
+      drain(signal).catch((error: unknown) => {
+        logger.error({ err: error }, 'shutdown failed');
+        resolveDone(1);
+      });
+    },
+    (signal) => {
+      flushLogs();
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    },
+  );
+  return { done };
+}

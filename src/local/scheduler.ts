@@ -1,0 +1,82 @@
+// Local mode's source: fires each check on its frequency at a stable per-check
+// offset (so checks spread out rather than all firing at once), and never
+// overlaps a check with itself (DESIGN §2).
+
+import { createHash } from 'node:crypto';
+import type { Logger } from '../observability/logger.js';
+
+export interface Schedulable {
+  id: string;
+  frequencySeconds: number;
+}
+
+/** Stable offset of a check inside its period, from a hash of its id. */
+export function offsetMs(id: string, periodMs: number): number {
+  const hash = createHash('sha256').update(id).digest();
+  return hash.readUInt32BE(0) % periodMs;
+}
+
+/** The first epoch-aligned slot (k·period + offset) strictly after `after`. */
+export function nextSlot(after: number, periodMs: number, offset: number): number {
+  const k = Math.floor((after - offset) / periodMs) + 1;
+  return k * periodMs + offset;
+}
+
+/** First runs are spread over this window after start, in offset order, so a person sees results at once. */
+export const STARTUP_SPREAD_MS = 2_000;
+
+export class Scheduler<T extends Schedulable> {
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly running = new Set<string>();
+  private stopped = false;
+  skipped = 0;
+
+  constructor(
+    private readonly items: T[],
+    private readonly run: (item: T) => Promise<void>,
+    private readonly logger: Logger,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  start(): void {
+    const start = this.now();
+    for (const item of this.items) {
+      const period = item.frequencySeconds * 1000;
+      const offset = offsetMs(item.id, period);
+      const first = start + Math.floor((offset / period) * STARTUP_SPREAD_MS);
+      this.arm(item, first);
+    }
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const timer of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+  }
+
+  get inFlight(): number {
+    return this.running.size;
+  }
+
+  private arm(item: T, at: number): void {
+    if (this.stopped) return;
+    const timer = setTimeout(() => this.fire(item, at), Math.max(0, at - this.now()));
+    this.timers.set(item.id, timer);
+  }
+
+  private fire(item: T, at: number): void {
+    const period = item.frequencySeconds * 1000;
+    const offset = offsetMs(item.id, period);
+    // The next slot is at least half a period away, so the startup run and the first aligned slot never crowd together.
+    this.arm(item, nextSlot(Math.max(at, this.now()) + period / 2, period, offset));
+    if (this.running.has(item.id)) {
+      this.skipped++;
+      this.logger.warn({ checkId: item.id }, 'previous run still in progress: skipping this run');
+      return;
+    }
+    this.running.add(item.id);
+    this.run(item)
+      .catch((error: unknown) => this.logger.error({ err: error, checkId: item.id }, 'scheduled run failed'))
+      .finally(() => this.running.delete(item.id));
+  }
+}

@@ -1,0 +1,137 @@
+// An undici connector that resolves, connects and handshakes itself so that
+// every phase is measured, not estimated, and the address family is ours to
+// choose. One instance serves one check run.
+
+import { lookup } from 'node:dns/promises';
+import net from 'node:net';
+import { performance } from 'node:perf_hooks';
+import tls from 'node:tls';
+import type { buildConnector } from 'undici';
+
+export type IpFamily = 'IPv4' | 'IPv6';
+
+/** Marks of one connection, in performance.now() milliseconds. */
+export interface ConnectionMarks {
+  lookupStart: number;
+  lookupEnd: number;
+  connectEnd: number;
+  /** Equal to connectEnd for plain HTTP. */
+  tlsEnd: number;
+  address: string;
+  port: number;
+  family: 4 | 6;
+  tls?: TlsSummary;
+}
+
+export interface TlsSummary {
+  protocol: string | null;
+  cipher: string | null;
+  authorized: boolean;
+  authorizationError: string | null;
+  subject: string | null;
+  issuer: string | null;
+  validFrom: string | null;
+  validTo: string | null;
+  daysToExpiry: number | null;
+}
+
+export interface TimedConnectorOptions {
+  ipFamily: IpFamily;
+  rejectUnauthorized: boolean;
+  signal: AbortSignal;
+  onConnection: (marks: ConnectionMarks) => void;
+}
+
+function firstValue(value: string | string[] | undefined): string | null {
+  return (Array.isArray(value) ? value[0] : value) ?? null;
+}
+
+function summarizeTls(socket: tls.TLSSocket): TlsSummary {
+  const cert = socket.getPeerCertificate();
+  const has = cert && Object.keys(cert).length > 0;
+  const validTo = has ? cert.valid_to : null;
+  const expires = validTo ? Date.parse(validTo) : Number.NaN;
+  const authorizationError = socket.authorizationError;
+  return {
+    protocol: socket.getProtocol(),
+    cipher: socket.getCipher()?.name ?? null,
+    authorized: socket.authorized,
+    authorizationError: authorizationError ? String(authorizationError) : null,
+    subject: has && cert.subject ? firstValue(cert.subject.CN) : null,
+    issuer: has && cert.issuer ? (firstValue(cert.issuer.CN) ?? firstValue(cert.issuer.O)) : null,
+    validFrom: has ? cert.valid_from : null,
+    validTo,
+    daysToExpiry: Number.isNaN(expires) ? null : Math.floor((expires - Date.now()) / 86_400_000),
+  };
+}
+
+export function timedConnector(options: TimedConnectorOptions): buildConnector.connector {
+  return (opts, callback) => {
+    const marks: Partial<ConnectionMarks> = { lookupStart: performance.now() };
+    const family = options.ipFamily === 'IPv6' ? 6 : 4;
+    const port = Number(opts.port) || (opts.protocol === 'https:' ? 443 : 80);
+    // WHATWG URLs keep IPv6 literals in brackets; the socket API wants them bare.
+    const host = opts.hostname.replace(/^\[(.*)\]$/, '$1');
+    let settled = false;
+    const finish = (error: Error | null, socket?: net.Socket) => {
+      if (settled) {
+        socket?.destroy();
+        return;
+      }
+      settled = true;
+      options.signal.removeEventListener('abort', onAbort);
+      if (error || !socket) callback(error ?? new Error('no socket'), null);
+      else callback(null, socket);
+    };
+    let pending: net.Socket | undefined;
+    const onAbort = () => {
+      pending?.destroy();
+      finish(options.signal.reason instanceof Error ? options.signal.reason : new Error('aborted'));
+    };
+    if (options.signal.aborted) return onAbort();
+    options.signal.addEventListener('abort', onAbort, { once: true });
+
+    const resolve = net.isIP(host)
+      ? Promise.resolve({ address: host, family: net.isIP(host) as 4 | 6 })
+      : lookup(host, { family, verbatim: true }).then((r) => ({ address: r.address, family: r.family as 4 | 6 }));
+    resolve.then(
+      ({ address, family: resolvedFamily }) => {
+        if (settled) return;
+        marks.lookupEnd = performance.now();
+        marks.address = address;
+        marks.port = port;
+        marks.family = resolvedFamily;
+        const socket = net.connect({ host: address, port, noDelay: true });
+        pending = socket;
+        socket.once('error', (error) => finish(error));
+        socket.once('connect', () => {
+          marks.connectEnd = performance.now();
+          if (opts.protocol !== 'https:') {
+            marks.tlsEnd = marks.connectEnd;
+            socket.removeAllListeners('error');
+            options.onConnection(marks as ConnectionMarks);
+            return finish(null, socket);
+          }
+          const servername = opts.servername || (net.isIP(host) ? undefined : host);
+          const secure = tls.connect({
+            socket,
+            servername,
+            rejectUnauthorized: options.rejectUnauthorized,
+            ALPNProtocols: ['http/1.1'],
+          });
+          pending = secure;
+          secure.once('error', (error) => finish(error));
+          secure.once('secureConnect', () => {
+            marks.tlsEnd = performance.now();
+            marks.tls = summarizeTls(secure);
+            secure.removeAllListeners('error');
+            socket.removeAllListeners('error');
+            options.onConnection(marks as ConnectionMarks);
+            finish(null, secure);
+          });
+        });
+      },
+      (error: Error) => finish(error),
+    );
+  };
+}

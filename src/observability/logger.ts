@@ -1,0 +1,76 @@
+// pino, JSON lines by default; a compact readable line when the stream is a
+// terminal. Job lines carry jobId, checkId and checkType via child loggers.
+
+import { Writable } from 'node:stream';
+import pino from 'pino';
+
+export type Logger = pino.Logger;
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+const LEVEL_NAMES: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
+const LEVEL_COLOURS: Record<number, string> = { 20: '\x1b[90m', 30: '\x1b[36m', 40: '\x1b[33m', 50: '\x1b[31m', 60: '\x1b[41m' };
+const HIDDEN = new Set(['level', 'time', 'msg', 'pid', 'hostname', 'v']);
+
+/** Formats one pino JSON line as `12:00:01 INFO  message key=value …`. */
+export function prettyLine(json: string): string {
+  let record: Record<string, unknown>;
+  try {
+    record = JSON.parse(json) as Record<string, unknown>;
+  } catch {
+    return json;
+  }
+  const level = Number(record.level);
+  const time = new Date(Number(record.time)).toISOString().slice(11, 19);
+  const extras = Object.entries(record)
+    .filter(([key]) => !HIDDEN.has(key))
+    .map(([key, value]) => `${key}=${typeof value === 'string' ? value : JSON.stringify(value)}`)
+    .join(' ');
+  const name = (LEVEL_NAMES[level] ?? String(level)).padEnd(5);
+  return `\x1b[2m${time}\x1b[0m ${LEVEL_COLOURS[level] ?? ''}${name}\x1b[0m ${String(record.msg ?? '')}${extras ? ` \x1b[2m${extras}\x1b[0m` : ''}\n`;
+}
+
+function prettyStream(target: NodeJS.WriteStream): Writable {
+  return new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      const text = chunk
+        .toString('utf8')
+        .split('\n')
+        .filter((line) => line.length > 0)
+        .map(prettyLine)
+        .join('');
+      target.write(text, () => done());
+    },
+  });
+}
+
+export interface LoggerHandle {
+  logger: Logger;
+  /** Writes out what is buffered; call before process.exit. */
+  flush(): void;
+}
+
+export function createLogger(level: LogLevel, stream: 'stdout' | 'stderr'): LoggerHandle {
+  const target = stream === 'stdout' ? process.stdout : process.stderr;
+  const options: pino.LoggerOptions = {
+    level,
+    base: { pid: process.pid },
+    timestamp: pino.stdTimeFunctions.epochTime,
+  };
+  if (target.isTTY) {
+    const logger = pino(options, prettyStream(target));
+    return { logger, flush: () => undefined };
+  }
+  const destination = pino.destination({ dest: stream === 'stdout' ? 1 : 2, sync: false, minLength: 0 });
+  const logger = pino(options, destination);
+  return {
+    logger,
+    flush: () => {
+      try {
+        destination.flushSync();
+      } catch {
+        // Nothing more can be done with a closed or broken stream.
+      }
+    },
+  };
+}

@@ -1,0 +1,52 @@
+// Prometheus metrics of one agent process, on their own registry so that
+// several agents (in tests) never share counters.
+
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+export interface Metrics {
+  registry: Registry;
+  jobsTotal: Counter<'checkType' | 'outcome'>;
+  jobDuration: Histogram<'checkType'>;
+  jobsInFlight: Gauge;
+  queueCapacity: Gauge;
+  spoolResults: Gauge;
+  controlPlaneRequests: Counter<'route' | 'status'>;
+}
+
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  return {
+    registry,
+    jobsTotal: new Counter({
+      name: 'outpost_jobs_total',
+      help: 'Jobs finished, by check type and outcome (passed, degraded, failed, error, aborted)',
+      labelNames: ['checkType', 'outcome'] as const,
+      registers: [registry],
+    }),
+    jobDuration: new Histogram({
+      name: 'outpost_job_duration_seconds',
+      help: 'Wall time of a job from start to result, in seconds',
+      labelNames: ['checkType'] as const,
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 240],
+      registers: [registry],
+    }),
+    jobsInFlight: new Gauge({ name: 'outpost_jobs_in_flight', help: 'Jobs running now', registers: [registry] }),
+    queueCapacity: new Gauge({
+      name: 'outpost_queue_capacity',
+      help: 'Jobs that may run at once (JOB_CONCURRENCY)',
+      registers: [registry],
+    }),
+    spoolResults: new Gauge({
+      name: 'outpost_spool_results',
+      help: 'Results on disk waiting for the control plane to accept them',
+      registers: [registry],
+    }),
+    controlPlaneRequests: new Counter({
+      name: 'outpost_control_plane_requests_total',
+      help: 'Requests to the control plane, by route and HTTP status (or network_error)',
+      labelNames: ['route', 'status'] as const,
+      registers: [registry],
+    }),
+  };
+}

@@ -1,0 +1,139 @@
+// The service's check result entry (DESIGN §4), and how an executor's outcome
+// becomes one.
+
+import { randomUUID } from 'node:crypto';
+import type { Outcome, ResultMemberName } from '../checks/executor.js';
+
+export type ResultType = 'FINAL' | 'ATTEMPT';
+
+export interface TimingPhases {
+  wait: number;
+  dns: number;
+  tcp: number;
+  tls: number;
+  firstByte: number;
+  download: number;
+  total: number;
+}
+
+export interface CheckResultEntry {
+  resultType: ResultType;
+  id: string;
+  name: string | null;
+  checkId: string | null;
+  checkType: string | null;
+  hasFailures: boolean;
+  hasErrors: boolean;
+  isDegraded: boolean;
+  overMaxResponseTime: boolean;
+  runLocation: string | null;
+  startedAt: string;
+  stoppedAt: string;
+  created_at: string;
+  responseTime: number;
+  checkRunId: number | null;
+  attempts: number;
+  sequenceId: string | null;
+  apiCheckResult?: Record<string, unknown>;
+  tcpCheckResult?: Record<string, unknown>;
+  dnsCheckResult?: Record<string, unknown>;
+  icmpCheckResult?: Record<string, unknown>;
+  multiStepCheckResult?: Record<string, unknown>;
+  browserCheckResult?: Record<string, unknown>;
+}
+
+/** Where a job came from, as far as the result needs to know. */
+export interface RunIdentity {
+  checkRunId: number | null;
+  sequenceId: string | null;
+  runLocation: string | null;
+}
+
+/** What a result says about which check it belongs to; any part may be unknown for a malformed job. */
+export interface CheckIdentity {
+  id?: string | null;
+  name?: string | null;
+  checkType?: string | null;
+}
+
+export interface Thresholds {
+  degradedResponseTime: number;
+  maxResponseTime: number;
+  shouldFail: boolean;
+}
+
+/**
+ * Verdict rules (README "How a result is judged"):
+ * a run *failed* when it has a request error, a failed assertion, or ran over
+ * maxResponseTime. `shouldFail` inverts that verdict; an inverted request error
+ * is then not reported as an error either, though the error text stays in the
+ * result as evidence.
+ */
+export function buildResult(
+  outcome: Outcome,
+  thresholds: Thresholds,
+  identity: RunIdentity,
+  check: CheckIdentity | null,
+  resultType: ResultType = 'FINAL',
+  attempts = 1,
+): CheckResultEntry {
+  const responseTime = Math.max(0, Math.round(outcome.responseTime));
+  const overMax = responseTime > thresholds.maxResponseTime;
+  const degraded = !overMax && responseTime > thresholds.degradedResponseTime;
+  const hasError = outcome.error !== undefined;
+  const failed = hasError || outcome.assertionsFailed || overMax;
+  const entry: CheckResultEntry = {
+    resultType,
+    id: randomUUID(),
+    name: check?.name ?? null,
+    checkId: check?.id ?? null,
+    checkType: check?.checkType ?? null,
+    hasFailures: thresholds.shouldFail ? !failed : failed,
+    hasErrors: hasError && !thresholds.shouldFail,
+    isDegraded: degraded,
+    overMaxResponseTime: overMax,
+    runLocation: identity.runLocation,
+    startedAt: outcome.startedAt.toISOString(),
+    stoppedAt: outcome.stoppedAt.toISOString(),
+    created_at: new Date().toISOString(),
+    responseTime,
+    checkRunId: identity.checkRunId,
+    attempts,
+    sequenceId: identity.sequenceId,
+  };
+  entry[outcome.member] = outcome.detail;
+  return entry;
+}
+
+/** A result for a job that never reached an executor (bad definition, unsupported type, shutdown). */
+export function errorResult(
+  message: string,
+  identity: RunIdentity,
+  check: CheckIdentity | null,
+  member: ResultMemberName = 'apiCheckResult',
+  startedAt = new Date(),
+): CheckResultEntry {
+  const now = new Date();
+  return buildResult(
+    {
+      startedAt,
+      stoppedAt: now,
+      responseTime: now.getTime() - startedAt.getTime(),
+      assertionsFailed: false,
+      error: message,
+      member,
+      detail: { requestError: message, jobLog: [message] },
+    },
+    // An agent-side error is never inverted by shouldFail: it says nothing about the target.
+    { degradedResponseTime: Number.MAX_SAFE_INTEGER, maxResponseTime: Number.MAX_SAFE_INTEGER, shouldFail: false },
+    identity,
+    check,
+  );
+}
+
+/** Whether a delivered result counts as passed (for `once` mode and metrics). */
+export function resultOutcome(entry: CheckResultEntry): 'passed' | 'degraded' | 'failed' | 'error' {
+  if (entry.hasErrors) return 'error';
+  if (entry.hasFailures) return 'failed';
+  return entry.isDegraded ? 'degraded' : 'passed';
+}

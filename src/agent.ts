@@ -47,7 +47,6 @@ export async function runAgent(config: Config, registry: ExecutorRegistry, logge
       proxy: config.proxy,
     },
     metrics,
-    logger,
   );
   lifecycle.modeReady = () => client.authorized === true;
   const authRetryMs = config.authRetrySeconds * 1000;

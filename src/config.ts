@@ -68,7 +68,7 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   return Number(value);
 }
 
-function httpUrl(env: Env, name: string, value: string | undefined): string | undefined {
+function httpUrl(name: string, value: string | undefined): string | undefined {
   if (value === undefined) return undefined;
   let parsed: URL;
   try {
@@ -84,8 +84,8 @@ function httpUrl(env: Env, name: string, value: string | undefined): string | un
 
 function proxyVariable(env: Env, name: string): string | undefined {
   const lower = name.toLowerCase();
-  if (read(env, name) !== undefined) return httpUrl(env, name, read(env, name));
-  return httpUrl(env, lower, read(env, lower));
+  if (read(env, name) !== undefined) return httpUrl(name, read(env, name));
+  return httpUrl(lower, read(env, lower));
 }
 
 const GIB = 1024 ** 3;
@@ -133,7 +133,7 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
   if (mode === 'agent') {
     const apiUrl = read(env, 'API_URL');
     if (apiUrl === undefined) throw new ConfigError('API_URL is not set: agent mode needs the control-plane base URL (https://…)');
-    config.apiUrl = httpUrl(env, 'API_URL', apiUrl);
+    config.apiUrl = httpUrl('API_URL', apiUrl);
     const apiKey = read(env, 'API_KEY');
     if (apiKey === undefined) throw new ConfigError('API_KEY is not set: agent mode needs a private-location key');
     if (/\s/.test(apiKey)) throw new ConfigError('API_KEY is invalid: must not contain whitespace');

@@ -65,7 +65,6 @@ export class ControlPlaneClient {
   constructor(
     private readonly options: ClientOptions,
     private readonly metrics: Metrics,
-    private readonly logger: Logger,
   ) {
     this.base = options.apiUrl.replace(/\/+$/, '');
     const { httpProxy, httpsProxy, noProxy } = options.proxy;

@@ -1,0 +1,506 @@
+// A strict, in-memory control plane speaking protocol v1 (docs/protocol.md),
+// for driving the real agent process in tests and the benchmark. Anything the
+// agent sends that the protocol does not allow is answered 400 *and* recorded
+// in `violations`, so tests can assert that none happened. Faults can be
+// injected per route.
+
+import { createHash, randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Socket } from 'node:net';
+import {
+  AGENT_ROUTE_LIMIT_PER_MINUTE,
+  type AgentEvent,
+  type ClaimRequest,
+  type Job,
+  MAX_RESULTS_PER_BATCH,
+  PROTOCOL_ROUTES,
+  type ResultEnvelope,
+  type RouteName,
+} from '../../src/control-plane/protocol.js';
+
+export const MAX_ARTIFACT_BYTES = 157_286_400;
+
+export interface Fault {
+  /** Route it applies to; any route when absent. */
+  route?: RouteName;
+  /** Answer with this status and the service's error body. */
+  status?: number;
+  retryAfter?: string;
+  /** Wait this long before answering (or before the other fault effects). */
+  delayMs?: number;
+  /** Destroy the connection instead of answering. */
+  reset?: boolean;
+  /** Answer 200 with a body that is not JSON. */
+  malformed?: boolean;
+  /** How many matching requests it affects (default 1). */
+  count?: number;
+}
+
+interface JobState {
+  job: Job;
+  state: 'ready' | 'leased' | 'done';
+  agentId?: string;
+  leaseExpiresAt: number;
+  resultId?: string;
+  claims: number;
+}
+
+export interface RequestRecord {
+  route: string;
+  at: number;
+  status: number;
+  agentId: string | undefined;
+}
+
+export interface StoredResult extends ResultEnvelope {
+  receivedAt: number;
+}
+
+export interface StoredArtifact {
+  jobId: string;
+  name: string;
+  contentType: string;
+  size: number;
+  received?: number;
+  sha256?: string;
+}
+
+/** The agent a revoked lease is handed to. */
+export const OTHER_AGENT = '00000000-0000-4000-8000-000000000000';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function errorBody(statusCode: number, message: string, attributes: Record<string, unknown> = {}) {
+  return { statusCode, error: http.STATUS_CODES[statusCode] ?? 'Error', message, attributes };
+}
+
+class ProtocolViolation extends Error {}
+
+function check(condition: unknown, message: string): asserts condition {
+  if (!condition) throw new ProtocolViolation(message);
+}
+
+export interface FakeControlPlaneOptions {
+  apiKey?: string;
+  leaseMs?: number;
+  port?: number;
+}
+
+export class FakeControlPlane {
+  readonly jobs = new Map<string, JobState>();
+  readonly results = new Map<string, StoredResult>();
+  readonly events: AgentEvent[] = [];
+  readonly artifacts = new Map<string, StoredArtifact>();
+  readonly requests: RequestRecord[] = [];
+  readonly violations: string[] = [];
+  /** Every result envelope posted, accepted or not, in order of arrival. */
+  readonly received: Array<{ jobId: string; resultId: string }> = [];
+  /** Accepted results whose resultId had been accepted before (a re-send: fine, but counted). */
+  resentResults = 0;
+  /** Results refused because their job already has another result. */
+  conflictingResults = 0;
+  /** Most jobs ever leased to one agent at once, and the claims that saw it. */
+  maxOutstanding = 0;
+  readonly claims: Array<{ max: number; given: number; outstandingBefore: number }> = [];
+  validKeys: Set<string>;
+  leaseMs: number;
+  private faults: Fault[] = [];
+  private readonly waiters = new Set<() => void>();
+  private server: http.Server;
+  private readonly sockets = new Set<Socket>();
+  private sweeper: NodeJS.Timeout | undefined;
+  port = 0;
+
+  private constructor(options: FakeControlPlaneOptions) {
+    this.validKeys = new Set([options.apiKey ?? 'test-key']);
+    this.leaseMs = options.leaseMs ?? 30_000;
+    this.server = this.createServer();
+  }
+
+  static async start(options: FakeControlPlaneOptions = {}): Promise<FakeControlPlane> {
+    const cp = new FakeControlPlane(options);
+    await cp.listen(options.port ?? 0);
+    cp.sweeper = setInterval(() => cp.expireLeases(), 50);
+    return cp;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  get apiKey(): string {
+    return [...this.validKeys][0] as string;
+  }
+
+  addJob(check: unknown, extra: Partial<Job> = {}): string {
+    const id = extra.id ?? randomUUID();
+    const job: Job = {
+      id,
+      leaseExpiresAt: '',
+      checkRunId: this.jobs.size + 1,
+      sequenceId: randomUUID(),
+      triggerSource: 'SCHEDULER',
+      runLocation: 'test-location',
+      attempt: 1,
+      check,
+      environmentVariables: [],
+      ...extra,
+    };
+    this.jobs.set(id, { job, state: 'ready', leaseExpiresAt: 0, claims: 0 });
+    this.wake();
+    return id;
+  }
+
+  /** Adds a raw job object exactly as given (for malformed-job tests). */
+  addRawJob(raw: Record<string, unknown>): void {
+    const id = typeof raw.id === 'string' ? raw.id : randomUUID();
+    this.jobs.set(id, { job: raw as unknown as Job, state: 'ready', leaseExpiresAt: 0, claims: 0 });
+    this.wake();
+  }
+
+  inject(fault: Fault): void {
+    this.faults.push({ count: 1, ...fault });
+  }
+
+  clearFaults(): void {
+    this.faults = [];
+  }
+
+  /** Hands a leased job to another (imaginary) agent: the holder's next leases call hears it is lost. */
+  revokeLease(jobId: string): void {
+    const state = this.jobs.get(jobId);
+    if (state?.state !== 'leased') throw new Error(`job ${jobId} is not leased`);
+    state.agentId = OTHER_AGENT;
+    state.leaseExpiresAt = Date.now() + 3_600_000;
+  }
+
+  outstanding(agentId?: string): number {
+    let n = 0;
+    for (const s of this.jobs.values()) if (s.state === 'leased' && (agentId === undefined || s.agentId === agentId)) n++;
+    return n;
+  }
+
+  resultsFor(jobId: string): StoredResult[] {
+    return [...this.results.values()].filter((r) => r.jobId === jobId);
+  }
+
+  countRequests(route?: RouteName, sinceMs = 0): number {
+    const path = route ? PROTOCOL_ROUTES[route] : undefined;
+    return this.requests.filter((r) => (!path || r.route === path) && r.at >= sinceMs).length;
+  }
+
+  async waitFor(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!predicate()) {
+      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+
+  /** Stops answering (connections are refused) until `resume`. */
+  async stopListening(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      for (const socket of this.sockets) socket.destroy();
+    });
+    for (const waiter of [...this.waiters]) waiter();
+  }
+
+  async resume(): Promise<void> {
+    this.server = this.createServer();
+    await this.listen(this.port);
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.sweeper);
+    for (const waiter of [...this.waiters]) waiter();
+    if (this.server.listening) await this.stopListening();
+  }
+
+  private listen(port: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, '127.0.0.1', () => {
+        this.port = (this.server.address() as AddressInfo).port;
+        resolve();
+      });
+    });
+  }
+
+  private createServer(): http.Server {
+    const server = http.createServer((req, res) => {
+      this.handle(req, res).catch((error: Error) => {
+        if (!res.headersSent) this.send(req, res, 500, errorBody(500, error.message));
+      });
+    });
+    server.keepAliveTimeout = 60_000;
+    server.on('connection', (socket) => {
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+    });
+    return server;
+  }
+
+  private wake(): void {
+    for (const waiter of [...this.waiters]) waiter();
+  }
+
+  private expireLeases(): void {
+    const now = Date.now();
+    for (const s of this.jobs.values()) {
+      if (s.state === 'leased' && s.leaseExpiresAt <= now) {
+        s.state = 'ready';
+        s.agentId = undefined;
+        s.job = { ...s.job, attempt: (s.job.attempt ?? 1) + 1 };
+        this.wake();
+      }
+    }
+  }
+
+  private send(req: http.IncomingMessage, res: http.ServerResponse, status: number, body: unknown, headers: http.OutgoingHttpHeaders = {}): void {
+    this.requests.push({ route: req.url ?? '', at: Date.now(), status, agentId: req.headers['x-agent-id'] as string | undefined });
+    const text = typeof body === 'string' ? body : JSON.stringify(body);
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+    res.end(text);
+  }
+
+  private takeFault(route: RouteName | undefined): Fault | undefined {
+    const index = this.faults.findIndex((f) => f.route === undefined || f.route === route);
+    if (index === -1) return undefined;
+    const fault = this.faults[index] as Fault;
+    fault.count = (fault.count ?? 1) - 1;
+    if (fault.count <= 0) this.faults.splice(index, 1);
+    return fault;
+  }
+
+  private routeOf(url: string): RouteName | undefined {
+    return (Object.keys(PROTOCOL_ROUTES) as RouteName[]).find((name) => PROTOCOL_ROUTES[name] === url);
+  }
+
+  private rateExceeded(key: string): boolean {
+    const since = Date.now() - 60_000;
+    let n = 0;
+    for (let i = this.requests.length - 1; i >= 0; i--) {
+      const r = this.requests[i] as RequestRecord;
+      if (r.at < since) break;
+      n++;
+    }
+    return key !== '' && n >= AGENT_ROUTE_LIMIT_PER_MINUTE;
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const url = (req.url ?? '').split('?')[0] as string;
+    if (req.method === 'PUT' && url.startsWith('/uploads/')) return this.upload(req, res, url.slice('/uploads/'.length));
+    const route = this.routeOf(url);
+    const fault = this.takeFault(route);
+    if (fault?.delayMs) await new Promise((r) => setTimeout(r, fault.delayMs));
+    if (fault?.reset) {
+      req.socket.destroy();
+      this.requests.push({ route: url, at: Date.now(), status: 0, agentId: req.headers['x-agent-id'] as string | undefined });
+      return;
+    }
+    const raw = await new Promise<Buffer>((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => resolve(Buffer.concat(chunks)));
+      req.on('error', reject);
+    });
+    if (fault?.status) {
+      const headers = fault.retryAfter ? { 'retry-after': fault.retryAfter } : {};
+      return this.send(req, res, fault.status, errorBody(fault.status, 'injected fault'), headers);
+    }
+    if (fault?.malformed) return this.send(req, res, 200, '{"jobs": [this is not json');
+    if (!route) return this.send(req, res, 404, errorBody(404, `No route ${url}`));
+    try {
+      check(req.method === 'POST', `${url}: method ${req.method}, expected POST`);
+      const auth = req.headers.authorization ?? '';
+      const key = auth.startsWith('Bearer ') ? auth.slice(7) : '';
+      if (!this.validKeys.has(key)) return this.send(req, res, 401, errorBody(401, 'bad token'));
+      if (this.rateExceeded(key)) {
+        this.violations.push(`${url}: more than ${AGENT_ROUTE_LIMIT_PER_MINUTE} requests in 60 s`);
+        return this.send(req, res, 429, errorBody(429, 'Too Many Requests'), { 'retry-after': '10' });
+      }
+      check(/^outpost\/\S+$/.test(req.headers['user-agent'] ?? ''), `${url}: User-Agent ${req.headers['user-agent']} is not outpost/<version>`);
+      const agentId = req.headers['x-agent-id'];
+      check(typeof agentId === 'string' && UUID.test(agentId), `${url}: x-agent-id ${agentId} is not a UUID`);
+      check((req.headers['content-type'] ?? '').startsWith('application/json'), `${url}: content-type ${req.headers['content-type']}`);
+      let body: unknown;
+      try {
+        body = JSON.parse(raw.toString('utf8'));
+      } catch {
+        throw new ProtocolViolation(`${url}: body is not JSON`);
+      }
+      check(body !== null && typeof body === 'object' && !Array.isArray(body), `${url}: body is not an object`);
+      switch (route) {
+        case 'claim':
+          return await this.claim(req, res, body as ClaimRequest, agentId);
+        case 'leases':
+          return this.leases(req, res, body as { jobIds: unknown }, agentId);
+        case 'results':
+          return this.resultsRoute(req, res, body as { results: unknown });
+        case 'artifacts':
+          return this.artifact(req, res, body as Record<string, unknown>);
+        case 'events':
+          return this.eventsRoute(req, res, body as { events: unknown });
+      }
+    } catch (error) {
+      if (!(error instanceof ProtocolViolation)) throw error;
+      this.violations.push(error.message);
+      return this.send(req, res, 400, errorBody(400, error.message));
+    }
+  }
+
+  private readyJobs(): JobState[] {
+    return [...this.jobs.values()].filter((s) => s.state === 'ready');
+  }
+
+  private async claim(req: http.IncomingMessage, res: http.ServerResponse, body: ClaimRequest, agentId: string): Promise<void> {
+    check(Number.isInteger(body.max) && body.max >= 1 && body.max <= 1000, `claim: max ${body.max} is not an integer 1..1000`);
+    check(Number.isInteger(body.waitSeconds) && body.waitSeconds >= 0 && body.waitSeconds <= 60, `claim: waitSeconds ${body.waitSeconds}`);
+    const agent = body.agent;
+    check(agent && typeof agent === 'object', 'claim: agent missing');
+    check(agent.id === agentId, `claim: agent.id ${agent.id} differs from x-agent-id ${agentId}`);
+    check(typeof agent.version === 'string' && agent.version.length > 0, 'claim: agent.version missing');
+    check(Array.isArray(agent.checkTypes) && agent.checkTypes.every((t) => typeof t === 'string'), 'claim: agent.checkTypes');
+    check(Array.isArray(agent.runtimes), 'claim: agent.runtimes');
+    const deadline = Date.now() + body.waitSeconds * 1000;
+    let closed = false;
+    res.on('close', () => {
+      closed = true;
+    });
+    while (this.readyJobs().length === 0 && Date.now() < deadline && !closed && this.server.listening) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          this.waiters.delete(done);
+          resolve();
+        };
+        const timer = setTimeout(done, Math.max(0, deadline - Date.now()));
+        this.waiters.add(done);
+      });
+    }
+    if (closed) return;
+    const outstandingBefore = this.outstanding(agentId);
+    const given: Job[] = [];
+    for (const s of this.readyJobs().slice(0, body.max)) {
+      if (!agent.checkTypes.includes((s.job.check as { checkType?: string })?.checkType ?? '') && typeof (s.job.check as { checkType?: unknown })?.checkType === 'string') {
+        // The service only hands out types the agent advertised; keep those jobs for another agent.
+        continue;
+      }
+      s.state = 'leased';
+      s.agentId = agentId;
+      s.leaseExpiresAt = Date.now() + this.leaseMs;
+      s.claims++;
+      given.push({ ...s.job, leaseExpiresAt: new Date(s.leaseExpiresAt).toISOString() });
+    }
+    this.claims.push({ max: body.max, given: given.length, outstandingBefore });
+    this.maxOutstanding = Math.max(this.maxOutstanding, this.outstanding(agentId));
+    this.send(req, res, 200, { jobs: given });
+  }
+
+  private leases(req: http.IncomingMessage, res: http.ServerResponse, body: { jobIds: unknown }, agentId: string): void {
+    check(Array.isArray(body.jobIds) && body.jobIds.length > 0 && body.jobIds.every((id) => typeof id === 'string'), 'leases: jobIds must be a non-empty array of strings');
+    check(body.jobIds.length <= 1000, 'leases: more than 1000 jobIds');
+    const extended: Array<{ jobId: string; leaseExpiresAt: string }> = [];
+    const lost: string[] = [];
+    for (const jobId of body.jobIds as string[]) {
+      const s = this.jobs.get(jobId);
+      if (s && s.state === 'leased' && s.agentId === agentId) {
+        s.leaseExpiresAt = Date.now() + this.leaseMs;
+        extended.push({ jobId, leaseExpiresAt: new Date(s.leaseExpiresAt).toISOString() });
+      } else {
+        lost.push(jobId);
+      }
+    }
+    this.send(req, res, 200, { extended, lost });
+  }
+
+  private resultsRoute(req: http.IncomingMessage, res: http.ServerResponse, body: { results: unknown }): void {
+    check(Array.isArray(body.results), 'results: results must be an array');
+    check(body.results.length >= 1 && body.results.length <= MAX_RESULTS_PER_BATCH, `results: ${body.results.length} results (1..${MAX_RESULTS_PER_BATCH} allowed)`);
+    const accepted: string[] = [];
+    const rejected: Array<{ resultId: string; statusCode: number; message: string }> = [];
+    for (const [index, item] of (body.results as ResultEnvelope[]).entries()) {
+      check(item && typeof item.jobId === 'string' && typeof item.resultId === 'string', `results[${index}]: jobId and resultId must be strings`);
+      this.received.push({ jobId: item.jobId, resultId: item.resultId });
+      const r = item.result as unknown as Record<string, unknown>;
+      check(r && typeof r === 'object', `results[${index}].result must be an object`);
+      check(r.id === item.resultId, `results[${index}].result.id must equal resultId`);
+      for (const field of ['hasFailures', 'hasErrors', 'isDegraded', 'overMaxResponseTime']) {
+        check(typeof r[field] === 'boolean', `results[${index}].result.${field} must be a boolean`);
+      }
+      check(r.resultType === 'FINAL' || r.resultType === 'ATTEMPT', `results[${index}].result.resultType`);
+      check(typeof r.startedAt === 'string' && typeof r.stoppedAt === 'string', `results[${index}].result.startedAt/stoppedAt`);
+      check(typeof r.responseTime === 'number' && r.responseTime >= 0, `results[${index}].result.responseTime`);
+      if (this.results.has(item.resultId)) {
+        this.resentResults++;
+        accepted.push(item.resultId);
+        continue;
+      }
+      const s = this.jobs.get(item.jobId);
+      if (!s) {
+        rejected.push({ resultId: item.resultId, statusCode: 404, message: 'unknown job' });
+        continue;
+      }
+      if (s.state === 'done') {
+        this.conflictingResults++;
+        rejected.push({ resultId: item.resultId, statusCode: 409, message: 'job already has a result' });
+        continue;
+      }
+      // First result wins, whoever holds the lease now: a result spooled by an agent that
+      // crashed arrives from its successor (another x-agent-id), and it is just as true.
+      s.state = 'done';
+      s.resultId = item.resultId;
+      this.results.set(item.resultId, { ...item, receivedAt: Date.now() });
+      accepted.push(item.resultId);
+    }
+    this.send(req, res, 200, { accepted, rejected });
+  }
+
+  private artifact(req: http.IncomingMessage, res: http.ServerResponse, body: Record<string, unknown>): void {
+    check(typeof body.jobId === 'string' && typeof body.name === 'string' && typeof body.contentType === 'string', 'artifacts: jobId, name and contentType must be strings');
+    check(Number.isInteger(body.size) && (body.size as number) >= 0, 'artifacts: size must be a non-negative integer');
+    if ((body.size as number) > MAX_ARTIFACT_BYTES) {
+      return this.send(req, res, 413, errorBody(413, `artifact is larger than ${MAX_ARTIFACT_BYTES} bytes`));
+    }
+    const id = randomUUID();
+    this.artifacts.set(id, { jobId: body.jobId as string, name: body.name as string, contentType: body.contentType as string, size: body.size as number });
+    this.send(req, res, 201, { uploadUrl: `${this.url}/uploads/${id}`, url: `${this.url}/artifacts/${id}` });
+  }
+
+  private upload(req: http.IncomingMessage, res: http.ServerResponse, id: string): void {
+    const artifact = this.artifacts.get(id);
+    if (!artifact) return this.send(req, res, 404, errorBody(404, 'unknown upload'));
+    const length = Number(req.headers['content-length']);
+    if (!Number.isInteger(length) || length !== artifact.size) {
+      this.violations.push(`upload ${id}: Content-Length ${req.headers['content-length']} differs from the announced size ${artifact.size}`);
+      return this.send(req, res, 400, errorBody(400, 'Content-Length must equal the announced size'));
+    }
+    const fault = this.takeFault(undefined);
+    if (fault?.status) {
+      req.resume();
+      return this.send(req, res, fault.status, errorBody(fault.status, 'injected fault'));
+    }
+    const hash = createHash('sha256');
+    let received = 0;
+    req.on('data', (chunk: Buffer) => {
+      received += chunk.length;
+      hash.update(chunk);
+    });
+    req.on('end', () => {
+      artifact.received = received;
+      artifact.sha256 = hash.digest('hex');
+      this.send(req, res, 200, {});
+    });
+  }
+
+  private eventsRoute(req: http.IncomingMessage, res: http.ServerResponse, body: { events: unknown }): void {
+    check(Array.isArray(body.events) && body.events.length > 0, 'events: events must be a non-empty array');
+    for (const event of body.events as AgentEvent[]) {
+      check(typeof event.name === 'string' && typeof event.message === 'string' && typeof event.agentVersion === 'string', 'events: name, message and agentVersion must be strings');
+      this.events.push(event);
+    }
+    this.send(req, res, 202, {});
+  }
+}

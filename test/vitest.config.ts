@@ -1,0 +1,13 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    root: new URL('..', import.meta.url).pathname,
+    include: ['test/unit/**/*.test.ts', 'test/integration/**/*.test.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    pool: 'forks',
+    // Agent processes and real peers compete for two cores; keep parallelism modest.
+    maxWorkers: 2,
+  },
+});

@@ -51,7 +51,7 @@ export class ControlPlaneSource {
     const { queue, spool, client, logger } = this.options;
     const signal = this.stopped.signal;
     while (!signal.aborted) {
-      await queue.waitForFreeSlot();
+      await queue.waitForFreeSlot(signal);
       if (signal.aborted) break;
       if (spool.isFull()) {
         if (!this.spoolPaused) {

@@ -55,11 +55,19 @@ export class JobQueue {
     return this.running.has(jobId);
   }
 
-  /** Resolves when a slot frees (or at once if one is free). */
-  async waitForFreeSlot(): Promise<void> {
-    if (this.free > 0) return;
-    await this.queue.onSizeLessThan(1);
-    while (this.free === 0) await new Promise<void>((resolve) => this.queue.once('next', () => resolve()));
+  /** Resolves when a slot frees (at once if one is free), or when `signal` aborts. */
+  async waitForFreeSlot(signal?: AbortSignal): Promise<void> {
+    while (this.free === 0 && !signal?.aborted) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          this.queue.off('next', done);
+          signal?.removeEventListener('abort', done);
+          resolve();
+        };
+        this.queue.on('next', done);
+        signal?.addEventListener('abort', done, { once: true });
+      });
+    }
   }
 
   async onIdle(): Promise<void> {

@@ -1,0 +1,158 @@
+// Probes and shutdown (DESIGN §6), observed from outside the real process.
+
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, beforeAll, afterAll, describe, expect, it } from 'vitest';
+import { type AgentProcess, cleanEnv, probe, startAgent, tempDir } from '../support/agent-process.js';
+import { FakeControlPlane } from '../support/fake-control-plane.js';
+import { startTargetServer, type TargetServer } from '../support/target-server.js';
+
+let target: TargetServer;
+const running: AgentProcess[] = [];
+const planes: FakeControlPlane[] = [];
+
+beforeAll(async () => {
+  target = await startTargetServer();
+});
+afterAll(async () => {
+  await target.close();
+});
+afterEach(async () => {
+  for (const agent of running.splice(0)) {
+    agent.kill('SIGKILL');
+    await agent.exit;
+  }
+  for (const cp of planes.splice(0)) await cp.close();
+});
+
+async function setup(env: Record<string, string> = {}) {
+  const cp = await FakeControlPlane.start();
+  planes.push(cp);
+  const proc = startAgent(['agent'], cleanEnv({ API_URL: cp.url, API_KEY: cp.apiKey, STATE_DIR: tempDir(), CLAIM_WAIT_SECONDS: '1', ...env }));
+  running.push(proc);
+  const port = await proc.healthPort();
+  return { cp, proc, port };
+}
+
+const check = (path: string) => ({ id: 'slow-check', name: 'slow', checkType: 'URL', request: { url: `${target.url}${path}` } });
+
+type Poll = { at: number; readiness: number | 'closed'; liveness: number | 'closed'; health: number | 'closed' };
+
+async function status(port: number, path: string): Promise<number | 'closed'> {
+  try {
+    return (await probe(port, path)).status;
+  } catch {
+    return 'closed';
+  }
+}
+
+describe('probes and shutdown', () => {
+  it('answers 503 on readiness from the moment SIGTERM arrives while liveness stays 200, then drains and exits 0', async () => {
+    const { cp, proc, port } = await setup();
+    const deadline = Date.now() + 10_000;
+    while ((await status(port, '/-/readiness')) !== 200 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(await status(port, '/-/readiness')).toBe(200);
+    const id = cp.addJob(check('/slow/2500'));
+    await cp.waitFor(() => cp.jobs.get(id)?.state === 'leased', 10_000, 'the claim');
+    await new Promise((r) => setTimeout(r, 200));
+    proc.kill('SIGTERM');
+    // The handler flips readiness and then logs, synchronously: every answer after this line is 503.
+    await proc.waitForLog((l) => String(l.msg).startsWith('shutting down'), 5_000, 'the drain line');
+    const polls: Poll[] = [];
+    let exited = false;
+    proc.exit.then(() => {
+      exited = true;
+    });
+    while (!exited) {
+      const [readiness, liveness, health] = await Promise.all([
+        status(port, '/-/readiness'),
+        status(port, '/-/liveness'),
+        status(port, '/health'),
+      ]);
+      polls.push({ at: Date.now(), readiness, liveness, health });
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const { code } = await proc.exit;
+    expect(code).toBe(0);
+    // While the slow job drained, the server kept answering: readiness 503, liveness and /health 200.
+    const answered = polls.filter((p) => p.readiness !== 'closed');
+    expect(answered.length).toBeGreaterThan(10);
+    for (const p of answered) {
+      expect(p.readiness).toBe(503);
+      expect(p.liveness).toBe(200);
+      expect(p.health).toBe(200);
+    }
+    // The job finished normally and its result was delivered before exit.
+    const [stored] = cp.resultsFor(id);
+    expect(stored?.result.hasErrors).toBe(false);
+    expect(stored?.result.apiCheckResult?.response).toMatchObject({ status: 200 });
+    expect(proc.logs.some((l) => l.msg === 'outpost agent stopped')).toBe(true);
+  });
+
+  it('aborts jobs still running when the grace time is over and reports them as errors', async () => {
+    const { cp, proc } = await setup({ SHUTDOWN_GRACE_SECONDS: '1' });
+    const id = cp.addJob(check('/slow/20000'));
+    await cp.waitFor(() => cp.jobs.get(id)?.state === 'leased', 10_000, 'the claim');
+    await new Promise((r) => setTimeout(r, 200));
+    proc.kill('SIGTERM');
+    const { code } = await proc.exit;
+    expect(code).toBe(0);
+    const [stored] = cp.resultsFor(id);
+    expect(stored?.result, JSON.stringify(stored?.result)).toBeDefined();
+    expect(stored?.result.hasErrors).toBe(true);
+    expect(stored?.result.apiCheckResult?.requestError).toBe('Aborted: the agent shut down before the check finished');
+  });
+
+  it('exits at once on a second signal, leaving results in the spool', async () => {
+    const stateDir = tempDir();
+    const { cp, proc } = await setup({ STATE_DIR: stateDir, JOB_CONCURRENCY: '2' });
+    cp.inject({ route: 'results', status: 503, count: 1_000 });
+    const fast = cp.addJob({ ...check('/ok'), id: 'fast' });
+    const slow = cp.addJob(check('/slow/20000'));
+    await cp.waitFor(() => cp.jobs.get(slow)?.state === 'leased', 10_000, 'the claim');
+    await proc.waitForLog((l) => l.status === 503, 10_000, 'a refused results call');
+    proc.kill('SIGTERM');
+    await proc.waitForLog((l) => String(l.msg).startsWith('shutting down'), 5_000, 'the drain line');
+    proc.kill('SIGTERM');
+    const { code } = await proc.exit;
+    expect(code).toBe(143);
+    expect(proc.logs.some((l) => String(l.msg).startsWith('second signal'))).toBe(true);
+    expect(cp.results.size).toBe(0);
+    const spool = path.join(stateDir, 'spool');
+    const lines = readdirSync(spool).flatMap((n) => readFileSync(path.join(spool, n), 'utf8').split('\n').filter(Boolean));
+    expect(lines.map((l) => (JSON.parse(l) as { jobId: string }).jobId)).toEqual([fast]);
+  });
+
+  it('keeps answering probes while hundreds of jobs are in flight', async () => {
+    const { cp, port } = await setup({ JOB_CONCURRENCY: '300' });
+    for (let i = 0; i < 300; i++) cp.addJob({ ...check('/slow/4000'), id: `load-${i}` });
+    let inFlight = 0;
+    const deadline = Date.now() + 20_000;
+    while (inFlight < 250 && Date.now() < deadline) {
+      inFlight = ((await probe(port, '/health')).body as { inFlight: number }).inFlight;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(inFlight).toBeGreaterThanOrEqual(250);
+    const answers = await Promise.all(Array.from({ length: 20 }, () => status(port, '/-/liveness')));
+    expect(answers.every((s) => s === 200)).toBe(true);
+    expect(await status(port, '/-/readiness')).toBe(200);
+    const metrics = (await probe(port, '/metrics')).text;
+    expect(Number(/outpost_jobs_in_flight (\d+)/.exec(metrics)?.[1])).toBeGreaterThanOrEqual(200);
+    await cp.waitFor(() => cp.results.size === 300, 60_000, 'all 300 results');
+    expect(cp.violations).toEqual([]);
+  });
+
+  it('answers 404 and 405 with the service error body', async () => {
+    const { port } = await setup();
+    const missing = await probe(port, '/nope');
+    expect(missing.status).toBe(404);
+    expect(missing.body).toMatchObject({ statusCode: 404, error: 'Not Found' });
+    const response = await fetch(`http://127.0.0.1:${port}/-/liveness`, { method: 'POST' });
+    expect(response.status).toBe(405);
+    expect(response.headers.get('allow')).toBe('GET, HEAD');
+    expect(await response.json()).toMatchObject({ statusCode: 405, error: 'Method Not Allowed' });
+    const health = (await probe(port, '/health')).body;
+    expect(health).toMatchObject({ mode: 'agent', inFlight: 0, queued: 0, spooled: 0 });
+    expect(Object.keys(health as object)).toEqual(expect.arrayContaining(['version', 'uptime']));
+  });
+});

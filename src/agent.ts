@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { JobAbortedError } from './checks/errors.js';
 import type { ExecutorRegistry } from './checks/executor.js';
-import type { Config } from './config.js';
+import { type Config, checkSettings } from './config.js';
 import { ControlPlaneClient } from './control-plane/client.js';
 import { LeaseKeeper } from './control-plane/leases.js';
 import { ControlPlaneSink } from './control-plane/sink.js';
@@ -25,7 +25,7 @@ export interface RunningAgent {
 export async function runAgent(config: Config, registry: ExecutorRegistry, logger: Logger, flushLogs: () => void): Promise<RunningAgent> {
   const metrics = createMetrics();
   const agentId = randomUUID();
-  const queue = new JobQueue(config.jobConcurrency, metrics);
+  const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config));
   const spool = await Spool.open(
     path.join(config.stateDir, 'spool'),
     { maxResults: config.spoolMaxResults, maxBytes: config.spoolMaxBytes },
@@ -66,6 +66,7 @@ export async function runAgent(config: Config, registry: ExecutorRegistry, logge
     waitSeconds: config.claimWaitSeconds,
     authRetryMs,
     onFailure,
+    onAttempt: (result, job) => sink.deliver({ jobId: job.id, resultId: result.id, result }),
     onCompletion: async (completion) => {
       if (completion.result === null) return;
       await sink.deliver({ jobId: completion.jobId, resultId: completion.result.id, result: completion.result });

@@ -4,7 +4,9 @@
 
 import { accessSync, constants } from 'node:fs';
 import path from 'node:path';
+import type { CheckSettings } from './checks/executor.js';
 import { LOG_LEVELS, type LogLevel } from './observability/logger.js';
+import { VERSION } from './version.js';
 
 export const EXIT_USAGE = 64;
 export const EXIT_CONFIG = 78;
@@ -36,6 +38,8 @@ export interface Config {
   claimWaitSeconds: number;
   authRetrySeconds: number;
   controlPlaneTimeoutSeconds: number;
+  responseBodyLimitBytes: number;
+  checkProxy?: string;
 }
 
 export class ConfigError extends Error {
@@ -129,7 +133,10 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     claimWaitSeconds: integer(env, 'CLAIM_WAIT_SECONDS', 25, 0, 60),
     authRetrySeconds: integer(env, 'AUTH_RETRY_SECONDS', 60, 1, 3600),
     controlPlaneTimeoutSeconds: integer(env, 'CONTROL_PLANE_TIMEOUT_SECONDS', 30, 1, 600),
+    responseBodyLimitBytes: integer(env, 'RESPONSE_BODY_LIMIT_BYTES', 10 * 1024 * 1024, 0, 100 * 1024 * 1024),
   };
+  const checkProxy = httpUrl('CHECK_PROXY', read(env, 'CHECK_PROXY'));
+  if (checkProxy) config.checkProxy = checkProxy;
   if (mode === 'agent') {
     const apiUrl = read(env, 'API_URL');
     if (apiUrl === undefined) throw new ConfigError('API_URL is not set: agent mode needs the control-plane base URL (https://…)');
@@ -162,7 +169,7 @@ Options:
 Environment (see README): API_URL, API_KEY, JOB_CONCURRENCY, AGENT_HEALTH_PORT, LOG_LEVEL,
 HTTPS_PROXY, HTTP_PROXY, NO_PROXY, NODE_EXTRA_CA_CERTS, EXTERNAL_OBSERVABILITY, STATE_DIR,
 SHUTDOWN_GRACE_SECONDS, SPOOL_MAX_RESULTS, SPOOL_MAX_BYTES, CLAIM_WAIT_SECONDS,
-AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS.
+AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, CHECK_PROXY.
 Bad values exit with code 78; bad usage with 64.`;
 
 /** Parses argv (without node and script). Throws ConfigError(…, 64) on bad usage. */
@@ -196,4 +203,14 @@ export function parseArgs(argv: string[]): Command {
   }
   if (!checksFile) throw new ConfigError(`${command} needs a checks file: outpost ${command} <checks.json>`, EXIT_USAGE);
   return { kind: 'run', mode: command, checksFile, ...(resultsFile ? { resultsFile } : {}) };
+}
+
+/** What executors need to know of the configuration. */
+export function checkSettings(config: Config): CheckSettings {
+  return {
+    responseBodyLimitBytes: config.responseBodyLimitBytes,
+    userAgent: `Outpost/${VERSION} (synthetic monitoring)`,
+    ...(config.checkProxy ? { checkProxy: config.checkProxy } : {}),
+    ...(config.proxy.noProxy ? { noProxy: config.proxy.noProxy } : {}),
+  };
 }

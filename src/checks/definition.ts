@@ -5,6 +5,7 @@ import type { EnvironmentVariable } from '../control-plane/protocol.js';
 import { type Assertion, parseAssertions } from './assertions.js';
 import type { Executor, ExecutorRegistry } from './executor.js';
 import { DefinitionError, Fields } from './fields.js';
+import { parseRetryStrategy, type RetryStrategy } from './retry.js';
 
 export const CHECK_TYPES = ['URL', 'API', 'TCP', 'DNS', 'ICMP', 'MULTI_STEP', 'BROWSER', 'PLAYWRIGHT', 'HEARTBEAT'] as const;
 export type CheckType = (typeof CHECK_TYPES)[number];
@@ -19,6 +20,7 @@ export interface CheckDefinition<Request = unknown> {
   maxResponseTime: number;
   shouldFail: boolean;
   assertions: Assertion[];
+  retryStrategy: RetryStrategy;
   request: Request;
   environmentVariables: EnvironmentVariable[];
 }
@@ -99,6 +101,7 @@ export function parseCheck(raw: unknown, path: string, registry: ExecutorRegistr
     maxResponseTime,
     shouldFail: fields.boolean('shouldFail', false),
     assertions: parseAssertions(fields, executor.assertionSources),
+    retryStrategy: parseRetryStrategy(fields),
     request: executor.parseRequest(fields.object('request')),
     environmentVariables: parseEnvironmentVariables(fields),
   };

@@ -1,6 +1,7 @@
 // The one signature every check type implements (DESIGN §2).
 
 import type { Logger } from '../observability/logger.js';
+import type { Variables } from './variables.js';
 import type { CheckDefinition, CheckType } from './definition.js';
 import type { Fields } from './fields.js';
 
@@ -20,6 +21,8 @@ export interface Outcome {
   responseTime: number;
   /** Set when the request could not be completed (refused, timeout, TLS, DNS…). */
   error?: string;
+  /** The errno-style code behind `error`, if any (ECONNREFUSED…); retry rules read it. */
+  errorCode?: string;
   assertionsFailed: boolean;
   member: ResultMemberName;
   detail: Record<string, unknown>;
@@ -31,6 +34,20 @@ export interface ExecutionContext {
   logger: Logger;
   /** Short human-readable lines for the result's jobLog. */
   jobLog: string[];
+  /** The job's variables (and OUTPOST_SECRET_* process variables) for `{{NAME}}`. */
+  variables: Variables;
+  settings: CheckSettings;
+}
+
+/** Agent-wide settings that shape how checks run (README: Environment). */
+export interface CheckSettings {
+  /** Response bytes kept for assertions and the result (RESPONSE_BODY_LIMIT_BYTES). */
+  responseBodyLimitBytes: number;
+  /** Proxy for check traffic (CHECK_PROXY), unless a check names its own. */
+  checkProxy?: string;
+  /** Hosts that bypass CHECK_PROXY (NO_PROXY syntax). */
+  noProxy?: string;
+  userAgent: string;
 }
 
 export interface CheckLimits {

@@ -114,7 +114,8 @@ export class Fields {
 
   oneOf<T extends string>(name: string, allowed: readonly T[], opts: { required: true }): T;
   oneOf<T extends string>(name: string, allowed: readonly T[], opts: { default: T }): T;
-  oneOf<T extends string>(name: string, allowed: readonly T[], opts: { required?: boolean; default?: T }): T | undefined {
+  oneOf<T extends string>(name: string, allowed: readonly T[]): T | undefined;
+  oneOf<T extends string>(name: string, allowed: readonly T[], opts: { required?: boolean; default?: T } = {}): T | undefined {
     const value = this.record[name];
     if (value === undefined || value === null) {
       if (opts.required) this.fail(this.at(name), `is required (one of ${allowed.join(', ')})`);

@@ -2,9 +2,10 @@
 
 import type { CheckType } from './definition.js';
 import type { Executor, ExecutorRegistry } from './executor.js';
+import { apiExecutor } from './api.js';
 import { urlExecutor } from './url.js';
 
 export function defaultRegistry(): ExecutorRegistry {
-  const executors: Executor[] = [urlExecutor as Executor];
+  const executors: Executor[] = [urlExecutor as Executor, apiExecutor as Executor];
   return new Map<CheckType, Executor>(executors.map((e) => [e.checkType, e]));
 }

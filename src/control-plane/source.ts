@@ -5,6 +5,7 @@ import type { ExecutorRegistry } from '../checks/executor.js';
 import { prepareJob } from '../jobs/prepare.js';
 import type { Logger } from '../observability/logger.js';
 import type { JobCompletion, JobQueue } from '../queue/job-queue.js';
+import type { CheckResultEntry } from '../results/result.js';
 import { sleep } from './backoff.js';
 import { type ControlPlaneClient, type ControlPlaneError, withRetry } from './client.js';
 import type { LeaseKeeper } from './leases.js';
@@ -25,6 +26,8 @@ export interface SourceOptions {
   waitSeconds: number;
   authRetryMs: number;
   onCompletion: (completion: JobCompletion, job: Job) => Promise<void>;
+  /** A failed attempt that will be retried (resultType ATTEMPT). */
+  onAttempt: (result: CheckResultEntry, job: Job) => Promise<void>;
   onFailure: (error: ControlPlaneError) => void;
 }
 
@@ -102,7 +105,7 @@ export class ControlPlaneSource {
     leases.track(job.id, job.leaseExpiresAt);
     const prepared = prepareJob(job, registry, logger);
     const done = queue
-      .submit(prepared)
+      .submit(prepared, (result) => this.options.onAttempt(result, job))
       .then((completion) => this.options.onCompletion(completion, job))
       .catch((error: unknown) => logger.error({ err: error, jobId: job.id }, 'could not hand a result to the spool'))
       .finally(() => {

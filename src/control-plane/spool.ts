@@ -10,6 +10,9 @@ import path from 'node:path';
 import type { Logger } from '../observability/logger.js';
 import { MAX_RESULTS_PER_BATCH, type ResultEnvelope } from './protocol.js';
 
+/** A segment is one results call; keep its body small enough for any proxy in between. */
+export const MAX_SEGMENT_BYTES = 8 * 1024 * 1024;
+
 const SEGMENT = /^segment-(\d{12})\.jsonl$/;
 
 interface Segment {
@@ -186,7 +189,18 @@ export class Spool {
         if (!this.open) await this.openSegment();
         const open = this.open as NonNullable<typeof this.open>;
         const room = MAX_RESULTS_PER_BATCH - open.count;
-        const take = this.pending.splice(0, room);
+        let takeCount = 0;
+        let takeBytes = open.bytes;
+        // By count and by size, but always at least one line, however large.
+        while (takeCount < room && takeCount < this.pending.length) {
+          const size = Buffer.byteLength((this.pending[takeCount] as PendingAppend).line);
+          if (takeCount > 0 && takeBytes + size > MAX_SEGMENT_BYTES) break;
+          takeBytes += size;
+          takeCount++;
+        }
+        // Stopping short of what is pending means the segment is full.
+        const full = takeCount < this.pending.length;
+        const take = this.pending.splice(0, takeCount);
         const data = take.map((p) => p.line).join('');
         try {
           await open.handle.write(data);
@@ -202,7 +216,7 @@ export class Spool {
         this.totalResults += take.length;
         this.totalBytes += bytes;
         for (const p of take) p.resolve();
-        if (open.count >= MAX_RESULTS_PER_BATCH) await this.seal();
+        if (full || open.count >= MAX_RESULTS_PER_BATCH || open.bytes >= MAX_SEGMENT_BYTES) await this.seal();
         this.notify();
       }
     } finally {

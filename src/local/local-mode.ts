@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { JobAbortedError } from '../checks/errors.js';
 import type { ExecutorRegistry } from '../checks/executor.js';
-import type { Config } from '../config.js';
+import { type Config, checkSettings } from '../config.js';
 import type { PreparedJob } from '../jobs/prepare.js';
 import { Lifecycle } from '../lifecycle.js';
 import type { Logger } from '../observability/logger.js';
@@ -32,12 +32,12 @@ function prepareLocal(local: LocalCheck, logger: Logger): PreparedJob {
 export async function runLocal(config: Config, registry: ExecutorRegistry, logger: Logger, flushLogs: () => void): Promise<{ done: Promise<number> }> {
   const checks = await loadChecksFile(config.checksFile as string, registry);
   const metrics = createMetrics();
-  const queue = new JobQueue(config.jobConcurrency, metrics);
+  const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config));
   const sink = new LocalSink(process.stdout, config.resultsFile);
   await sink.open();
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0 }, logger);
   const runOne = async (local: LocalCheck) => {
-    const completion = await queue.submit(prepareLocal(local, logger));
+    const completion = await queue.submit(prepareLocal(local, logger), async (attempt) => sink.deliver(attempt));
     if (completion.result) sink.deliver(completion.result);
   };
 

@@ -2,13 +2,14 @@
 // every phase is measured, not estimated, and the address family is ours to
 // choose. One instance serves one check run.
 
-import { lookup } from 'node:dns/promises';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import tls from 'node:tls';
 import type { buildConnector } from 'undici';
 
-export type IpFamily = 'IPv4' | 'IPv6';
+import { type IpFamily, resolveTarget } from './ip-family.js';
+
+export type { IpFamily };
 
 /** Marks of one connection, in performance.now() milliseconds. */
 export interface ConnectionMarks {
@@ -21,6 +22,8 @@ export interface ConnectionMarks {
   port: number;
   family: 4 | 6;
   tls?: TlsSummary;
+  /** Set when IPv6 was asked for and IPv4 used instead, saying why. */
+  fallback?: string;
 }
 
 export interface TlsSummary {
@@ -68,7 +71,6 @@ function summarizeTls(socket: tls.TLSSocket): TlsSummary {
 export function timedConnector(options: TimedConnectorOptions): buildConnector.connector {
   return (opts, callback) => {
     const marks: Partial<ConnectionMarks> = { lookupStart: performance.now() };
-    const family = options.ipFamily === 'IPv6' ? 6 : 4;
     const port = Number(opts.port) || (opts.protocol === 'https:' ? 443 : 80);
     // WHATWG URLs keep IPv6 literals in brackets; the socket API wants them bare.
     const host = opts.hostname.replace(/^\[(.*)\]$/, '$1');
@@ -91,16 +93,14 @@ export function timedConnector(options: TimedConnectorOptions): buildConnector.c
     if (options.signal.aborted) return onAbort();
     options.signal.addEventListener('abort', onAbort, { once: true });
 
-    const resolve = net.isIP(host)
-      ? Promise.resolve({ address: host, family: net.isIP(host) as 4 | 6 })
-      : lookup(host, { family, verbatim: true }).then((r) => ({ address: r.address, family: r.family as 4 | 6 }));
-    resolve.then(
-      ({ address, family: resolvedFamily }) => {
+    resolveTarget(host, options.ipFamily).then(
+      ({ address, family: resolvedFamily, fallback }) => {
         if (settled) return;
         marks.lookupEnd = performance.now();
         marks.address = address;
         marks.port = port;
         marks.family = resolvedFamily;
+        if (fallback) marks.fallback = fallback;
         const socket = net.connect({ host: address, port, noDelay: true });
         pending = socket;
         socket.once('error', (error) => finish(error));

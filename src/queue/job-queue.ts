@@ -4,6 +4,10 @@
 import { performance } from 'node:perf_hooks';
 import PQueue from 'p-queue';
 import { JobAbortedError } from '../checks/errors.js';
+import type { CheckSettings } from '../checks/executor.js';
+import { backoffMs, shouldRetry } from '../checks/retry.js';
+import { Variables } from '../checks/variables.js';
+import { sleep } from '../control-plane/backoff.js';
 import type { PreparedJob } from '../jobs/prepare.js';
 import type { Metrics } from '../observability/metrics.js';
 import { buildResult, type CheckResultEntry, errorResult, resultOutcome } from '../results/result.js';
@@ -27,6 +31,7 @@ export class JobQueue {
   constructor(
     readonly concurrency: number,
     private readonly metrics: Metrics,
+    private readonly settings: CheckSettings,
   ) {
     this.queue = new PQueue({ concurrency });
     metrics.queueCapacity.set(concurrency);
@@ -84,14 +89,17 @@ export class JobQueue {
     for (const { controller } of this.running.values()) controller.abort(error);
   }
 
-  submit(prepared: PreparedJob): Promise<JobCompletion> {
-    const task = () => this.execute(prepared);
+  /**
+   * Runs a job to its FINAL result. Failed attempts that its retry strategy
+   * retries are handed to `onAttempt` as ATTEMPT results as they happen.
+   */
+  submit(prepared: PreparedJob, onAttempt: (result: CheckResultEntry) => Promise<void> = async () => undefined): Promise<JobCompletion> {
+    const task = () => this.execute(prepared, onAttempt);
     return this.queue.add(task) as Promise<JobCompletion>;
   }
 
-  private async execute(prepared: PreparedJob): Promise<JobCompletion> {
+  private async execute(prepared: PreparedJob, onAttempt: (result: CheckResultEntry) => Promise<void>): Promise<JobCompletion> {
     const started = performance.now();
-    const startedAt = new Date();
     const { jobId, logger } = prepared;
     const runnable = prepared.runnable;
     const checkType = prepared.checkIdentity.checkType ?? 'UNKNOWN';
@@ -101,11 +109,75 @@ export class JobQueue {
       this.metrics.jobsTotal.inc({ checkType, outcome: 'error' });
       return { jobId, result, prepared };
     }
-
     const { check, executor, target } = runnable;
-    const controller = new AbortController();
-    this.running.set(jobId, { controller, startedAt: started });
+    const job = new AbortController();
+    this.running.set(jobId, { controller: job, startedAt: started });
     this.metrics.jobsInFlight.inc();
+    const variables = new Variables(prepared.variables);
+    try {
+      for (let attempt = 1; ; attempt++) {
+        const result = await this.attempt(prepared, job.signal, variables, attempt);
+        if (result === null) {
+          logger.warn({ target }, 'job aborted: lease lost, result discarded');
+          this.metrics.jobsTotal.inc({ checkType, outcome: 'aborted' });
+          return { jobId, result: null, prepared, reason: 'lease-lost' };
+        }
+        const { entry, errorCode } = result;
+        const failed = entry.hasFailures || entry.hasErrors;
+        const elapsed = performance.now() - started;
+        if (failed && !job.signal.aborted && shouldRetry(check.retryStrategy, attempt, errorCode, elapsed)) {
+          entry.resultType = 'ATTEMPT';
+          const wait = backoffMs(check.retryStrategy, attempt);
+          logger.info({ target, attempt, retryInMs: wait }, 'attempt failed; retrying');
+          await onAttempt(entry);
+          await sleep(wait, job.signal);
+          if (!job.signal.aborted) continue;
+          const reason = job.signal.reason;
+          if (reason instanceof JobAbortedError && reason.reason === 'lease-lost') {
+            this.metrics.jobsTotal.inc({ checkType, outcome: 'aborted' });
+            return { jobId, result: null, prepared, reason: 'lease-lost' };
+          }
+          const final = errorResult(
+            `${reason instanceof Error ? reason.message : 'Aborted'} (before attempt ${attempt + 1})`,
+            prepared.identity,
+            prepared.checkIdentity,
+            executor.member,
+          );
+          final.attempts = attempt + 1;
+          return this.finish(prepared, final, started);
+        }
+        return this.finish(prepared, entry, started);
+      }
+    } finally {
+      this.running.delete(jobId);
+      this.metrics.jobsInFlight.dec();
+    }
+  }
+
+  private finish(prepared: PreparedJob, result: CheckResultEntry, started: number): JobCompletion {
+    const checkType = prepared.checkIdentity.checkType ?? 'UNKNOWN';
+    const label = resultOutcome(result);
+    this.metrics.jobsTotal.inc({ checkType, outcome: label });
+    this.metrics.jobDuration.observe({ checkType }, (performance.now() - started) / 1000);
+    prepared.logger.debug({ target: prepared.runnable?.target, outcome: label, responseTime: result.responseTime, attempts: result.attempts }, 'job finished');
+    return { jobId: prepared.jobId, result, prepared };
+  }
+
+  /** One attempt under the check type's hard cap. Null when the lease was lost. */
+  private async attempt(
+    prepared: PreparedJob,
+    jobSignal: AbortSignal,
+    variables: Variables,
+    attempt: number,
+  ): Promise<{ entry: CheckResultEntry; errorCode?: string } | null> {
+    const { check, executor, target } = prepared.runnable as NonNullable<PreparedJob['runnable']>;
+    const { logger } = prepared;
+    const started = performance.now();
+    const startedAt = new Date();
+    const controller = new AbortController();
+    const forward = () => controller.abort(jobSignal.reason);
+    if (jobSignal.aborted) forward();
+    jobSignal.addEventListener('abort', forward, { once: true });
     const capMs = executor.limits.capMs;
     const hardTimeout = setTimeout(
       () => controller.abort(new JobAbortedError('timeout', `Timed out after ${capMs} ms (the ${check.checkType} check limit)`)),
@@ -113,7 +185,7 @@ export class JobQueue {
     );
     const hangingWatch = setTimeout(() => {
       logger.warn(
-        { target, elapsedMs: Math.round(performance.now() - started), expectedMs: check.maxResponseTime },
+        { target, attempt, elapsedMs: Math.round(performance.now() - started), expectedMs: check.maxResponseTime },
         'job is running past its expected time',
       );
     }, check.maxResponseTime + 1);
@@ -128,47 +200,38 @@ export class JobQueue {
         { once: true },
       );
     });
-
     try {
-      logger.debug({ target }, 'job started');
-      const jobLog: string[] = [];
-      const run = executor.run(check, { signal: controller.signal, logger, jobLog });
-      const outcome = await Promise.race([run, abandoned]);
+      logger.debug({ target, attempt }, 'attempt started');
+      const ctx = { signal: controller.signal, logger, jobLog: [] as string[], variables, settings: this.settings };
+      const outcome = await Promise.race([executor.run(check, ctx), abandoned]);
       const reason = controller.signal.reason;
-      if (reason instanceof JobAbortedError && reason.reason === 'lease-lost') {
-        logger.warn({ target }, 'job aborted: lease lost, result discarded');
-        this.metrics.jobsTotal.inc({ checkType, outcome: 'aborted' });
-        return { jobId, result: null, prepared, reason: 'lease-lost' };
+      if (reason instanceof JobAbortedError && reason.reason === 'lease-lost') return null;
+      if (outcome === 'abandoned') {
+        logger.error({ target }, 'executor ignored its abort signal; job abandoned');
+        const entry = errorResult(
+          `${reason instanceof Error ? reason.message : 'Aborted'}; the executor did not stop within ${ABANDON_AFTER_MS} ms`,
+          prepared.identity,
+          prepared.checkIdentity,
+          executor.member,
+          startedAt,
+        );
+        entry.attempts = attempt;
+        return { entry };
       }
-      const result =
-        outcome === 'abandoned'
-          ? errorResult(
-              `${reason instanceof Error ? reason.message : 'Aborted'}; the executor did not stop within ${ABANDON_AFTER_MS} ms`,
-              prepared.identity,
-              prepared.checkIdentity,
-              executor.member,
-              startedAt,
-            )
-          : buildResult(outcome, check, prepared.identity, check);
-      if (outcome === 'abandoned') logger.error({ target }, 'executor ignored its abort signal; job abandoned');
-      const label = resultOutcome(result);
-      this.metrics.jobsTotal.inc({ checkType, outcome: label });
-      this.metrics.jobDuration.observe({ checkType }, (performance.now() - started) / 1000);
-      logger.debug({ target, outcome: label, responseTime: result.responseTime }, 'job finished');
-      return { jobId, result, prepared };
+      const entry = buildResult(outcome, check, prepared.identity, check, 'FINAL', attempt);
+      return { entry, ...(outcome.errorCode ? { errorCode: outcome.errorCode } : {}) };
     } catch (error) {
       // Executors report target failures as outcomes; reaching here is a bug in one.
       logger.error({ err: error, target }, 'executor threw');
-      this.metrics.jobsTotal.inc({ checkType, outcome: 'error' });
       const message = `Internal error in the ${check.checkType} executor: ${(error as Error)?.message ?? String(error)}`;
-      const result = errorResult(message, prepared.identity, prepared.checkIdentity, executor.member, startedAt);
-      return { jobId, result, prepared };
+      const entry = errorResult(message, prepared.identity, prepared.checkIdentity, executor.member, startedAt);
+      entry.attempts = attempt;
+      return { entry };
     } finally {
       clearTimeout(hardTimeout);
       clearTimeout(hangingWatch);
       if (abandonTimer) clearTimeout(abandonTimer);
-      this.running.delete(jobId);
-      this.metrics.jobsInFlight.dec();
+      jobSignal.removeEventListener('abort', forward);
     }
   }
 }

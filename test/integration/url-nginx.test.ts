@@ -100,7 +100,7 @@ describe('URL monitor against nginx', () => {
   it('really reached nginx, once per run and per redirect hop', async () => {
     await new Promise((r) => setTimeout(r, 1_500));
     const log = readFileSync(nginx.accessLog, 'utf8').trim().split('\n');
-    const agentLines = log.filter((l) => l.includes('outpost-url-monitor'));
+    const agentLines = log.filter((l) => l.includes('Outpost/'));
     // ok, regex, 3×server-error, r1+r2+health, r1, and 11 for the loop.
     expect(agentLines.filter((l) => l.includes('GET /loop '))).toHaveLength(11);
     expect(agentLines.filter((l) => l.includes('GET /server-error '))).toHaveLength(3);

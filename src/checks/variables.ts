@@ -1,0 +1,45 @@
+// `{{NAME}}` interpolation from a job's variables (DESIGN §4). An unknown
+// name is an error naming the variable and the field, never a silent blank.
+
+import type { EnvironmentVariable } from '../control-plane/protocol.js';
+
+/** Process variables with this prefix are secrets the agent holds itself; checks may use them by name. */
+export const PROCESS_SECRET_PREFIX = 'OUTPOST_SECRET_';
+
+const REFERENCE = /\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g;
+
+export class UnknownVariableError extends Error {
+  constructor(
+    readonly variable: string,
+    readonly field: string,
+  ) {
+    super(`Unknown variable {{${variable}}} in ${field}: define it in the check's, group's or global environment variables`);
+    this.name = 'UnknownVariableError';
+  }
+}
+
+export class Variables {
+  private readonly values = new Map<string, string>();
+
+  constructor(variables: EnvironmentVariable[], processEnv: NodeJS.ProcessEnv = process.env) {
+    for (const [key, value] of Object.entries(processEnv)) {
+      if (key.startsWith(PROCESS_SECRET_PREFIX) && value !== undefined) this.values.set(key, value);
+    }
+    // The job's own variables win over the agent's, as check over group over global.
+    for (const { key, value } of variables) this.values.set(key, value);
+  }
+
+  get(name: string): string | undefined {
+    return this.values.get(name);
+  }
+
+  /** Replaces every `{{NAME}}` in `text`; throws UnknownVariableError naming `field`. */
+  interpolate(text: string, field: string): string {
+    if (!text.includes('{{')) return text;
+    return text.replace(REFERENCE, (_match, name: string) => {
+      const value = this.values.get(name);
+      if (value === undefined) throw new UnknownVariableError(name, field);
+      return value;
+    });
+  }
+}

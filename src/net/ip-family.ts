@@ -1,0 +1,79 @@
+// Address selection for checks: the requested family first, and IPv4 when
+// IPv6 is not usable here (no AAAA record, IPv6 disabled, or no route), with
+// a jobLog line saying so (DESIGN §3: net/ip-family.ts).
+
+import dgram from 'node:dgram';
+import { lookup } from 'node:dns/promises';
+import net from 'node:net';
+
+export type IpFamily = 'IPv4' | 'IPv6';
+
+export interface ResolvedTarget {
+  address: string;
+  family: 4 | 6;
+  /** Milliseconds spent resolving (0 for an IP literal). */
+  lookupMs: number;
+  /** Why IPv6 was not used, when it was asked for and IPv4 was used instead. */
+  fallback?: string;
+}
+
+/** Whether this host can route to an IPv6 address: a UDP connect sends nothing but needs a route. */
+export function canRouteIPv6(address: string): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    let socket: dgram.Socket;
+    try {
+      socket = dgram.createSocket('udp6');
+    } catch (error) {
+      return resolve((error as NodeJS.ErrnoException).code ?? 'EAFNOSUPPORT');
+    }
+    const finish = (reason: string | undefined) => {
+      try {
+        socket.close();
+      } catch {
+        // Already closed.
+      }
+      resolve(reason);
+    };
+    socket.once('error', (error: NodeJS.ErrnoException) => finish(error.code ?? error.message));
+    try {
+      socket.connect(9, address, () => finish(undefined));
+    } catch (error) {
+      finish((error as NodeJS.ErrnoException).code ?? 'EINVAL');
+    }
+  });
+}
+
+const stripBrackets = (host: string) => host.replace(/^\[(.*)\]$/, '$1');
+
+/**
+ * Resolves `host` for the requested family. Asked for IPv6, it falls back to
+ * IPv4 when the name has no AAAA record or IPv6 cannot be routed from here.
+ * Errors from the final lookup (ENOTFOUND…) are thrown as Node raises them.
+ */
+export async function resolveTarget(rawHost: string, family: IpFamily): Promise<ResolvedTarget> {
+  const host = stripBrackets(rawHost);
+  const literal = net.isIP(host);
+  if (literal !== 0) {
+    if (literal === 6) {
+      const reason = await canRouteIPv6(host);
+      if (reason) throw Object.assign(new Error(`IPv6 address ${host} is not reachable from this host (${reason})`), { code: reason });
+    }
+    return { address: host, family: literal as 4 | 6, lookupMs: 0 };
+  }
+  const started = performance.now();
+  if (family === 'IPv6') {
+    let why: string;
+    try {
+      const { address } = await lookup(host, { family: 6, verbatim: true });
+      const reason = await canRouteIPv6(address);
+      if (!reason) return { address, family: 6, lookupMs: performance.now() - started };
+      why = `IPv6 is not usable on this host (${reason})`;
+    } catch (error) {
+      why = `${host} has no IPv6 address (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`;
+    }
+    const { address } = await lookup(host, { family: 4 });
+    return { address, family: 4, lookupMs: performance.now() - started, fallback: `${why}: falling back to IPv4` };
+  }
+  const { address } = await lookup(host, { family: 4 });
+  return { address, family: 4, lookupMs: performance.now() - started };
+}

@@ -151,7 +151,8 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
   const common = { headersTimeout: 0, bodyTimeout: 0, keepAliveTimeout: 1, pipelining: 0 } as const;
   let dispatcher: Dispatcher;
   if (spec.proxyUrl) {
-    dispatcher = new ProxyAgent({ ...common, uri: spec.proxyUrl, requestTls: { rejectUnauthorized: !spec.skipSSL } });
+    // Plain HTTP goes to the proxy as an absolute-form request (as curl does); HTTPS tunnels through CONNECT.
+    dispatcher = new ProxyAgent({ ...common, uri: spec.proxyUrl, proxyTunnel: false, requestTls: { rejectUnauthorized: !spec.skipSSL } });
     ctx.jobLog.push(`Using proxy ${displayUrl(spec.proxyUrl)} (connection phases are the proxy's and are not measured)`);
   } else {
     dispatcher = new Agent({ ...common, connect: timed });

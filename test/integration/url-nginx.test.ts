@@ -61,7 +61,9 @@ describe('URL monitor against nginx', () => {
   it('passes a 200 and measures phases that add up to the total', () => {
     const r = results.get('ok');
     expect(r).toMatchObject({ hasFailures: false, hasErrors: false, resultType: 'FINAL', attempts: 1 });
-    const { timingPhases: p, timings: t } = api('ok').response ?? { timingPhases: {}, timings: {} };
+    const response = api('ok').response;
+    const p: Record<string, number> = response?.timingPhases ?? {};
+    const t: Record<string, number | null> = response?.timings ?? {};
     for (const key of ['wait', 'dns', 'tcp', 'tls', 'firstByte', 'download', 'total']) expect(p[key]).toBeGreaterThanOrEqual(0);
     const sum = (p.wait ?? 0) + (p.dns ?? 0) + (p.tcp ?? 0) + (p.tls ?? 0) + (p.firstByte ?? 0) + (p.download ?? 0);
     expect(Math.abs(sum - (p.total ?? 0))).toBeLessThanOrEqual(1);

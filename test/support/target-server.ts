@@ -12,7 +12,10 @@ export interface TargetServer {
   close(): Promise<void>;
 }
 
-/** Routes: /ok → 200, /status/<code>, /slow/<ms> → 200 after ms, /redirect/<n> → chain of n redirects to /ok. */
+/**
+ * Routes: /ok → 200, /status/<code>, /slow/<ms> → 200 after ms, /redirect/<n> → chain of n redirects to /ok,
+ * /echo → JSON {method, headers, body}, /redirect-to?status=<code>&url=<url> → that redirect.
+ */
 export async function startTargetServer(): Promise<TargetServer> {
   let hits = 0;
   let current = 0;
@@ -34,6 +37,21 @@ export async function startTargetServer(): Promise<TargetServer> {
       const timer = setTimeout(() => reply(200, 'slow'), Number(arg) || 1000);
       res.on('close', () => clearTimeout(timer));
       return;
+    }
+    if (route?.startsWith('echo')) {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const body = JSON.stringify({ method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+        res.writeHead(200, { 'content-type': 'application/json', 'x-echo': 'yes' });
+        res.end(body);
+      });
+      return;
+    }
+    if (route?.startsWith('redirect-to')) {
+      const query = new URL(url, 'http://x').searchParams;
+      res.writeHead(Number(query.get('status')) || 302, { location: query.get('url') ?? '/ok' });
+      return res.end();
     }
     if (route === 'redirect') {
       const n = Number(arg) || 0;

@@ -240,7 +240,7 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
   if (remoteAddress) exchange.remoteAddress = remoteAddress;
   if (exchange.error) ctx.jobLog.push(`Request failed: ${exchange.error}`);
   else {
-    const truncated = exchange.bodyTruncated ? `, kept the first ${exchange.body.length}` : '';
+    const truncated = exchange.bodyTruncated && spec.bodyLimitBytes > 0 ? `, kept the first ${exchange.body.length}` : '';
     ctx.jobLog.push(`Received ${exchange.status} ${exchange.statusText} (${exchange.bodySize} bytes${truncated})`);
   }
   return exchange;

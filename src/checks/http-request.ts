@@ -44,6 +44,15 @@ export function parseMethod(fields: Fields): HttpMethod {
   return fields.oneOf('method', HTTP_METHODS, { default: 'GET' });
 }
 
+/** `host`, `host:port`, `[v6]:port`, or a bare IPv6 address (several colons, no port). */
+function splitHostPort(entry: string): { name: string; port?: string } {
+  const bracketed = /^\[([^\]]+)\](?::(\d+))?$/.exec(entry);
+  if (bracketed) return { name: bracketed[1] as string, ...(bracketed[2] ? { port: bracketed[2] } : {}) };
+  if ((entry.match(/:/g) ?? []).length > 1) return { name: entry };
+  const [name = '', port] = entry.split(':');
+  return { name, ...(port ? { port } : {}) };
+}
+
 /** Whether `host` matches a NO_PROXY list (exact names, `.suffix` / `*.suffix`, `*`, with optional :port). */
 export function bypassesProxy(url: URL, noProxy: string | undefined): boolean {
   if (!noProxy) return false;
@@ -54,7 +63,7 @@ export function bypassesProxy(url: URL, noProxy: string | undefined): boolean {
     .filter(Boolean)
     .some((entry) => {
       if (entry === '*') return true;
-      const [name = '', entryPort] = entry.toLowerCase().replace(/^\*/, '').split(/:(?=\d+$)/);
+      const { name, port: entryPort } = splitHostPort(entry.toLowerCase().replace(/^\*/, ''));
       if (entryPort && entryPort !== port) return false;
       if (name.startsWith('.')) return host.endsWith(name) || host === name.slice(1);
       return host === name || host.endsWith(`.${name}`);

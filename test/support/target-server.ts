@@ -26,7 +26,7 @@ export async function startTargetServer(): Promise<TargetServer> {
     maxConcurrent = Math.max(maxConcurrent, current);
     res.on('close', () => current--);
     const url = req.url ?? '/';
-    const [, route, arg] = url.split('/');
+    const [, route, arg] = (url.split('?')[0] ?? '').split('/');
     const reply = (status: number, body = 'ok') => {
       res.writeHead(status, { 'content-type': 'text/plain' });
       res.end(body);

@@ -2,7 +2,7 @@
 // Every problem is one line naming the variable, its value and what is
 // allowed; main.ts prints it and exits 78 (EX_CONFIG).
 
-import { accessSync, constants } from 'node:fs';
+import { accessSync, constants, statSync } from 'node:fs';
 import path from 'node:path';
 import type { CheckSettings } from './checks/executor.js';
 import { LOG_LEVELS, type LogLevel } from './observability/logger.js';
@@ -54,8 +54,10 @@ export class ConfigError extends Error {
 
 export type Env = Record<string, string | undefined>;
 
+/** The value as the operator wrote it, quoted and shortened, with URL credentials hidden. */
 function shown(value: string): string {
-  return JSON.stringify(value.length > 80 ? `${value.slice(0, 77)}...` : value);
+  const safe = value.replace(/\/\/[^/@\s]*@/, '//*****@');
+  return JSON.stringify(safe.length > 80 ? `${safe.slice(0, 77)}...` : safe);
 }
 
 function read(env: Env, name: string): string | undefined {
@@ -96,18 +98,21 @@ const GIB = 1024 ** 3;
 
 /** Parses the environment for a mode; throws ConfigError on the first bad value. */
 export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string; resultsFile?: string } = {}): Config {
-  const logLevelRaw = read(env, 'LOG_LEVEL')?.toLowerCase() ?? 'info';
+  const logLevelGiven = read(env, 'LOG_LEVEL') ?? 'info';
+  const logLevelRaw = logLevelGiven.toLowerCase();
   if (!(LOG_LEVELS as readonly string[]).includes(logLevelRaw)) {
-    throw new ConfigError(`LOG_LEVEL=${shown(logLevelRaw)} is invalid: must be one of ${LOG_LEVELS.join(', ')}`);
+    throw new ConfigError(`LOG_LEVEL=${shown(logLevelGiven)} is invalid: must be one of ${LOG_LEVELS.join(', ')}`);
   }
-  const observability = read(env, 'EXTERNAL_OBSERVABILITY')?.toLowerCase() ?? 'on';
+  const observabilityGiven = read(env, 'EXTERNAL_OBSERVABILITY') ?? 'on';
+  const observability = observabilityGiven.toLowerCase();
   if (!['on', 'off', 'true', 'false'].includes(observability)) {
-    throw new ConfigError(`EXTERNAL_OBSERVABILITY=${shown(observability)} is invalid: must be on or off`);
+    throw new ConfigError(`EXTERNAL_OBSERVABILITY=${shown(observabilityGiven)} is invalid: must be on or off`);
   }
   const extraCaCerts = read(env, 'NODE_EXTRA_CA_CERTS');
   if (extraCaCerts !== undefined) {
     try {
       accessSync(extraCaCerts, constants.R_OK);
+      if (!statSync(extraCaCerts).isFile()) throw new Error('not a file');
     } catch {
       throw new ConfigError(`NODE_EXTRA_CA_CERTS=${shown(extraCaCerts)} is invalid: must be a readable PEM file`);
     }

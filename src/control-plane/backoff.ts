@@ -27,7 +27,7 @@ export class Backoff {
   next(): number {
     const ceiling = Math.min(this.capMs, this.baseMs * 2 ** this.attempt);
     this.attempt = Math.min(this.attempt + 1, 30);
-    return Math.round(this.baseMs + this.random() * Math.max(0, ceiling - this.baseMs));
+    return Math.min(this.capMs, Math.round(this.baseMs + this.random() * Math.max(0, ceiling - this.baseMs)));
   }
 
   reset(): void {
@@ -40,6 +40,8 @@ export function parseRetryAfter(value: string | string[] | undefined, capMs = 30
   const text = Array.isArray(value) ? value[0] : value;
   if (!text) return undefined;
   if (/^\s*\d+(\.\d+)?\s*$/.test(text)) return Math.min(capMs, Math.round(Number(text) * 1000));
+  // An HTTP date names a weekday and month; V8's Date.parse would also read junk like "-1" as a date.
+  if (!/[a-z]{3}/i.test(text)) return undefined;
   const date = Date.parse(text);
   if (Number.isNaN(date)) return undefined;
   return Math.min(capMs, Math.max(0, date - now));

@@ -209,7 +209,8 @@ export async function withRetry<T>(attempt: () => Promise<T>, options: RetryOpti
         }
         wait = options.authRetryMs;
       } else {
-        wait = error.retryAfterMs ?? backoff.next();
+        // Retry-After is a floor: "0" on every answer must not turn into a tight loop.
+        wait = Math.max(error.retryAfterMs ?? 0, backoff.next());
         options.logger.warn({ route: error.route, status: error.statusCode, retryInMs: wait }, error.message);
       }
       await sleep(wait, options.signal);

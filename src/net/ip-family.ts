@@ -17,7 +17,12 @@ export interface ResolvedTarget {
   fallback?: string;
 }
 
-/** Whether this host can route to an IPv6 address: a UDP connect sends nothing but needs a route. */
+/**
+ * Why this host cannot reach an IPv6 address, or undefined if it can. A UDP
+ * connect sends nothing but needs a route and picks a source address; with
+ * IPv6 disabled (net.ipv6.conf.*.disable_ipv6=1) it still "connects", to the
+ * unspecified source `::`, so that counts as unusable too.
+ */
 export function canRouteIPv6(address: string): Promise<string | undefined> {
   return new Promise((resolve) => {
     let socket: dgram.Socket;
@@ -36,7 +41,10 @@ export function canRouteIPv6(address: string): Promise<string | undefined> {
     };
     socket.once('error', (error: NodeJS.ErrnoException) => finish(error.code ?? error.message));
     try {
-      socket.connect(9, address, () => finish(undefined));
+      socket.connect(9, address, () => {
+        const source = socket.address().address;
+        finish(source === '::' ? 'IPv6 disabled: no source address' : undefined);
+      });
     } catch (error) {
       finish((error as NodeJS.ErrnoException).code ?? 'EINVAL');
     }

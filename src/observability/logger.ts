@@ -14,14 +14,17 @@ const HIDDEN = new Set(['level', 'time', 'msg', 'pid', 'hostname', 'v']);
 
 /** Formats one pino JSON line as `12:00:01 INFO  message key=value …`. */
 export function prettyLine(json: string): string {
-  let record: Record<string, unknown>;
+  let parsed: unknown;
   try {
-    record = JSON.parse(json) as Record<string, unknown>;
+    parsed = JSON.parse(json);
   } catch {
-    return json;
+    return `${json}\n`;
   }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return `${json}\n`;
+  const record = parsed as Record<string, unknown>;
   const level = Number(record.level);
-  const time = new Date(Number(record.time)).toISOString().slice(11, 19);
+  const stamp = Number(record.time);
+  const time = Number.isFinite(stamp) && Math.abs(stamp) < 8.64e15 ? new Date(stamp).toISOString().slice(11, 19) : '--:--:--';
   const extras = Object.entries(record)
     .filter(([key]) => !HIDDEN.has(key))
     .map(([key, value]) => `${key}=${typeof value === 'string' ? value : JSON.stringify(value)}`)

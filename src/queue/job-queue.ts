@@ -27,6 +27,7 @@ interface Running {
 export class JobQueue {
   private readonly queue: PQueue;
   private readonly running = new Map<string, Running>();
+  private abortedWith: JobAbortedError | undefined;
 
   constructor(
     readonly concurrency: number,
@@ -84,8 +85,13 @@ export class JobQueue {
     this.running.get(jobId)?.controller.abort(error);
   }
 
+  /**
+   * Aborts every running job, and makes every job still waiting finish at
+   * once with an error result (p-queue's clear() would drop them with their
+   * promises never settling).
+   */
   abortAll(error: JobAbortedError): void {
-    this.queue.clear();
+    this.abortedWith = error;
     for (const { controller } of this.running.values()) controller.abort(error);
   }
 
@@ -110,6 +116,10 @@ export class JobQueue {
       return { jobId, result, prepared };
     }
     const { check, executor, target } = runnable;
+    if (this.abortedWith) {
+      const result = errorResult(this.abortedWith.message, prepared.identity, prepared.checkIdentity, executor.member);
+      return this.finish(prepared, result, started);
+    }
     const job = new AbortController();
     this.running.set(jobId, { controller: job, startedAt: started });
     this.metrics.jobsInFlight.inc();

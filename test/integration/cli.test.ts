@@ -1,0 +1,187 @@
+// The real CLI process: help, version, usage errors (64) and configuration
+// errors (78), each one line on stderr and never a stack trace.
+
+import { readFileSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { CHECK_TYPES } from '../../src/checks/definition.js';
+import { defaultRegistry } from '../../src/checks/registry.js';
+import { type AgentProcess, cleanEnv, REPO, startAgent, tempDir } from '../support/agent-process.js';
+
+const running: AgentProcess[] = [];
+const servers: net.Server[] = [];
+
+afterEach(async () => {
+  for (const agent of running.splice(0)) {
+    agent.kill('SIGKILL');
+    await agent.exit;
+  }
+  for (const server of servers.splice(0)) await new Promise((resolve) => server.close(resolve));
+});
+
+function run(args: string[], env: Record<string, string> = {}): AgentProcess {
+  const proc = startAgent(args, cleanEnv({ STATE_DIR: tempDir(), ...env }));
+  running.push(proc);
+  return proc;
+}
+
+function stderrLines(proc: AgentProcess): string[] {
+  return proc
+    .stderr()
+    .split('\n')
+    .filter((l) => l.length > 0);
+}
+
+/** Exits with `code`, and stderr is exactly one `outpost: …` line without a stack trace. */
+async function expectOneLineFailure(proc: AgentProcess, code: number): Promise<string> {
+  const { code: exitCode } = await proc.exit;
+  const lines = stderrLines(proc);
+  expect(lines, proc.stderr()).toHaveLength(1);
+  const [line] = lines as [string];
+  expect(line.startsWith('outpost: ')).toBe(true);
+  expect(line).not.toMatch(/\n\s+at /);
+  expect(exitCode, proc.stderr()).toBe(code);
+  return line;
+}
+
+function checksFile(content: unknown): string {
+  const file = path.join(tempDir(), 'checks.json');
+  writeFileSync(file, typeof content === 'string' ? content : JSON.stringify(content));
+  return file;
+}
+
+const VALID = { checks: [{ id: 'ok', checkType: 'URL', frequency: 60, request: { url: 'http://127.0.0.1:9/' }, shouldFail: true }] };
+
+describe('outpost CLI', () => {
+  it('--help exits 0 and lists the commands', async () => {
+    const proc = run(['--help']);
+    expect((await proc.exit).code).toBe(0);
+    const out = proc.stdout();
+    expect(out).toContain('Usage: outpost <command> [options]');
+    for (const command of ['agent', 'local <checks.json>', 'once <checks.json>', '--results <file.jsonl>']) expect(out).toContain(command);
+    expect(proc.stderr()).toBe('');
+  });
+
+  it('--version prints the package.json version', async () => {
+    const { version } = JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { version: string };
+    const proc = run(['--version']);
+    expect((await proc.exit).code).toBe(0);
+    expect(proc.stdout()).toBe(`${version}\n`);
+    expect(proc.stderr()).toBe('');
+  });
+
+  it('no command → exit 64, one line', async () => {
+    const line = await expectOneLineFailure(run([]), 64);
+    expect(line).toContain('no command given');
+  });
+
+  it('unknown command → exit 64, one line naming it', async () => {
+    const line = await expectOneLineFailure(run(['frobnicate']), 64);
+    expect(line).toContain('unknown command "frobnicate"');
+  });
+
+  it('unknown option → exit 64, one line naming it', async () => {
+    const line = await expectOneLineFailure(run(['once', checksFile(VALID), '--fast']), 64);
+    expect(line).toContain('unknown option "--fast"');
+  });
+
+  it('a checks file missing from local mode → exit 64', async () => {
+    const line = await expectOneLineFailure(run(['local']), 64);
+    expect(line).toContain('local needs a checks file');
+  });
+
+  const badEnv: Array<{ env: Record<string, string>; parts: string[] }> = [
+    { env: { JOB_CONCURRENCY: '0' }, parts: ['JOB_CONCURRENCY="0"', '1 to 1000'] },
+    { env: { AGENT_HEALTH_PORT: 'abc' }, parts: ['AGENT_HEALTH_PORT="abc"', '0 to 65535'] },
+    { env: { API_URL: 'ftp://x' }, parts: ['API_URL="ftp://x"', 'http:// or https://'] },
+    { env: { LOG_LEVEL: 'verbose' }, parts: ['LOG_LEVEL="verbose"'] },
+    { env: { SHUTDOWN_GRACE_SECONDS: '-1' }, parts: ['SHUTDOWN_GRACE_SECONDS="-1"'] },
+  ];
+  for (const { env, parts } of badEnv) {
+    it(`agent with ${JSON.stringify(env)} → exit 78, one line naming variable and value`, async () => {
+      const proc = run(['agent'], { API_URL: 'http://127.0.0.1:9', API_KEY: 'pl_test_key', ...env });
+      const line = await expectOneLineFailure(proc, 78);
+      for (const part of parts) expect(line).toContain(part);
+    });
+  }
+
+  it('agent without API_KEY → exit 78 naming API_KEY', async () => {
+    const line = await expectOneLineFailure(run(['agent'], { API_URL: 'http://127.0.0.1:9' }), 78);
+    expect(line).toContain('API_KEY is not set');
+  });
+
+  it('a bad variable also stops local mode before anything runs', async () => {
+    const line = await expectOneLineFailure(run(['local', checksFile(VALID)], { JOB_CONCURRENCY: '1001' }), 78);
+    expect(line).toBe('outpost: JOB_CONCURRENCY="1001" is invalid: must be an integer from 1 to 1000');
+  });
+
+  it('a missing NODE_EXTRA_CA_CERTS file → exit 78 with one outpost line naming it', async () => {
+    const proc = run(['once', checksFile(VALID)], { NODE_EXTRA_CA_CERTS: '/no/such/ca.pem' });
+    expect((await proc.exit).code).toBe(78);
+    // Node itself may print its own warning about the file first; ours is one line.
+    const ours = stderrLines(proc).filter((l) => l.startsWith('outpost: '));
+    expect(ours).toEqual(['outpost: NODE_EXTRA_CA_CERTS="/no/such/ca.pem" is invalid: must be a readable PEM file']);
+    expect(proc.stderr()).not.toMatch(/\n\s+at /);
+  });
+
+  it('an invalid checks file → exit 78 naming the check and the JSON path', async () => {
+    const file = checksFile({
+      checks: [
+        { id: 'good', checkType: 'URL', request: { url: 'http://127.0.0.1:9/' } },
+        { id: 'broken', checkType: 'URL', request: { url: 'gopher://x' } },
+      ],
+    });
+    const line = await expectOneLineFailure(run(['once', file]), 78);
+    expect(line).toBe(`outpost: ${file}: check "broken" at $.checks[1].request.url: must use http or https (got gopher)`);
+  });
+
+  it('a checks file with several problems → exit 78 listing them all, no stack trace', async () => {
+    const registry = defaultRegistry();
+    const unsupported = CHECK_TYPES.find((t) => !registry.has(t)) as string;
+    const file = checksFile({ checks: [{ id: 'a', checkType: unsupported }, { id: 'b', checkType: 'URL', request: {} }] });
+    const proc = run(['local', file]);
+    expect((await proc.exit).code).toBe(78);
+    const lines = stderrLines(proc);
+    expect(lines[0]).toBe(`outpost: ${file}: 2 problems:`);
+    expect(lines.slice(1).map((l) => l.trim())).toEqual([
+      `check "a" at $.checks[0].checkType: ${unsupported} is not supported by this agent (supported: ${[...registry.keys()].join(', ')})`,
+      'check "b" at $.checks[1].request.url: is required',
+    ]);
+    expect(proc.stderr()).not.toMatch(/\n\s+at /);
+  });
+
+  it('invalid JSON in the checks file → exit 78', async () => {
+    const file = checksFile('{ "checks": [ ');
+    const line = await expectOneLineFailure(run(['once', file]), 78);
+    expect(line).toContain(`${file}: not valid JSON`);
+  });
+
+  it('a missing checks file → exit 78 naming it', async () => {
+    const file = path.join(tempDir(), 'nope.json');
+    const line = await expectOneLineFailure(run(['local', file]), 78);
+    expect(line).toBe(`outpost: ${file}: cannot be read (ENOENT)`);
+  });
+
+  it('a health port already in use → exit 78 naming AGENT_HEALTH_PORT', async () => {
+    const blocker = net.createServer();
+    servers.push(blocker);
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const port = (blocker.address() as net.AddressInfo).port;
+    const proc = run(['local', checksFile(VALID)], { AGENT_HEALTH_PORT: String(port) });
+    const { code } = await proc.exit;
+    expect(code, proc.stderr()).toBe(78);
+    const ours = stderrLines(proc).filter((l) => l.startsWith('outpost: '));
+    expect(ours).toEqual([`outpost: AGENT_HEALTH_PORT=${port} cannot be used (EADDRINUSE): choose a free port`]);
+    expect(proc.stderr()).not.toMatch(/\n\s+at /);
+    // Nothing ran: no results on stdout.
+    expect(proc.stdout()).toBe('');
+  });
+
+  it('an unwritable --results path → exit 78 naming the path', async () => {
+    const results = path.join(tempDir(), 'no-such-dir', 'out.jsonl');
+    const line = await expectOneLineFailure(run(['once', checksFile(VALID), '--results', results]), 78);
+    expect(line).toContain(results);
+    expect(line).toContain('ENOENT');
+  });
+});

@@ -1,0 +1,345 @@
+// Local and once modes as a real process against the small target server:
+// results on stdout (JSON lines on a pipe) and in a JSONL file, summary and
+// logs on stderr, the health server, hanging-job warnings and shutdown.
+
+import { readFileSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { CheckResultEntry } from '../../src/results/result.js';
+import { type AgentProcess, cleanEnv, probe, REPO, startAgent, tempDir } from '../support/agent-process.js';
+import { startTargetServer, type TargetServer } from '../support/target-server.js';
+
+let target: TargetServer;
+const running: AgentProcess[] = [];
+
+beforeAll(async () => {
+  target = await startTargetServer();
+});
+afterAll(async () => {
+  await target.close();
+});
+afterEach(async () => {
+  for (const agent of running.splice(0)) {
+    agent.kill('SIGKILL');
+    await agent.exit;
+  }
+});
+
+type Check = Record<string, unknown>;
+
+function urlCheck(id: string, route: string, extra: Check = {}): Check {
+  return { id, name: `check ${id}`, checkType: 'URL', request: { url: `${target.url}${route}` }, ...extra };
+}
+
+function writeChecks(checks: Check[], dir = tempDir()): string {
+  const file = path.join(dir, 'checks.json');
+  writeFileSync(file, JSON.stringify({ checks }));
+  return file;
+}
+
+function start(args: string[], env: Record<string, string> = {}): AgentProcess {
+  const proc = startAgent(args, cleanEnv({ STATE_DIR: tempDir(), ...env }));
+  running.push(proc);
+  return proc;
+}
+
+/** Every stdout line, each of which must be a result. */
+function results(proc: AgentProcess): CheckResultEntry[] {
+  return proc.stdoutLines.map((line) => JSON.parse(line) as CheckResultEntry);
+}
+
+function readJsonl(file: string): CheckResultEntry[] {
+  const text = readFileSync(file, 'utf8');
+  expect(text.endsWith('\n')).toBe(true);
+  return text
+    .split('\n')
+    .filter((l) => l.length > 0)
+    .map((l) => JSON.parse(l) as CheckResultEntry);
+}
+
+async function until(condition: () => boolean, timeoutMs: number, what: string, proc?: AgentProcess): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${what}${proc ? `; stderr: ${proc.stderr().slice(-2000)}; stdout: ${proc.stdout().slice(-2000)}` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** Resolves once the target has received `n` more requests than `before` (the job is running). */
+function targetHit(before: number, proc: AgentProcess, n = 1): Promise<void> {
+  return until(() => target.hits() >= before + n, 15_000, 'the check to reach the target', proc);
+}
+
+/** Resolves once readiness answers 503: the agent has begun to drain. */
+async function draining(port: number, proc: AgentProcess): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while ((await probe(port, '/-/readiness')).status !== 503) {
+    if (Date.now() > deadline) throw new Error(`readiness never turned 503; stderr: ${proc.stderr().slice(-2000)}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+describe('once mode', () => {
+  it('prints one JSON result per check on stdout, a summary on stderr, and exits 0 when all pass', async () => {
+    const file = writeChecks([
+      urlCheck('ok', '/ok'),
+      urlCheck('redirect', '/redirect/2'),
+      urlCheck('no-content', '/status/204', { assertions: [{ source: 'STATUS_CODE', comparison: 'EQUALS', target: 204 }] }),
+      { id: 'closed', checkType: 'URL', shouldFail: true, request: { url: 'http://127.0.0.1:9/' } },
+    ]);
+    const proc = start(['once', file]);
+    const { code } = await proc.exit;
+    expect(code, proc.stderr()).toBe(0);
+
+    const list = results(proc);
+    expect(list.map((r) => r.checkId).sort()).toEqual(['closed', 'no-content', 'ok', 'redirect']);
+    for (const r of list) {
+      expect(r).toMatchObject({ resultType: 'FINAL', hasFailures: false, hasErrors: false, runLocation: 'local', checkType: 'URL', attempts: 1 });
+    }
+    const byId = Object.fromEntries(list.map((r) => [r.checkId, r]));
+    expect(byId.ok?.apiCheckResult?.response).toMatchObject({ status: 200 });
+    expect(byId.redirect?.apiCheckResult?.response).toMatchObject({ status: 200, redirects: 2 });
+    expect(byId.closed?.apiCheckResult?.requestError).toContain('connection refused');
+    expect(byId['no-content']?.apiCheckResult?.assertions).toMatchObject([{ actual: 204, passed: true }]);
+
+    expect(proc.stderr()).toContain('outpost once: 4 checks: 4 passed, 0 degraded, 0 failed, 0 errors\n');
+  });
+
+  it('exits 1 when one check fails, and counts it in the summary', async () => {
+    const file = writeChecks([urlCheck('ok', '/ok'), urlCheck('broken', '/status/500')]);
+    const proc = start(['once', file]);
+    const { code } = await proc.exit;
+    expect(code, proc.stderr()).toBe(1);
+    const byId = Object.fromEntries(results(proc).map((r) => [r.checkId, r]));
+    expect(byId.ok?.hasFailures).toBe(false);
+    expect(byId.broken).toMatchObject({ hasFailures: true, hasErrors: false });
+    expect(byId.broken?.apiCheckResult?.response).toMatchObject({ status: 500 });
+    expect(proc.stderr()).toContain('outpost once: 2 checks: 1 passed, 0 degraded, 1 failed, 0 errors\n');
+  });
+
+  it('exits 1 when a check has an error (connection refused)', async () => {
+    const file = writeChecks([{ id: 'refused', checkType: 'URL', request: { url: 'http://127.0.0.1:9/' } }]);
+    const proc = start(['once', file]);
+    expect((await proc.exit).code).toBe(1);
+    expect(results(proc)[0]).toMatchObject({ checkId: 'refused', hasErrors: true });
+    expect(proc.stderr()).toContain('0 passed, 0 degraded, 0 failed, 1 errors');
+  });
+
+  it('--results writes the same lines to a JSONL file', async () => {
+    const dir = tempDir();
+    const resultsFile = path.join(dir, 'results.jsonl');
+    const file = writeChecks([urlCheck('a', '/ok'), urlCheck('b', '/status/404'), urlCheck('c', '/ok')], dir);
+    const proc = start(['once', file, '--results', resultsFile]);
+    expect((await proc.exit).code).toBe(1);
+    expect(proc.stdoutLines).toHaveLength(3);
+    expect(readFileSync(resultsFile, 'utf8')).toBe(proc.stdout());
+    expect(readJsonl(resultsFile).map((r) => r.checkId).sort()).toEqual(['a', 'b', 'c']);
+  });
+
+  it('runs checks concurrently, up to JOB_CONCURRENCY and no more', async () => {
+    const own = await startTargetServer();
+    try {
+      const file = writeChecks(
+        ['s1', 's2', 's3', 's4', 's5'].map((id) => ({ id, checkType: 'URL', request: { url: `${own.url}/slow/300` } })),
+      );
+      const proc = start(['once', file], { JOB_CONCURRENCY: '2' });
+      expect((await proc.exit).code, proc.stderr()).toBe(0);
+      expect(results(proc)).toHaveLength(5);
+      expect(own.hits()).toBe(5);
+      expect(own.maxConcurrent()).toBe(2);
+    } finally {
+      await own.close();
+    }
+  });
+});
+
+describe('once mode interrupted', () => {
+  it('SIGINT aborts the running check, reports it as an error and exits 1 with an interrupted summary', async () => {
+    const file = writeChecks([urlCheck('long', '/slow/10000')]);
+    const before = target.hits();
+    const proc = start(['once', file]);
+    await targetHit(before, proc);
+    proc.kill('SIGINT');
+    const { code } = await proc.exit;
+    expect(code, proc.stderr()).toBe(1);
+    const [result] = results(proc);
+    expect(result).toMatchObject({ checkId: 'long', hasErrors: true });
+    expect(result?.apiCheckResult?.requestError).toBe('Aborted: interrupted');
+    expect(proc.stderr()).toContain('outpost once: 1 checks: 0 passed, 0 degraded, 0 failed, 1 errors (interrupted)\n');
+  });
+
+  it('SIGINT with checks still queued behind the running one never exits 0, and prints the summary', async () => {
+    // JOB_CONCURRENCY=1: "b" and "c" wait in the queue while "a" runs. A CI
+    // pipeline must never read an interrupted run as a pass.
+    const file = writeChecks([urlCheck('a', '/slow/10000'), urlCheck('b', '/slow/10000'), urlCheck('c', '/slow/10000')]);
+    const before = target.hits();
+    const proc = start(['once', file], { JOB_CONCURRENCY: '1' });
+    await targetHit(before, proc);
+    proc.kill('SIGINT');
+    const { code } = await proc.exit;
+    expect(code, `stderr: ${proc.stderr()}`).not.toBe(0);
+    expect(code).toBe(1);
+    expect(proc.stderr()).toMatch(/outpost once: \d+ checks: .*\(interrupted\)\n/);
+  });
+});
+
+describe('local mode', () => {
+  it('reports each check on its frequency, serves health, readiness and metrics, and exits 0 on SIGINT', async () => {
+    const dir = tempDir();
+    const resultsFile = path.join(dir, 'results.jsonl');
+    const file = writeChecks(
+      [urlCheck('fast', '/ok', { frequency: 1 }), urlCheck('teapot', '/status/418', { frequency: 2 }), urlCheck('slowish', '/slow/100', { frequency: 1 })],
+      dir,
+    );
+    const proc = start(['local', file, '--results', resultsFile]);
+    const port = await proc.healthPort();
+    const count = (id: string) => results(proc).filter((r) => r.checkId === id).length;
+    await until(() => count('fast') >= 3 && count('teapot') >= 2 && count('slowish') >= 3, 20_000, 'repeated results', proc);
+
+    const byId = (id: string) => results(proc).filter((r) => r.checkId === id);
+    for (const r of byId('fast')) expect(r).toMatchObject({ hasFailures: false, runLocation: 'local', checkType: 'URL' });
+    for (const r of byId('teapot')) expect(r).toMatchObject({ hasFailures: true, hasErrors: false });
+    // Every run is a fresh result.
+    const ids = results(proc).map((r) => r.id);
+    expect(new Set(ids).size).toBe(ids.length);
+
+    const health = await probe(port, '/health');
+    expect(health.status).toBe(200);
+    expect(health.body).toMatchObject({ mode: 'local', ready: true, shuttingDown: false, spooled: 0 });
+    expect((await probe(port, '/-/readiness')).status).toBe(200);
+    expect((await probe(port, '/-/liveness')).status).toBe(200);
+    expect((await probe(port, '/nope')).status).toBe(404);
+    const metrics = (await probe(port, '/metrics')).text;
+    expect(metrics).toContain('outpost_jobs_total');
+    expect(metrics).toMatch(/outpost_jobs_total\{checkType="URL",outcome="passed"\} [1-9]/);
+    expect(metrics).toMatch(/outpost_jobs_total\{checkType="URL",outcome="failed"\} [1-9]/);
+
+    proc.kill('SIGINT');
+    const { code } = await proc.exit;
+    expect(code, proc.stderr()).toBe(0);
+    // The file is complete: every line parses, and it holds exactly what stdout showed.
+    const fromFile = readJsonl(resultsFile);
+    expect(fromFile.map((r) => r.id)).toEqual(results(proc).map((r) => r.id));
+    expect(proc.logs.some((l) => l.msg === 'outpost local mode stopped')).toBe(true);
+  });
+
+  it('on SIGINT turns readiness to 503, keeps liveness, finishes the running check and writes its result', async () => {
+    const dir = tempDir();
+    const resultsFile = path.join(dir, 'results.jsonl');
+    const file = writeChecks([urlCheck('long', '/slow/3000', { frequency: 60 })], dir);
+    const before = target.hits();
+    const proc = start(['local', file, '--results', resultsFile]);
+    const port = await proc.healthPort();
+    await targetHit(before, proc);
+    expect(results(proc)).toHaveLength(0);
+    expect((await probe(port, '/-/readiness')).status).toBe(200);
+
+    proc.kill('SIGINT');
+    await draining(port, proc);
+    expect((await probe(port, '/-/liveness')).status).toBe(200);
+    const health = await probe(port, '/health');
+    expect(health.body).toMatchObject({ shuttingDown: true, ready: false, inFlight: 1 });
+
+    const { code } = await proc.exit;
+    expect(code, proc.stderr()).toBe(0);
+    const fromFile = readJsonl(resultsFile);
+    expect(fromFile).toHaveLength(1);
+    expect(fromFile[0]).toMatchObject({ checkId: 'long', hasFailures: false, hasErrors: false });
+    expect(fromFile[0]?.apiCheckResult?.response).toMatchObject({ status: 200 });
+  });
+
+  it('aborts running checks at the end of the shutdown grace and reports them as errors, then exits 0', async () => {
+    const dir = tempDir();
+    const resultsFile = path.join(dir, 'results.jsonl');
+    const file = writeChecks([urlCheck('stuck', '/slow/20000', { frequency: 60 })], dir);
+    const before = target.hits();
+    const proc = start(['local', file, '--results', resultsFile], { SHUTDOWN_GRACE_SECONDS: '0' });
+    await targetHit(before, proc);
+    proc.kill('SIGINT');
+    const { code } = await proc.exit;
+    expect(code, proc.stderr()).toBe(0);
+    const fromFile = readJsonl(resultsFile);
+    expect(fromFile).toHaveLength(1);
+    expect(fromFile[0]).toMatchObject({ checkId: 'stuck', hasErrors: true, hasFailures: true });
+    expect(fromFile[0]?.apiCheckResult?.requestError).toBe('Aborted: the agent shut down before the check finished');
+  });
+
+  it('a second SIGINT exits at once, without waiting for the running check', async () => {
+    const dir = tempDir();
+    const resultsFile = path.join(dir, 'results.jsonl');
+    const file = writeChecks([urlCheck('stuck', '/slow/20000', { frequency: 60 })], dir);
+    const before = target.hits();
+    const proc = start(['local', file, '--results', resultsFile]);
+    const port = await proc.healthPort();
+    await targetHit(before, proc);
+    proc.kill('SIGINT');
+    await draining(port, proc);
+    proc.kill('SIGINT');
+    const { code } = await proc.exit;
+    expect(code, proc.stderr()).toBe(130);
+    // The running check never finished, so nothing was reported.
+    expect(proc.stdoutLines).toEqual([]);
+    expect(readFileSync(resultsFile, 'utf8')).toBe('');
+  });
+
+  it('warns once about a job running past maxResponseTime, with its identity, and marks the result over max', async () => {
+    const file = writeChecks([
+      urlCheck('hang', '/slow/1500', { frequency: 60, maxResponseTime: 200 }),
+      urlCheck('quick', '/ok', { frequency: 60 }),
+    ]);
+    const proc = start(['local', file]);
+    await until(() => results(proc).some((r) => r.checkId === 'hang') && results(proc).some((r) => r.checkId === 'quick'), 20_000, 'both results', proc);
+
+    const warnings = proc.logs.filter((l) => l.msg === 'job is running past its expected time');
+    expect(warnings).toHaveLength(1);
+    const warning = warnings[0] as Record<string, unknown>;
+    expect(warning).toMatchObject({ level: 40, checkId: 'hang', checkType: 'URL', target: `${target.url}/slow/1500`, expectedMs: 200 });
+    expect(typeof warning.jobId).toBe('string');
+    expect(warning.jobId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(typeof warning.elapsedMs).toBe('number');
+    expect(warning.elapsedMs as number).toBeGreaterThanOrEqual(200);
+
+    const hang = results(proc).find((r) => r.checkId === 'hang');
+    expect(hang).toMatchObject({ overMaxResponseTime: true, hasFailures: true, hasErrors: false, isDegraded: false });
+    expect(hang?.responseTime).toBeGreaterThan(200);
+    expect(results(proc).find((r) => r.checkId === 'quick')).toMatchObject({ overMaxResponseTime: false, hasFailures: false });
+
+    proc.kill('SIGINT');
+    expect((await proc.exit).code).toBe(0);
+    // Still exactly one warning for that job after shutdown.
+    expect(proc.logs.filter((l) => l.msg === 'job is running past its expected time' && l.jobId === warning.jobId)).toHaveLength(1);
+  });
+
+  it('runs the bundled examples (npm start) and every example check passes', async () => {
+    const port = await freePort();
+    const dir = tempDir();
+    const original = readFileSync(path.join(REPO, 'examples/checks.json'), 'utf8');
+    expect(original).toContain('127.0.0.1:8081');
+    const file = path.join(dir, 'checks.json');
+    writeFileSync(file, original.replaceAll('127.0.0.1:8081', `127.0.0.1:${port}`));
+    const exampleIds = (JSON.parse(original) as { checks: Array<{ id: string }> }).checks.map((c) => c.id);
+
+    const proc = start(['local', file], { AGENT_HEALTH_PORT: String(port) });
+    expect(await proc.healthPort()).toBe(port);
+    await until(() => exampleIds.every((id) => results(proc).some((r) => r.checkId === id)), 15_000, 'a result for every example', proc);
+    for (const id of exampleIds) {
+      const first = results(proc).find((r) => r.checkId === id);
+      expect(first, id).toMatchObject({ hasFailures: false, hasErrors: false });
+    }
+
+    proc.kill('SIGINT');
+    const { code } = await proc.exit;
+    expect(code, proc.stderr()).toBe(0);
+  });
+});

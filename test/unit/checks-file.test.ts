@@ -1,0 +1,212 @@
+// parseChecksFile: a whole file validated at once, every problem naming the
+// check and its JSON path.
+
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { CHECK_TYPES } from '../../src/checks/definition.js';
+import { defaultRegistry } from '../../src/checks/registry.js';
+import type { UrlRequest } from '../../src/checks/url.js';
+import { ChecksFileError, loadChecksFile, parseChecksFile } from '../../src/local/checks-file.js';
+
+const registry = defaultRegistry();
+const FILE = 'checks.json';
+
+function parse(value: unknown) {
+  return parseChecksFile(typeof value === 'string' ? value : JSON.stringify(value), FILE, registry);
+}
+
+function problems(value: unknown): string {
+  try {
+    parse(value);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ChecksFileError);
+    return (error as Error).message;
+  }
+  throw new Error('expected a ChecksFileError, but the file was accepted');
+}
+
+const url = (id: string, extra: Record<string, unknown> = {}) => ({
+  id,
+  checkType: 'URL',
+  request: { url: `http://127.0.0.1:9999/${id}` },
+  ...extra,
+});
+
+describe('parseChecksFile: a valid file', () => {
+  it('parses every check with its executor, defaults and assertions', () => {
+    const checks = parse({
+      checks: [
+        url('home', { name: 'Homepage', frequency: 30, assertions: [{ source: 'STATUS_CODE', comparison: 'EQUALS', target: 200 }] }),
+        url('api', { degradedResponseTime: 100, maxResponseTime: 200, shouldFail: true, request: { url: 'https://api.test/x', followRedirects: false, skipSSL: true, ipFamily: 'IPv6' } }),
+      ],
+    });
+    expect(checks).toHaveLength(2);
+    const [home, api] = checks;
+    expect(home?.executor.checkType).toBe('URL');
+    expect(home?.check).toMatchObject({
+      id: 'home',
+      name: 'Homepage',
+      checkType: 'URL',
+      frequency: 30,
+      degradedResponseTime: 3000,
+      maxResponseTime: 5000,
+      shouldFail: false,
+      assertions: [{ source: 'STATUS_CODE', comparison: 'EQUALS', target: '200', property: '', regex: null }],
+    });
+    expect(home?.check.request as UrlRequest).toEqual({ url: 'http://127.0.0.1:9999/home', followRedirects: true, skipSSL: false, ipFamily: 'IPv4' });
+    expect(api?.check).toMatchObject({ id: 'api', name: 'api', frequency: 60, degradedResponseTime: 100, maxResponseTime: 200, shouldFail: true });
+    expect(api?.check.request as UrlRequest).toEqual({ url: 'https://api.test/x', followRedirects: false, skipSSL: true, ipFamily: 'IPv6' });
+  });
+
+  it('accepts a numeric id as a string', () => {
+    const [check] = parse({ checks: [url('x', { id: 42 })] });
+    expect(check?.check.id).toBe('42');
+  });
+
+  it('caps the default degraded time at a lower maxResponseTime', () => {
+    const [check] = parse({ checks: [url('x', { maxResponseTime: 200 })] });
+    expect(check?.check).toMatchObject({ maxResponseTime: 200, degradedResponseTime: 200 });
+  });
+
+  it('accepts maxResponseTime at the URL cap of 30000', () => {
+    const [check] = parse({ checks: [url('x', { maxResponseTime: 30_000 })] });
+    expect(check?.check.maxResponseTime).toBe(30_000);
+  });
+});
+
+describe('parseChecksFile: variables', () => {
+  it('merges global and check variables, the check winning', () => {
+    const checks = parse({
+      environmentVariables: [
+        { key: 'HOST', value: 'global-host' },
+        { key: 'TOKEN', value: 'global-token', secret: true },
+      ],
+      checks: [
+        url('own', { environmentVariables: [{ key: 'HOST', value: 'check-host' }, { key: 'EXTRA', value: 'e' }] }),
+        url('plain'),
+      ],
+    });
+    const vars = (i: number) => Object.fromEntries((checks[i]?.variables ?? []).map((v) => [v.key, v]));
+    expect(vars(0)).toEqual({
+      HOST: { key: 'HOST', value: 'check-host', secret: false },
+      TOKEN: { key: 'TOKEN', value: 'global-token', secret: true },
+      EXTRA: { key: 'EXTRA', value: 'e', secret: false },
+    });
+    expect(vars(1)).toEqual({
+      HOST: { key: 'HOST', value: 'global-host', secret: false },
+      TOKEN: { key: 'TOKEN', value: 'global-token', secret: true },
+    });
+  });
+
+  it('reports a bad global variable with its path', () => {
+    const message = problems({ environmentVariables: [{ value: 'no key' }], checks: [url('x')] });
+    expect(message).toContain('$.environmentVariables[0].key: is required');
+  });
+});
+
+describe('parseChecksFile: problems', () => {
+  it('rejects invalid JSON, naming the file', () => {
+    const message = problems('{"checks": [');
+    expect(message).toMatch(/^checks\.json: not valid JSON \(/);
+  });
+
+  it('requires a checks array', () => {
+    expect(problems({})).toBe('checks.json: $.checks: is required: an array of check definitions');
+    expect(problems({ checks: { id: 'x' } })).toContain('$.checks: is required: an array');
+    expect(problems([])).toContain('$: must be an object');
+  });
+
+  it('rejects an empty checks array', () => {
+    expect(problems({ checks: [] })).toBe('checks.json: $.checks is empty: nothing to run');
+  });
+
+  it('names the check and the JSON path of a bad field', () => {
+    const message = problems({ checks: [url('fine'), url('x', { request: { url: 'ftp://example.test/' } })] });
+    expect(message).toBe('checks.json: check "x" at $.checks[1].request.url: must use http or https (got ftp)');
+  });
+
+  it('prefers the check name as its label', () => {
+    const message = problems({ checks: [url('x', { name: 'Shop', request: {} })] });
+    expect(message).toContain('check "Shop" at $.checks[0].request.url: is required');
+  });
+
+  it('lists every problem of the file at once', () => {
+    const message = problems({
+      checks: [
+        url('a', { frequency: 0 }),
+        url('b', { request: { url: 'not a url', followRedirects: 'yes' } }),
+        { checkType: 'URL', request: { url: 'http://x.test' } },
+        'not an object',
+        url('c', { shouldFail: 'no', assertions: [{ source: 'TEXT_BODY', comparison: 'EQUALS' }] }),
+      ],
+    });
+    const lines = message.split('\n');
+    expect(lines[0]).toMatch(/^checks\.json: \d+ problems:$/);
+    const body = lines.slice(1).map((l) => l.trim());
+    expect(body).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^check "a" at \$\.checks\[0\]\.frequency: must be between 1 and 86400 seconds/),
+        expect.stringMatching(/^check "b" at \$\.checks\[1\]\.request\.url: is not a valid URL/),
+        expect.stringMatching(/^check "b" at \$\.checks\[1\]\.request\.followRedirects: must be true or false/),
+        '$.checks[2].id: is required',
+        expect.stringMatching(/^\$\.checks\[3\]: must be an object/),
+        expect.stringMatching(/^check "c" at \$\.checks\[4\]\.shouldFail: must be true or false/),
+        expect.stringMatching(/^check "c" at \$\.checks\[4\]\.assertions\[0\]\.source: must be one of STATUS_CODE/),
+      ]),
+    );
+    expect(lines[0]).toBe(`checks.json: ${body.length} problems:`);
+  });
+
+  it('rejects duplicate ids, naming both places', () => {
+    const message = problems({ checks: [url('same'), url('other'), url('same')] });
+    expect(message).toBe('checks.json: check "same" at $.checks[2].id: "same" is already used by $.checks[0]');
+  });
+
+  it('names the supported check types for an unsupported one', () => {
+    // A type the service knows but this build has no executor for (TCP while only URL/API exist).
+    const unsupported = CHECK_TYPES.find((t) => !registry.has(t)) as string;
+    expect(unsupported).toBeDefined();
+    const supported = [...registry.keys()];
+    expect(supported).toContain('URL');
+    const message = problems({ checks: [{ id: 'db', checkType: unsupported, request: { hostname: 'db', port: 5432 } }] });
+    expect(message).toBe(
+      `checks.json: check "db" at $.checks[0].checkType: ${unsupported} is not supported by this agent (supported: ${supported.join(', ')})`,
+    );
+  });
+
+  it('lists the known check types for an unknown one', () => {
+    const message = problems({ checks: [{ id: 'z', checkType: 'SMTP' }] });
+    expect(message).toContain('check "z" at $.checks[0].checkType: must be one of URL, API, TCP');
+  });
+
+  it('rejects degradedResponseTime above maxResponseTime', () => {
+    const message = problems({ checks: [url('x', { degradedResponseTime: 2000, maxResponseTime: 1000 })] });
+    expect(message).toBe('checks.json: check "x" at $.checks[0].degradedResponseTime: must not exceed maxResponseTime (2000 > 1000)');
+  });
+
+  it('rejects maxResponseTime above the URL cap of 30000', () => {
+    const message = problems({ checks: [url('x', { maxResponseTime: 30_001 })] });
+    expect(message).toBe('checks.json: check "x" at $.checks[0].maxResponseTime: must be between 0 and 30000 ms (got 30001)');
+  });
+
+  it('rejects non-integer thresholds', () => {
+    expect(problems({ checks: [url('x', { maxResponseTime: '500' })] })).toContain('$.checks[0].maxResponseTime: must be an integer ms');
+  });
+});
+
+describe('loadChecksFile', () => {
+  it('reads and parses a file', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'outpost-checks-'));
+    const file = path.join(dir, 'checks.json');
+    writeFileSync(file, JSON.stringify({ checks: [url('x')] }));
+    const checks = await loadChecksFile(file, registry);
+    expect(checks.map((c) => c.check.id)).toEqual(['x']);
+  });
+
+  it('names a missing file and the reason', async () => {
+    const file = path.join(tmpdir(), 'outpost-no-such-dir', 'checks.json');
+    await expect(loadChecksFile(file, registry)).rejects.toThrow(`${file}: cannot be read (ENOENT)`);
+  });
+});

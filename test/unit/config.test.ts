@@ -1,0 +1,259 @@
+// configFromEnv and parseArgs (DESIGN §5): defaults, every variable's bad
+// values as one ConfigError naming the variable, the value and what is
+// allowed (exit 78), and usage errors (exit 64).
+
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, configFromEnv, type Env, EXIT_CONFIG, EXIT_USAGE, type Mode, parseArgs } from '../../src/config.js';
+
+const AGENT_ENV = { API_URL: 'https://cp.example.test', API_KEY: 'pl_key_123' };
+
+/** Runs `fn`, expecting a ConfigError; returns it. */
+function configError(fn: () => unknown): ConfigError {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return error as ConfigError;
+  }
+  throw new Error('expected a ConfigError, but nothing was thrown');
+}
+
+function envError(env: Env, mode: Mode = 'local'): ConfigError {
+  return configError(() => configFromEnv(env, mode));
+}
+
+describe('configFromEnv: defaults', () => {
+  it('fills every default in local mode from an empty environment', () => {
+    const config = configFromEnv({}, 'local', { checksFile: '/tmp/checks.json' });
+    expect(config).toMatchObject({
+      mode: 'local',
+      checksFile: '/tmp/checks.json',
+      jobConcurrency: 1,
+      healthPort: 8081,
+      logLevel: 'info',
+      proxy: {},
+      externalObservability: true,
+      stateDir: path.resolve('.outpost'),
+      shutdownGraceSeconds: 280,
+      spoolMaxResults: 50_000,
+      spoolMaxBytes: 1024 ** 3,
+      claimWaitSeconds: 25,
+      authRetrySeconds: 60,
+      controlPlaneTimeoutSeconds: 30,
+    });
+    expect(config.apiUrl).toBeUndefined();
+    expect(config.apiKey).toBeUndefined();
+    expect(config.extraCaCerts).toBeUndefined();
+    expect(config.resultsFile).toBeUndefined();
+  });
+
+  it('does not need API_URL or API_KEY outside agent mode', () => {
+    expect(configFromEnv({}, 'once').mode).toBe('once');
+    expect(configFromEnv({}, 'local').mode).toBe('local');
+  });
+
+  it('reads agent settings and valid values', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'outpost-config-'));
+    const ca = path.join(dir, 'ca.pem');
+    writeFileSync(ca, '-----BEGIN CERTIFICATE-----\n');
+    const config = configFromEnv(
+      {
+        ...AGENT_ENV,
+        JOB_CONCURRENCY: '1000',
+        AGENT_HEALTH_PORT: '0',
+        LOG_LEVEL: 'DEBUG',
+        EXTERNAL_OBSERVABILITY: 'off',
+        NODE_EXTRA_CA_CERTS: ca,
+        STATE_DIR: dir,
+        SHUTDOWN_GRACE_SECONDS: '0',
+        HTTPS_PROXY: 'http://proxy.internal:3128',
+        HTTP_PROXY: 'http://proxy.internal:3128',
+        NO_PROXY: 'localhost,.internal',
+      },
+      'agent',
+    );
+    expect(config).toMatchObject({
+      mode: 'agent',
+      apiUrl: 'https://cp.example.test',
+      apiKey: 'pl_key_123',
+      jobConcurrency: 1000,
+      healthPort: 0,
+      logLevel: 'debug',
+      externalObservability: false,
+      extraCaCerts: ca,
+      stateDir: dir,
+      shutdownGraceSeconds: 0,
+      proxy: { httpsProxy: 'http://proxy.internal:3128', httpProxy: 'http://proxy.internal:3128', noProxy: 'localhost,.internal' },
+    });
+  });
+
+  it('treats empty and blank values as unset, and trims values', () => {
+    const config = configFromEnv({ JOB_CONCURRENCY: '', AGENT_HEALTH_PORT: '   ', LOG_LEVEL: ' warn ' }, 'local');
+    expect(config.jobConcurrency).toBe(1);
+    expect(config.healthPort).toBe(8081);
+    expect(config.logLevel).toBe('warn');
+  });
+
+  it('accepts true/false as well as on/off for EXTERNAL_OBSERVABILITY', () => {
+    expect(configFromEnv({ EXTERNAL_OBSERVABILITY: 'true' }, 'local').externalObservability).toBe(true);
+    expect(configFromEnv({ EXTERNAL_OBSERVABILITY: 'false' }, 'local').externalObservability).toBe(false);
+    expect(configFromEnv({ EXTERNAL_OBSERVABILITY: 'ON' }, 'local').externalObservability).toBe(true);
+  });
+});
+
+describe('configFromEnv: bad values name the variable, the value and what is allowed (exit 78)', () => {
+  const cases: Array<{ env: Env; mode?: Mode; parts: string[] }> = [
+    { env: { JOB_CONCURRENCY: '0' }, parts: ['JOB_CONCURRENCY', '"0"', '1 to 1000'] },
+    { env: { JOB_CONCURRENCY: '1001' }, parts: ['JOB_CONCURRENCY', '"1001"', '1 to 1000'] },
+    { env: { JOB_CONCURRENCY: 'abc' }, parts: ['JOB_CONCURRENCY', '"abc"', 'integer'] },
+    { env: { JOB_CONCURRENCY: '2.5' }, parts: ['JOB_CONCURRENCY', '"2.5"', 'integer'] },
+    { env: { AGENT_HEALTH_PORT: 'abc' }, parts: ['AGENT_HEALTH_PORT', '"abc"', '0 to 65535'] },
+    { env: { AGENT_HEALTH_PORT: '70000' }, parts: ['AGENT_HEALTH_PORT', '"70000"', '0 to 65535'] },
+    { env: { LOG_LEVEL: 'verbose' }, parts: ['LOG_LEVEL', '"verbose"', 'debug, info, warn, error'] },
+    { env: { EXTERNAL_OBSERVABILITY: 'maybe' }, parts: ['EXTERNAL_OBSERVABILITY', '"maybe"', 'on or off'] },
+    { env: { SHUTDOWN_GRACE_SECONDS: '-1' }, parts: ['SHUTDOWN_GRACE_SECONDS', '"-1"', '0 to 3600'] },
+    { env: { SHUTDOWN_GRACE_SECONDS: '3601' }, parts: ['SHUTDOWN_GRACE_SECONDS', '"3601"', '0 to 3600'] },
+    { env: { HTTPS_PROXY: 'ftp://x' }, parts: ['HTTPS_PROXY', '"ftp://x"', 'http:// or https://'] },
+    { env: { HTTP_PROXY: 'not a url' }, parts: ['HTTP_PROXY', '"not a url"', 'http:// or https://'] },
+    { env: { SPOOL_MAX_RESULTS: '0' }, parts: ['SPOOL_MAX_RESULTS', '"0"'] },
+    { env: { CLAIM_WAIT_SECONDS: '61' }, parts: ['CLAIM_WAIT_SECONDS', '"61"', '0 to 60'] },
+    {
+      env: { NODE_EXTRA_CA_CERTS: '/no/such/dir/ca.pem' },
+      parts: ['NODE_EXTRA_CA_CERTS', '"/no/such/dir/ca.pem"', 'readable PEM file'],
+    },
+    { env: { ...AGENT_ENV, API_URL: 'ftp://x' }, mode: 'agent', parts: ['API_URL', '"ftp://x"', 'http:// or https://'] },
+    { env: { ...AGENT_ENV, API_URL: 'cp.example.test' }, mode: 'agent', parts: ['API_URL', '"cp.example.test"', 'http:// or https://'] },
+  ];
+
+  for (const { env, mode, parts } of cases) {
+    it(`${JSON.stringify(env)} (${mode ?? 'local'})`, () => {
+      const error = envError(env, mode);
+      expect(error.exitCode).toBe(EXIT_CONFIG);
+      expect(error.exitCode).toBe(78);
+      for (const part of parts) expect(error.message).toContain(part);
+      expect(error.message).not.toContain('\n');
+    });
+  }
+
+  it('requires API_URL in agent mode', () => {
+    const error = envError({ API_KEY: 'k' }, 'agent');
+    expect(error.exitCode).toBe(78);
+    expect(error.message).toMatch(/^API_URL is not set/);
+  });
+
+  it('requires API_KEY in agent mode', () => {
+    const error = envError({ API_URL: 'https://cp.example.test' }, 'agent');
+    expect(error.exitCode).toBe(78);
+    expect(error.message).toMatch(/^API_KEY is not set/);
+  });
+
+  it('rejects an API_KEY with whitespace without printing the key', () => {
+    const error = envError({ API_URL: 'https://cp.example.test', API_KEY: 'pl_secret part2' }, 'agent');
+    expect(error.exitCode).toBe(78);
+    expect(error.message).toContain('API_KEY');
+    expect(error.message).not.toContain('pl_secret');
+  });
+
+  it('shortens very long values in the message', () => {
+    const error = envError({ JOB_CONCURRENCY: 'x'.repeat(500) });
+    expect(error.message).toContain('...');
+    expect(error.message.length).toBeLessThan(200);
+  });
+
+  it('names the value as it was set, not a normalised form of it', () => {
+    // An operator searches their manifests for what they wrote.
+    expect(envError({ LOG_LEVEL: 'Verbose' }).message).toContain('"Verbose"');
+    expect(envError({ EXTERNAL_OBSERVABILITY: 'Maybe' }).message).toContain('"Maybe"');
+  });
+
+  it('rejects a NODE_EXTRA_CA_CERTS that is a directory, not a PEM file', () => {
+    const error = envError({ NODE_EXTRA_CA_CERTS: tmpdir() });
+    expect(error.exitCode).toBe(78);
+    expect(error.message).toContain(`NODE_EXTRA_CA_CERTS=${JSON.stringify(tmpdir())}`);
+  });
+
+  it('does not print proxy credentials in the error line', () => {
+    // Credentials in a proxy URL are secrets (DESIGN §2: nothing secret leaves the process).
+    const error = envError({ HTTPS_PROXY: 'socks5://user:s3cret-pw@proxy.internal:1080' });
+    expect(error.message).toContain('HTTPS_PROXY');
+    expect(error.message).not.toContain('s3cret-pw');
+  });
+});
+
+describe('configFromEnv: proxy variables', () => {
+  it('honours lower-case proxy variables', () => {
+    const config = configFromEnv(
+      { https_proxy: 'http://lower-https:3128', http_proxy: 'http://lower-http:3128', no_proxy: 'localhost' },
+      'local',
+    );
+    expect(config.proxy).toEqual({ httpsProxy: 'http://lower-https:3128', httpProxy: 'http://lower-http:3128', noProxy: 'localhost' });
+  });
+
+  it('prefers the upper-case variable when both are set', () => {
+    const config = configFromEnv(
+      { HTTPS_PROXY: 'http://upper:3128', https_proxy: 'http://lower:3128', NO_PROXY: 'a', no_proxy: 'b' },
+      'local',
+    );
+    expect(config.proxy).toEqual({ httpsProxy: 'http://upper:3128', noProxy: 'a' });
+  });
+
+  it('names the lower-case variable when its value is bad', () => {
+    const error = envError({ https_proxy: 'ftp://x' });
+    expect(error.exitCode).toBe(78);
+    expect(error.message).toContain('https_proxy="ftp://x"');
+  });
+});
+
+describe('parseArgs', () => {
+  it('recognises help and version anywhere', () => {
+    expect(parseArgs(['--help'])).toEqual({ kind: 'help' });
+    expect(parseArgs(['-h'])).toEqual({ kind: 'help' });
+    expect(parseArgs(['help'])).toEqual({ kind: 'help' });
+    expect(parseArgs(['local', 'x.json', '--help'])).toEqual({ kind: 'help' });
+    expect(parseArgs(['--version'])).toEqual({ kind: 'version' });
+    expect(parseArgs(['-v'])).toEqual({ kind: 'version' });
+    expect(parseArgs(['version'])).toEqual({ kind: 'version' });
+  });
+
+  it('parses the three modes', () => {
+    expect(parseArgs(['agent'])).toEqual({ kind: 'run', mode: 'agent' });
+    expect(parseArgs(['local', 'checks.json'])).toEqual({ kind: 'run', mode: 'local', checksFile: path.resolve('checks.json') });
+    expect(parseArgs(['once', '/abs/checks.json', '--results', 'out.jsonl'])).toEqual({
+      kind: 'run',
+      mode: 'once',
+      checksFile: '/abs/checks.json',
+      resultsFile: path.resolve('out.jsonl'),
+    });
+    expect(parseArgs(['local', '--results=r.jsonl', 'c.json'])).toEqual({
+      kind: 'run',
+      mode: 'local',
+      checksFile: path.resolve('c.json'),
+      resultsFile: path.resolve('r.jsonl'),
+    });
+  });
+
+  const usage: Array<[string[], string]> = [
+    [[], 'no command given'],
+    [['bogus'], 'unknown command "bogus"'],
+    [['local', 'c.json', '--frobnicate'], 'unknown option "--frobnicate"'],
+    [['local'], 'local needs a checks file'],
+    [['once'], 'once needs a checks file'],
+    [['local', 'a.json', 'b.json'], 'unexpected argument "b.json"'],
+    [['agent', 'c.json'], 'unexpected argument "c.json"'],
+    [['agent', '--results', 'r.jsonl'], '--results is for local and once modes'],
+    [['once', 'c.json', '--results'], '--results needs a file path'],
+    [['once', 'c.json', '--results='], '--results needs a file path'],
+  ];
+  for (const [argv, message] of usage) {
+    it(`${JSON.stringify(argv)} is a usage error (exit 64)`, () => {
+      const error = configError(() => parseArgs(argv));
+      expect(error.exitCode).toBe(EXIT_USAGE);
+      expect(error.exitCode).toBe(64);
+      expect(error.message).toContain(message);
+      expect(error.message).not.toContain('\n');
+    });
+  }
+});

@@ -84,11 +84,6 @@ export async function runAgent(config: Config, registry: ExecutorRegistry, logge
     'outpost agent started',
   );
 
-  let resolveDone: (code: number) => void = () => undefined;
-  const done = new Promise<number>((resolve) => {
-    resolveDone = resolve;
-  });
-
   const drain = async (signal: NodeJS.Signals) => {
     const graceEnd = Date.now() + config.shutdownGraceSeconds * 1000;
     logger.info({ signal, running: queue.inFlight, graceSeconds: config.shutdownGraceSeconds }, 'shutting down: not ready, no new claims, draining running jobs');
@@ -108,20 +103,8 @@ export async function runAgent(config: Config, registry: ExecutorRegistry, logge
     await lifecycle.closeHealth();
     await client.close();
     logger.info({ delivered: sink.delivered, spooled: spool.results }, 'outpost agent stopped');
-    resolveDone(0);
   };
-  lifecycle.onSignals(
-    (signal) => {
-      drain(signal).catch((error: unknown) => {
-        logger.error({ err: error }, 'shutdown failed');
-        resolveDone(1);
-      });
-    },
-    (signal) => {
-      logger.warn({ signal, spooled: spool.results }, 'second signal: exiting at once; spooled results are sent on the next start');
-      flushLogs();
-      process.exit(signal === 'SIGINT' ? 130 : 143);
-    },
-  );
+  // Results already spooled stay there for the next start.
+  const done = lifecycle.shutdownOnSignals(drain, () => ({ spooled: spool.results }), flushLogs);
   return { done };
 }

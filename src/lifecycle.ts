@@ -57,6 +57,33 @@ export class Lifecycle {
   }
 
   /**
+   * The usual shutdown of a long-running mode: the first signal runs `drain`
+   * (its promise settling means stopped, exit 0; a throw, exit 1), a second
+   * exits at once with 130 (SIGINT) or 143 (SIGTERM), after logging
+   * `lastWords`. Resolves with the exit code.
+   */
+  shutdownOnSignals(drain: (signal: NodeJS.Signals) => Promise<void>, lastWords: () => Record<string, unknown>, flushLogs: () => void): Promise<number> {
+    return new Promise<number>((resolve) => {
+      this.onSignals(
+        (signal) => {
+          drain(signal).then(
+            () => resolve(0),
+            (error: unknown) => {
+              this.logger.error({ err: error }, 'shutdown failed');
+              resolve(1);
+            },
+          );
+        },
+        (signal) => {
+          this.logger.warn({ signal, ...lastWords() }, 'second signal: exiting at once');
+          flushLogs();
+          process.exit(signal === 'SIGINT' ? 130 : 143);
+        },
+      );
+    });
+  }
+
+  /**
    * Calls `drain` on the first SIGTERM/SIGINT; a second signal calls `hardExit`.
    * Readiness flips to 503 before anything else happens.
    */

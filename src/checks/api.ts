@@ -5,7 +5,7 @@ import type { IpFamily } from '../net/ip-family.js';
 import type { CheckDefinition } from './definition.js';
 import type { ExecutionContext, Executor, Outcome } from './executor.js';
 import type { Fields } from './fields.js';
-import { evaluateHttpAssertions, HTTP_ASSERTION_SOURCES } from './http-assertions.js';
+import { HTTP_ASSERTION_SOURCES } from './http-assertions.js';
 import { displayUrl, type HttpMethod, performExchange } from './http-exchange.js';
 import {
   BODY_TYPES,
@@ -19,7 +19,7 @@ import {
   RequestBuildError,
   withQuery,
 } from './http-request.js';
-import { apiCheckDetail, notSentOutcome } from './url.js';
+import { exchangeOutcome, notSentOutcome } from './url.js';
 import { UnknownVariableError } from './variables.js';
 
 export interface ApiRequest {
@@ -124,23 +124,7 @@ async function runApi(check: CheckDefinition<ApiRequest>, ctx: ExecutionContext)
     },
     ctx,
   );
-  const responseTime = exchange.timingPhases.total;
-  const error = exchange.error;
-  const assertions = error === undefined ? evaluateHttpAssertions(check.assertions, exchange, responseTime) : [];
-  // With no assertions an API check passes on any 2xx or 3xx answer, as a URL monitor does.
-  const assertionsFailed =
-    error === undefined &&
-    (check.assertions.length > 0 ? assertions.some((a) => !a.passed) : exchange.status === undefined || exchange.status >= 400);
-  return {
-    startedAt: exchange.startedAt,
-    stoppedAt: exchange.stoppedAt,
-    responseTime,
-    ...(error !== undefined ? { error } : {}),
-    ...(exchange.errorCode ? { errorCode: exchange.errorCode } : {}),
-    assertionsFailed,
-    member: 'apiCheckResult',
-    detail: apiCheckDetail(exchange, reported, assertions, ctx, exchange.body.toString('utf8'), error),
-  };
+  return exchangeOutcome(check, exchange, reported, ctx, exchange.body.toString('utf8'));
 }
 
 export const apiExecutor: Executor<ApiRequest> = {

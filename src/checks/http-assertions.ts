@@ -18,7 +18,7 @@ function headerValue(headers: Exchange['headers'], name: string): string | null 
  * comparison must hold for each (none selected: the value is null). A body
  * that is not JSON fails the assertion with a reason.
  */
-function jsonBody(assertion: Assertion, exchange: Exchange, parsed: { value?: unknown; error?: string }): AssertionOutcome {
+function jsonBody(assertion: Assertion, parsed: { value?: unknown; error?: string }): AssertionOutcome {
   if (parsed.error) return { ...assertion, actual: null, passed: false, error: parsed.error };
   const result = queryJsonPath(parsed.value, assertion.property || '$');
   if (!result.ok) return { ...assertion, actual: null, passed: false, error: result.error };
@@ -53,7 +53,7 @@ export function evaluateHttpAssertions(assertions: Assertion[], exchange: Exchan
         // With a property: that header's value (case-insensitive name); without: all headers, for HAS_KEY and friends.
         return evaluate(assertion, assertion.property ? headerValue(exchange.headers, assertion.property) : exchange.headers);
       case 'JSON_BODY':
-        return jsonBody(assertion, exchange, json());
+        return jsonBody(assertion, json());
       default:
         return { ...assertion, actual: null, passed: false, error: `source ${assertion.source} does not apply to HTTP checks` };
     }

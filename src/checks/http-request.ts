@@ -83,6 +83,14 @@ export interface BuiltBody {
   contentType?: string;
 }
 
+function tryParseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The body as sent, and the Content-Type its type implies (a header given by the check wins). */
 export function buildBody(bodyType: BodyType, raw: string, field: string): BuiltBody {
   if (bodyType === 'NONE' || raw === '') return {};
@@ -96,23 +104,13 @@ export function buildBody(bodyType: BodyType, raw: string, field: string): Built
       return { body: raw, contentType: 'application/json' };
     case 'GRAPHQL': {
       // A GraphQL body is either the query document itself or an object with `query` (and `variables`).
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(raw);
-      } catch {
-        parsed = undefined;
-      }
+      const parsed = tryParseJson(raw);
       const isEnvelope = parsed !== null && typeof parsed === 'object' && typeof (parsed as { query?: unknown }).query === 'string';
       return { body: isEnvelope ? raw : JSON.stringify({ query: raw }), contentType: 'application/json' };
     }
     case 'FORM': {
       // A JSON object is form-encoded; anything else is taken as already encoded.
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(raw);
-      } catch {
-        parsed = undefined;
-      }
+      const parsed = tryParseJson(raw);
       if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) {
         const form = new URLSearchParams();
         for (const [key, value] of Object.entries(parsed)) form.append(key, typeof value === 'string' ? value : JSON.stringify(value));

@@ -65,6 +65,35 @@ export function apiCheckDetail(
   };
 }
 
+/**
+ * The outcome of an HTTP exchange: assertions evaluated on the answer; with
+ * none, any 2xx or 3xx passes. `body` is what the result shows of the body.
+ */
+export function exchangeOutcome(
+  check: CheckDefinition<unknown>,
+  exchange: Exchange,
+  reported: Record<string, unknown>,
+  ctx: ExecutionContext,
+  body: string,
+): Outcome {
+  const responseTime = exchange.timingPhases.total;
+  const error = exchange.error;
+  const assertions = error === undefined ? evaluateHttpAssertions(check.assertions, exchange, responseTime) : [];
+  const assertionsFailed =
+    error === undefined &&
+    (check.assertions.length > 0 ? assertions.some((a) => !a.passed) : exchange.status === undefined || exchange.status >= 400);
+  return {
+    startedAt: exchange.startedAt,
+    stoppedAt: exchange.stoppedAt,
+    responseTime,
+    ...(error !== undefined ? { error } : {}),
+    ...(exchange.errorCode ? { errorCode: exchange.errorCode } : {}),
+    assertionsFailed,
+    member: 'apiCheckResult',
+    detail: apiCheckDetail(exchange, reported, assertions, ctx, body, error),
+  };
+}
+
 /** An outcome for a run that never sent a request (an unknown variable, say). */
 export function notSentOutcome(message: string, request: Record<string, unknown>, ctx: ExecutionContext): Outcome {
   const now = new Date();
@@ -116,23 +145,7 @@ async function runUrl(check: CheckDefinition<UrlRequest>, ctx: ExecutionContext)
     },
     ctx,
   );
-  const responseTime = exchange.timingPhases.total;
-  const error = exchange.error;
-  const assertions = error === undefined ? evaluateHttpAssertions(check.assertions, exchange, responseTime) : [];
-  // With no assertions a URL monitor passes on any 2xx or 3xx answer.
-  const assertionsFailed =
-    error === undefined &&
-    (check.assertions.length > 0 ? assertions.some((a) => !a.passed) : exchange.status === undefined || exchange.status >= 400);
-  return {
-    startedAt: exchange.startedAt,
-    stoppedAt: exchange.stoppedAt,
-    responseTime,
-    ...(error !== undefined ? { error } : {}),
-    ...(exchange.errorCode ? { errorCode: exchange.errorCode } : {}),
-    assertionsFailed,
-    member: 'apiCheckResult',
-    detail: apiCheckDetail(exchange, reported, assertions, ctx, '', error),
-  };
+  return exchangeOutcome(check, exchange, reported, ctx, '');
 }
 
 export const urlExecutor: Executor<UrlRequest> = {

@@ -76,10 +76,6 @@ export async function runLocal(config: Config, registry: ExecutorRegistry, logge
   lifecycle.started = true;
   logger.info({ checks: checks.length, file: config.checksFile, resultsFile: config.resultsFile ?? null }, 'outpost local mode started');
 
-  let resolveDone: (code: number) => void = () => undefined;
-  const done = new Promise<number>((resolve) => {
-    resolveDone = resolve;
-  });
   const drain = async (signal: NodeJS.Signals) => {
     logger.info({ signal, running: queue.inFlight }, 'shutting down: finishing running checks');
     scheduler.stop();
@@ -94,19 +90,7 @@ export async function runLocal(config: Config, registry: ExecutorRegistry, logge
     await sink.close();
     await lifecycle.closeHealth();
     logger.info(sink.counts, 'outpost local mode stopped');
-    resolveDone(0);
   };
-  lifecycle.onSignals(
-    (signal) => {
-      drain(signal).catch((error: unknown) => {
-        logger.error({ err: error }, 'shutdown failed');
-        resolveDone(1);
-      });
-    },
-    (signal) => {
-      flushLogs();
-      process.exit(signal === 'SIGINT' ? 130 : 143);
-    },
-  );
+  const done = lifecycle.shutdownOnSignals(drain, () => ({ ...sink.counts }), flushLogs);
   return { done };
 }

@@ -2,43 +2,11 @@
 
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, beforeAll, afterAll, describe, expect, it } from 'vitest';
-import { type AgentProcess, cleanEnv, probe, startAgent, tempDir } from '../support/agent-process.js';
-import { FakeControlPlane } from '../support/fake-control-plane.js';
-import { startTargetServer, type TargetServer } from '../support/target-server.js';
+import { describe, expect, it } from 'vitest';
+import { probe, tempDir } from '../support/agent-process.js';
+import { useHarness } from '../support/harness.js';
 
-let target: TargetServer;
-const running: AgentProcess[] = [];
-const planes: FakeControlPlane[] = [];
-
-beforeAll(async () => {
-  target = await startTargetServer();
-});
-afterAll(async () => {
-  await target.close();
-});
-afterEach(async () => {
-  for (const agent of running.splice(0)) {
-    agent.kill('SIGKILL');
-    await agent.exit;
-  }
-  for (const cp of planes.splice(0)) await cp.close();
-});
-
-async function controlPlane(options: { leaseMs?: number } = {}): Promise<FakeControlPlane> {
-  const cp = await FakeControlPlane.start(options);
-  planes.push(cp);
-  return cp;
-}
-
-function agent(cp: FakeControlPlane, env: Record<string, string> = {}): AgentProcess {
-  const proc = startAgent(
-    ['agent'],
-    cleanEnv({ API_URL: cp.url, API_KEY: cp.apiKey, STATE_DIR: tempDir(), CLAIM_WAIT_SECONDS: '1', ...env }),
-  );
-  running.push(proc);
-  return proc;
-}
+const h = useHarness();
 
 function urlCheck(url: string, extra: Record<string, unknown> = {}) {
   return { id: `check-${Math.random().toString(36).slice(2, 8)}`, name: 'test check', checkType: 'URL', request: { url }, ...extra };
@@ -65,15 +33,15 @@ function spooled(stateDir: string): number {
 
 describe('agent mode against the fake control plane', () => {
   it('claims only for free slots and delivers every result once', async () => {
-    const cp = await controlPlane();
-    const ids = Array.from({ length: 10 }, () => cp.addJob(urlCheck(`${target.url}/slow/150`)));
-    const proc = agent(cp, { JOB_CONCURRENCY: '2' });
+    const cp = await h.controlPlane();
+    const ids = Array.from({ length: 10 }, () => cp.addJob(urlCheck(`${h.target.url}/slow/150`)));
+    const proc = h.agent(cp, { JOB_CONCURRENCY: '2' });
     const port = await proc.healthPort();
     await cp.waitFor(() => ids.every((id) => cp.resultsFor(id).length === 1), 30_000, 'all results');
 
     expect(cp.violations).toEqual([]);
     // Never more than two jobs ran at once, and no claim asked for more than the free slots.
-    expect(target.maxConcurrent()).toBeLessThanOrEqual(2);
+    expect(h.target.maxConcurrent()).toBeLessThanOrEqual(2);
     for (const claim of cp.claims) expect(claim.max).toBeLessThanOrEqual(2);
     expect(cp.claims.reduce((n, c) => n + c.given, 0)).toBe(10);
     expect(cp.conflictingResults).toBe(0);
@@ -93,16 +61,16 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('turns a malformed job into an error result naming the field, and keeps running', async () => {
-    const cp = await controlPlane();
+    const cp = await h.controlPlane();
     const bad = cp.addJob({ id: 'bad-check', checkType: 'URL', request: { followRedirects: 'yes' } });
-    const proc = agent(cp);
+    const proc = h.agent(cp);
     await cp.waitFor(() => cp.resultsFor(bad).length === 1, 15_000, 'the error result');
     const [stored] = cp.resultsFor(bad);
     expect(stored?.result.hasErrors).toBe(true);
     const error = String(stored?.result.apiCheckResult?.requestError);
     expect(error).toContain('check.request.url: is required');
     expect(error).toContain('check.request.followRedirects: must be true or false');
-    const good = cp.addJob(urlCheck(`${target.url}/ok`));
+    const good = cp.addJob(urlCheck(`${h.target.url}/ok`));
     await cp.waitFor(() => cp.resultsFor(good).length === 1, 15_000, 'a later good result');
     expect(cp.resultsFor(good)[0]?.result.hasFailures).toBe(false);
     const noCheck = cp.addJob(null);
@@ -113,12 +81,12 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('honours 429 Retry-After and retries 5xx, delivering exactly once', async () => {
-    const cp = await controlPlane();
+    const cp = await h.controlPlane();
     cp.inject({ route: 'claim', status: 429, retryAfter: '2' });
     cp.inject({ route: 'results', status: 500, count: 2 });
     cp.inject({ route: 'results', status: 503 });
-    const ids = Array.from({ length: 5 }, () => cp.addJob(urlCheck(`${target.url}/ok`)));
-    agent(cp);
+    const ids = Array.from({ length: 5 }, () => cp.addJob(urlCheck(`${h.target.url}/ok`)));
+    h.agent(cp);
     await cp.waitFor(() => ids.every((id) => cp.resultsFor(id).length === 1), 30_000, 'all results');
     const claims = cp.requests.filter((r) => r.route === '/v1/agent/claim');
     expect(claims[0]?.status).toBe(429);
@@ -133,12 +101,12 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('survives resets, malformed JSON and answers slower than its timeout', async () => {
-    const cp = await controlPlane();
+    const cp = await h.controlPlane();
     cp.inject({ route: 'claim', reset: true });
     cp.inject({ route: 'claim', malformed: true });
     cp.inject({ route: 'results', delayMs: 2_500 });
-    const ids = Array.from({ length: 3 }, () => cp.addJob(urlCheck(`${target.url}/ok`)));
-    const proc = agent(cp, { CONTROL_PLANE_TIMEOUT_SECONDS: '1' });
+    const ids = Array.from({ length: 3 }, () => cp.addJob(urlCheck(`${h.target.url}/ok`)));
+    const proc = h.agent(cp, { CONTROL_PLANE_TIMEOUT_SECONDS: '1' });
     await cp.waitFor(() => ids.every((id) => cp.resultsFor(id).length === 1), 30_000, 'all results');
     await proc.waitForLog((l) => String(l.msg).includes('malformed JSON'), 5_000, 'the malformed-JSON warning');
     await proc.waitForLog((l) => String(l.msg).includes('timed out after 1000 ms'), 5_000, 'the timeout warning');
@@ -147,10 +115,10 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('delivers every result exactly once when the control plane is down for a while', async () => {
-    const cp = await controlPlane();
-    const proc = agent(cp, { JOB_CONCURRENCY: '4' });
+    const cp = await h.controlPlane();
+    const proc = h.agent(cp, { JOB_CONCURRENCY: '4' });
     await proc.waitForLog((l) => l.msg === 'outpost agent started');
-    const ids = Array.from({ length: 8 }, () => cp.addJob(urlCheck(`${target.url}/slow/800`)));
+    const ids = Array.from({ length: 8 }, () => cp.addJob(urlCheck(`${h.target.url}/slow/800`)));
     await cp.waitFor(() => cp.outstanding() > 0, 10_000, 'claimed jobs');
     await cp.stopListening();
     await new Promise((r) => setTimeout(r, 3_000));
@@ -162,11 +130,11 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('re-sends spooled results after kill -9', async () => {
-    const cp = await controlPlane();
+    const cp = await h.controlPlane();
     const stateDir = tempDir();
     cp.inject({ route: 'results', status: 503, count: 1_000 });
-    const ids = Array.from({ length: 6 }, () => cp.addJob(urlCheck(`${target.url}/ok`)));
-    const first = agent(cp, { STATE_DIR: stateDir, JOB_CONCURRENCY: '6' });
+    const ids = Array.from({ length: 6 }, () => cp.addJob(urlCheck(`${h.target.url}/ok`)));
+    const first = h.agent(cp, { STATE_DIR: stateDir, JOB_CONCURRENCY: '6' });
     await cp.waitFor(() => ids.every((id) => cp.jobs.get(id)?.state === 'leased'), 15_000, 'claimed jobs');
     await first.waitForLog((l) => l.status === 503, 15_000, 'a failed results call');
     expect(spooled(stateDir)).toBeGreaterThan(0);
@@ -176,7 +144,7 @@ describe('agent mode against the fake control plane', () => {
     expect(spooledIds.size).toBe(6);
     expect(cp.results.size).toBe(0);
     cp.clearFaults();
-    const second = agent(cp, { STATE_DIR: stateDir });
+    const second = h.agent(cp, { STATE_DIR: stateDir });
     await second.waitForLog((l) => String(l.msg).includes('re-sending them'), 15_000, 'the spool recovery line');
     await cp.waitFor(() => ids.every((id) => cp.resultsFor(id).length === 1), 30_000, 'the spooled results');
     await cp.waitFor(() => spooled(stateDir) === 0, 5_000, 'an empty spool');
@@ -186,9 +154,9 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('aborts a job whose lease is lost and does not report it', async () => {
-    const cp = await controlPlane({ leaseMs: 1_000 });
-    const id = cp.addJob(urlCheck(`${target.url}/slow/20000`));
-    const proc = agent(cp);
+    const cp = await h.controlPlane({ leaseMs: 1_000 });
+    const id = cp.addJob(urlCheck(`${h.target.url}/slow/20000`));
+    const proc = h.agent(cp);
     await cp.waitFor(() => cp.jobs.get(id)?.state === 'leased', 10_000, 'the claim');
     await cp.waitFor(() => cp.countRequests('leases') >= 1, 5_000, 'a lease extension');
     cp.revokeLease(id);
@@ -202,10 +170,10 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('pauses claiming while the spool is full, and resumes when it drains', async () => {
-    const cp = await controlPlane();
+    const cp = await h.controlPlane();
     cp.inject({ route: 'results', status: 503, count: 10_000 });
-    const ids = Array.from({ length: 12 }, () => cp.addJob(urlCheck(`${target.url}/ok`)));
-    const proc = agent(cp, { SPOOL_MAX_RESULTS: '4', JOB_CONCURRENCY: '2' });
+    const ids = Array.from({ length: 12 }, () => cp.addJob(urlCheck(`${h.target.url}/ok`)));
+    const proc = h.agent(cp, { SPOOL_MAX_RESULTS: '4', JOB_CONCURRENCY: '2' });
     await proc.waitForLog((l) => String(l.msg).startsWith('spool is full'), 20_000, 'the spool-full line');
     await new Promise((r) => setTimeout(r, 1_000));
     const claimed = [...cp.jobs.values()].filter((s) => s.claims > 0).length;
@@ -218,10 +186,10 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('stays up but not ready on a bad key, and becomes ready when the key is accepted', async () => {
-    const cp = await controlPlane();
+    const cp = await h.controlPlane();
     cp.validKeys.clear();
     cp.validKeys.add('rotated-key');
-    const proc = agent(cp, { API_KEY: 'old-key', AUTH_RETRY_SECONDS: '1' });
+    const proc = h.agent(cp, { API_KEY: 'old-key', AUTH_RETRY_SECONDS: '1' });
     const port = await proc.healthPort();
     const line = await proc.waitForLog((l) => String(l.msg).includes('rejected the API key'), 10_000, 'the bad-token line');
     expect(line.level).toBe(50);

@@ -5,31 +5,18 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { CheckResultEntry } from '../../src/results/result.js';
-import { type AgentProcess, cleanEnv, probe, REPO, startAgent, tempDir } from '../support/agent-process.js';
-import { startTargetServer, type TargetServer } from '../support/target-server.js';
+import { type AgentProcess, probe, REPO, tempDir } from '../support/agent-process.js';
+import { useHarness } from '../support/harness.js';
+import { startTargetServer } from '../support/target-server.js';
 
-let target: TargetServer;
-const running: AgentProcess[] = [];
-
-beforeAll(async () => {
-  target = await startTargetServer();
-});
-afterAll(async () => {
-  await target.close();
-});
-afterEach(async () => {
-  for (const agent of running.splice(0)) {
-    agent.kill('SIGKILL');
-    await agent.exit;
-  }
-});
+const h = useHarness();
 
 type Check = Record<string, unknown>;
 
 function urlCheck(id: string, route: string, extra: Check = {}): Check {
-  return { id, name: `check ${id}`, checkType: 'URL', request: { url: `${target.url}${route}` }, ...extra };
+  return { id, name: `check ${id}`, checkType: 'URL', request: { url: `${h.target.url}${route}` }, ...extra };
 }
 
 function writeChecks(checks: Check[], dir = tempDir()): string {
@@ -38,11 +25,7 @@ function writeChecks(checks: Check[], dir = tempDir()): string {
   return file;
 }
 
-function start(args: string[], env: Record<string, string> = {}): AgentProcess {
-  const proc = startAgent(args, cleanEnv({ STATE_DIR: tempDir(), ...env }));
-  running.push(proc);
-  return proc;
-}
+const start = (args: string[], env: Record<string, string> = {}): AgentProcess => h.start(args, env);
 
 /** Every stdout line, each of which must be a result. */
 function results(proc: AgentProcess): CheckResultEntry[] {
@@ -70,7 +53,7 @@ async function until(condition: () => boolean, timeoutMs: number, what: string, 
 
 /** Resolves once the target has received `n` more requests than `before` (the job is running). */
 function targetHit(before: number, proc: AgentProcess, n = 1): Promise<void> {
-  return until(() => target.hits() >= before + n, 15_000, 'the check to reach the target', proc);
+  return until(() => h.target.hits() >= before + n, 15_000, 'the check to reach the target', proc);
 }
 
 /** Resolves once readiness answers 503: the agent has begun to drain. */
@@ -167,7 +150,7 @@ describe('once mode', () => {
 describe('once mode interrupted', () => {
   it('SIGINT aborts the running check, reports it as an error and exits 1 with an interrupted summary', async () => {
     const file = writeChecks([urlCheck('long', '/slow/10000')]);
-    const before = target.hits();
+    const before = h.target.hits();
     const proc = start(['once', file]);
     await targetHit(before, proc);
     proc.kill('SIGINT');
@@ -183,7 +166,7 @@ describe('once mode interrupted', () => {
     // JOB_CONCURRENCY=1: "b" and "c" wait in the queue while "a" runs. A CI
     // pipeline must never read an interrupted run as a pass.
     const file = writeChecks([urlCheck('a', '/slow/10000'), urlCheck('b', '/slow/10000'), urlCheck('c', '/slow/10000')]);
-    const before = target.hits();
+    const before = h.target.hits();
     const proc = start(['once', file], { JOB_CONCURRENCY: '1' });
     await targetHit(before, proc);
     proc.kill('SIGINT');
@@ -238,7 +221,7 @@ describe('local mode', () => {
     const dir = tempDir();
     const resultsFile = path.join(dir, 'results.jsonl');
     const file = writeChecks([urlCheck('long', '/slow/3000', { frequency: 60 })], dir);
-    const before = target.hits();
+    const before = h.target.hits();
     const proc = start(['local', file, '--results', resultsFile]);
     const port = await proc.healthPort();
     await targetHit(before, proc);
@@ -263,7 +246,7 @@ describe('local mode', () => {
     const dir = tempDir();
     const resultsFile = path.join(dir, 'results.jsonl');
     const file = writeChecks([urlCheck('stuck', '/slow/20000', { frequency: 60 })], dir);
-    const before = target.hits();
+    const before = h.target.hits();
     const proc = start(['local', file, '--results', resultsFile], { SHUTDOWN_GRACE_SECONDS: '0' });
     await targetHit(before, proc);
     proc.kill('SIGINT');
@@ -279,7 +262,7 @@ describe('local mode', () => {
     const dir = tempDir();
     const resultsFile = path.join(dir, 'results.jsonl');
     const file = writeChecks([urlCheck('stuck', '/slow/20000', { frequency: 60 })], dir);
-    const before = target.hits();
+    const before = h.target.hits();
     const proc = start(['local', file, '--results', resultsFile]);
     const port = await proc.healthPort();
     await targetHit(before, proc);
@@ -304,7 +287,7 @@ describe('local mode', () => {
     const warnings = proc.logs.filter((l) => l.msg === 'job is running past its expected time');
     expect(warnings).toHaveLength(1);
     const warning = warnings[0] as Record<string, unknown>;
-    expect(warning).toMatchObject({ level: 40, checkId: 'hang', checkType: 'URL', target: `${target.url}/slow/1500`, expectedMs: 200 });
+    expect(warning).toMatchObject({ level: 40, checkId: 'hang', checkType: 'URL', target: `${h.target.url}/slow/1500`, expectedMs: 200 });
     expect(typeof warning.jobId).toBe('string');
     expect(warning.jobId).toMatch(/^[0-9a-f-]{36}$/);
     expect(typeof warning.elapsedMs).toBe('number');

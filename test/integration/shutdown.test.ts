@@ -2,39 +2,20 @@
 
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, beforeAll, afterAll, describe, expect, it } from 'vitest';
-import { type AgentProcess, cleanEnv, probe, startAgent, tempDir } from '../support/agent-process.js';
-import { FakeControlPlane } from '../support/fake-control-plane.js';
-import { startTargetServer, type TargetServer } from '../support/target-server.js';
+import { describe, expect, it } from 'vitest';
+import { probe, tempDir } from '../support/agent-process.js';
+import { useHarness } from '../support/harness.js';
 
-let target: TargetServer;
-const running: AgentProcess[] = [];
-const planes: FakeControlPlane[] = [];
-
-beforeAll(async () => {
-  target = await startTargetServer();
-});
-afterAll(async () => {
-  await target.close();
-});
-afterEach(async () => {
-  for (const agent of running.splice(0)) {
-    agent.kill('SIGKILL');
-    await agent.exit;
-  }
-  for (const cp of planes.splice(0)) await cp.close();
-});
+const h = useHarness();
 
 async function setup(env: Record<string, string> = {}) {
-  const cp = await FakeControlPlane.start();
-  planes.push(cp);
-  const proc = startAgent(['agent'], cleanEnv({ API_URL: cp.url, API_KEY: cp.apiKey, STATE_DIR: tempDir(), CLAIM_WAIT_SECONDS: '1', ...env }));
-  running.push(proc);
+  const cp = await h.controlPlane();
+  const proc = h.agent(cp, env);
   const port = await proc.healthPort();
   return { cp, proc, port };
 }
 
-const check = (path: string) => ({ id: 'slow-check', name: 'slow', checkType: 'URL', request: { url: `${target.url}${path}` } });
+const check = (path: string) => ({ id: 'slow-check', name: 'slow', checkType: 'URL', request: { url: `${h.target.url}${path}` } });
 
 type Poll = { at: number; readiness: number | 'closed'; liveness: number | 'closed'; health: number | 'closed' };
 

@@ -1,0 +1,55 @@
+// The set-up most integration tests share: a target server for the file, and
+// agent processes and fake control planes that are cleaned up after each test.
+
+import { afterAll, afterEach, beforeAll } from 'vitest';
+import { type AgentProcess, cleanEnv, startAgent, tempDir } from './agent-process.js';
+import { FakeControlPlane, type FakeControlPlaneOptions } from './fake-control-plane.js';
+import { startTargetServer, type TargetServer } from './target-server.js';
+
+export interface Harness {
+  readonly target: TargetServer;
+  /** Starts `outpost <args>` with a clean environment and its own STATE_DIR. */
+  start(args: string[], env?: Record<string, string>): AgentProcess;
+  controlPlane(options?: FakeControlPlaneOptions): Promise<FakeControlPlane>;
+  /** `outpost agent` against `cp`, with short long polls. */
+  agent(cp: FakeControlPlane, env?: Record<string, string>): AgentProcess;
+}
+
+export function useHarness(): Harness {
+  const running: AgentProcess[] = [];
+  const planes: FakeControlPlane[] = [];
+  let target: TargetServer | undefined;
+  beforeAll(async () => {
+    target = await startTargetServer();
+  });
+  afterAll(async () => {
+    await target?.close();
+  });
+  afterEach(async () => {
+    for (const agent of running.splice(0)) {
+      agent.kill('SIGKILL');
+      await agent.exit;
+    }
+    for (const cp of planes.splice(0)) await cp.close();
+  });
+  const harness: Harness = {
+    get target() {
+      if (!target) throw new Error('the target server starts in beforeAll');
+      return target;
+    },
+    start(args, env = {}) {
+      const proc = startAgent(args, cleanEnv({ STATE_DIR: tempDir(), ...env }));
+      running.push(proc);
+      return proc;
+    },
+    async controlPlane(options = {}) {
+      const cp = await FakeControlPlane.start(options);
+      planes.push(cp);
+      return cp;
+    },
+    agent(cp, env = {}) {
+      return harness.start(['agent'], { API_URL: cp.url, API_KEY: cp.apiKey, CLAIM_WAIT_SECONDS: '1', ...env });
+    },
+  };
+  return harness;
+}

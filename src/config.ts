@@ -140,6 +140,11 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     controlPlaneTimeoutSeconds: integer(env, 'CONTROL_PLANE_TIMEOUT_SECONDS', 30, 1, 600),
     responseBodyLimitBytes: integer(env, 'RESPONSE_BODY_LIMIT_BYTES', 10 * 1024 * 1024, 0, 100 * 1024 * 1024),
   };
+  // The ICMP monitor reads PING_PATH when it runs; a wrong value is still a startup error.
+  const pingPath = read(env, 'PING_PATH');
+  if (pingPath !== undefined && !path.isAbsolute(pingPath)) {
+    throw new ConfigError(`PING_PATH=${shown(pingPath)} is invalid: must be an absolute path to iputils ping`);
+  }
   const checkProxy = httpUrl('CHECK_PROXY', read(env, 'CHECK_PROXY'));
   if (checkProxy) config.checkProxy = checkProxy;
   if (mode === 'agent') {
@@ -174,7 +179,7 @@ Options:
 Environment (see README): API_URL, API_KEY, JOB_CONCURRENCY, AGENT_HEALTH_PORT, LOG_LEVEL,
 HTTPS_PROXY, HTTP_PROXY, NO_PROXY, NODE_EXTRA_CA_CERTS, EXTERNAL_OBSERVABILITY, STATE_DIR,
 SHUTDOWN_GRACE_SECONDS, SPOOL_MAX_RESULTS, SPOOL_MAX_BYTES, CLAIM_WAIT_SECONDS,
-AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, CHECK_PROXY.
+AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, CHECK_PROXY, PING_PATH.
 Bad values exit with code 78; bad usage with 64.`;
 
 /** Parses argv (without node and script). Throws ConfigError(…, 64) on bad usage. */

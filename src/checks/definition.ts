@@ -102,7 +102,7 @@ export function parseCheck(raw: unknown, path: string, registry: ExecutorRegistr
     shouldFail: fields.boolean('shouldFail', false),
     assertions: parseAssertions(fields, executor.assertionSources),
     retryStrategy: parseRetryStrategy(fields),
-    request: executor.parseRequest(fields.object('request')),
+    request: executor.parseRequest(fields.object('request'), fields),
     environmentVariables: parseEnvironmentVariables(fields),
   };
   fields.assertValid();

@@ -7,7 +7,7 @@ import { randomInt } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { type Assertion, type AssertionOutcome, compare, evaluate, extract } from './assertions.js';
+import { type Assertion, type AssertionOutcome, evaluate } from './assertions.js';
 import type { CheckDefinition } from './definition.js';
 import { systemNameServer } from './dns-resolv-conf.js';
 import { displayServer, type ExchangeResult, tcpExchange, udpExchange, type Verdict } from './dns-transport.js';
@@ -28,7 +28,7 @@ import {
 import { JobAbortedError } from './errors.js';
 import type { ExecutionContext, Executor, Outcome } from './executor.js';
 import type { Fields } from './fields.js';
-import { queryJsonPath } from './jsonpath.js';
+import { evaluateJsonPath } from './jsonpath.js';
 import { UnknownVariableError } from './variables.js';
 
 export interface DnsRequest {
@@ -91,7 +91,7 @@ function parseDnsRequest(fields: Fields): DnsRequest {
   };
 }
 
-/** The DNS check's assertions. JSON_ANSWER: a path selecting nothing fails; several values must each pass. */
+/** The DNS check's assertions; JSON_ANSWER follows the shared JSONPath rules (evaluateJsonPath). */
 export function evaluateDnsAssertions(assertions: Assertion[], message: DnsMessage, responseTime: number): AssertionOutcome[] {
   let document: Record<string, unknown> | undefined;
   return assertions.map((assertion) => {
@@ -103,21 +103,9 @@ export function evaluateDnsAssertions(assertions: Assertion[], message: DnsMessa
         return evaluate(assertion, Math.round(responseTime));
       case 'TEXT_ANSWER':
         return evaluate(assertion, textAnswer(message.answer));
-      case 'JSON_ANSWER': {
+      case 'JSON_ANSWER':
         document ??= jsonAnswer(message);
-        const path = assertion.property || '$';
-        const result = queryJsonPath(document, path);
-        if (!result.ok) return { ...assertion, actual: null, passed: false, error: result.error };
-        if (result.values.length === 0) {
-          return { ...assertion, actual: null, passed: false, error: `JSONPath ${JSON.stringify(path)} selects nothing in the answer` };
-        }
-        const values = result.values.map((v) => extract(assertion.regex, v));
-        return {
-          ...assertion,
-          actual: values.length === 1 ? values[0] : values,
-          passed: values.every((v) => compare(assertion.comparison, v, assertion.target)),
-        };
-      }
+        return evaluateJsonPath(assertion, document);
       default:
         return { ...assertion, actual: null, passed: false, error: `source ${assertion.source} does not apply to DNS checks` };
     }

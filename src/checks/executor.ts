@@ -24,6 +24,8 @@ export interface Outcome {
   /** The errno-style code behind `error`, if any (ECONNREFUSED…); retry rules read it. */
   errorCode?: string;
   assertionsFailed: boolean;
+  /** Degraded for a reason other than response time (e.g. ICMP packet loss). */
+  degraded?: boolean;
   member: ResultMemberName;
   detail: Record<string, unknown>;
 }
@@ -62,8 +64,13 @@ export interface Executor<Request = unknown> {
   readonly member: ResultMemberName;
   readonly limits: CheckLimits;
   readonly assertionSources: readonly string[];
-  /** Validates `check.request`, recording problems on `fields`. */
-  parseRequest(fields: Fields): Request;
+  /**
+   * Validates `check.request` (`fields`), recording problems there. `check`
+   * gives the whole definition, for type-specific check-level fields.
+   */
+  parseRequest(fields: Fields, check: Fields): Request;
+  /** How long a run is expected to take, for the hanging-job watch; maxResponseTime when absent. */
+  expectedMs?(check: CheckDefinition<Request>): number;
   /** A short description of what is checked, for logs (never secrets: URLs are shown without credentials). */
   target(request: Request): string;
   run(check: CheckDefinition<Request>, ctx: ExecutionContext): Promise<Outcome>;

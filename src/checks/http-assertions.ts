@@ -1,9 +1,9 @@
 // Assertion sources of HTTP checks: which value each source yields from an
 // exchange. Comparison rules live in assertions.ts.
 
-import { type Assertion, type AssertionOutcome, compare, evaluate, extract } from './assertions.js';
+import { type Assertion, type AssertionOutcome, evaluate } from './assertions.js';
 import type { Exchange } from './http-exchange.js';
-import { queryJsonPath } from './jsonpath.js';
+import { evaluateJsonPath } from './jsonpath.js';
 
 export const HTTP_ASSERTION_SOURCES = ['STATUS_CODE', 'JSON_BODY', 'HEADERS', 'TEXT_BODY', 'RESPONSE_TIME'] as const;
 
@@ -11,20 +11,6 @@ function headerValue(headers: Exchange['headers'], name: string): string | null 
   const value = headers[name.toLowerCase()];
   if (value === undefined) return null;
   return Array.isArray(value) ? value.join(', ') : value;
-}
-
-/**
- * JSON_BODY: `property` is a JSONPath; when it selects several nodes the
- * comparison must hold for each (none selected: the value is null). A body
- * that is not JSON fails the assertion with a reason.
- */
-function jsonBody(assertion: Assertion, parsed: { value?: unknown; error?: string }): AssertionOutcome {
-  if (parsed.error) return { ...assertion, actual: null, passed: false, error: parsed.error };
-  const result = queryJsonPath(parsed.value, assertion.property || '$');
-  if (!result.ok) return { ...assertion, actual: null, passed: false, error: result.error };
-  if (result.values.length <= 1) return evaluate(assertion, result.values[0] ?? null);
-  const actual = result.values.map((v) => extract(assertion.regex, v));
-  return { ...assertion, actual, passed: actual.every((v) => compare(assertion.comparison, v, assertion.target)) };
 }
 
 export function evaluateHttpAssertions(assertions: Assertion[], exchange: Exchange, responseTime: number): AssertionOutcome[] {
@@ -53,7 +39,7 @@ export function evaluateHttpAssertions(assertions: Assertion[], exchange: Exchan
         // With a property: that header's value (case-insensitive name); without: all headers, for HAS_KEY and friends.
         return evaluate(assertion, assertion.property ? headerValue(exchange.headers, assertion.property) : exchange.headers);
       case 'JSON_BODY':
-        return jsonBody(assertion, json());
+        return json().error ? { ...assertion, actual: null, passed: false, error: json().error } : evaluateJsonPath(assertion, json().value);
       default:
         return { ...assertion, actual: null, passed: false, error: `source ${assertion.source} does not apply to HTTP checks` };
     }

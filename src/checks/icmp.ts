@@ -22,12 +22,12 @@ import {
   readPingGroupRange,
   runPing,
 } from '../net/ping.js';
-import { type Assertion, type AssertionOutcome, evaluate, extract } from './assertions.js';
+import { type Assertion, type AssertionOutcome, evaluate } from './assertions.js';
 import type { CheckDefinition } from './definition.js';
 import { describeError, errorCode, JobAbortedError } from './errors.js';
 import type { CheckLimits, ExecutionContext, Executor, Outcome } from './executor.js';
 import type { Fields } from './fields.js';
-import { queryJsonPath } from './jsonpath.js';
+import { evaluateJsonPath } from './jsonpath.js';
 
 export interface IcmpRequest {
   hostname: string;
@@ -67,13 +67,16 @@ function percent(fields: Fields, name: string, fallback: number): number {
   return value;
 }
 
-function parseIcmp(fields: Fields): IcmpRequest {
+/** Loss thresholds are check-level fields (DESIGN §4); inside `request` they are accepted too, check level winning. */
+function parseIcmp(fields: Fields, check: Fields): IcmpRequest {
   const hostname = fields.string('hostname', { required: true, minLength: 1, maxLength: MAX_HOSTNAME_LENGTH }) ?? '';
   if (/\s|\/|^-/.test(hostname)) {
     fields.fail(fields.at('hostname'), `must be a host name or an IP address (got ${JSON.stringify(hostname.slice(0, 80))})`);
   }
-  const degradedPacketLossThreshold = percent(fields, 'degradedPacketLossThreshold', DEFAULT_DEGRADED_LOSS);
-  const maxPacketLossThreshold = percent(fields, 'maxPacketLossThreshold', DEFAULT_MAX_LOSS);
+  const threshold = (name: string, fallback: number) =>
+    check.has(name) ? percent(check, name, fallback) : percent(fields, name, fallback);
+  const degradedPacketLossThreshold = threshold('degradedPacketLossThreshold', DEFAULT_DEGRADED_LOSS);
+  const maxPacketLossThreshold = threshold('maxPacketLossThreshold', DEFAULT_MAX_LOSS);
   if (degradedPacketLossThreshold > maxPacketLossThreshold) {
     fields.fail(
       fields.at('degradedPacketLossThreshold'),
@@ -115,25 +118,6 @@ export function evaluateLatency(assertion: Assertion, latency: LatencyStats): As
     };
   }
   return evaluate(assertion, latency[property as keyof LatencyStats]);
-}
-
-/**
- * JSON_RESPONSE: property is a JSONPath (RFC 9535) over the response; when it
- * selects several values the comparison must hold for each; none selected is
- * compared as null (so IS_NULL holds and EQUALS does not).
- */
-export function evaluateJsonResponse(assertion: Assertion, document: unknown): AssertionOutcome {
-  const expression = assertion.property || '$';
-  const found = queryJsonPath(document, expression);
-  if (!found.ok) return { ...assertion, actual: null, passed: false, error: found.error };
-  if (found.values.length === 0) return evaluate(assertion, null);
-  if (found.values.length === 1) return evaluate(assertion, found.values[0]);
-  const each = found.values.map((value) => evaluate(assertion, value));
-  return {
-    ...assertion,
-    actual: found.values.map((value) => extract(assertion.regex, value)),
-    passed: each.every((outcome) => outcome.passed),
-  };
 }
 
 function resolveAbortable(host: string, family: IpFamily, signal: AbortSignal): Promise<ResolvedTarget> {
@@ -264,7 +248,7 @@ async function runIcmp(check: CheckDefinition<IcmpRequest>, ctx: ExecutionContex
       assertions.push(
         assertion.source === 'LATENCY'
           ? evaluateLatency(assertion, response.latency)
-          : evaluateJsonResponse(assertion, JSON.parse(JSON.stringify(response))),
+          : evaluateJsonPath(assertion, JSON.parse(JSON.stringify(response))),
       );
     }
   }
@@ -319,6 +303,8 @@ export const icmpExecutor: Executor<IcmpRequest> = {
   limits: LIMITS,
   assertionSources: ['LATENCY', 'JSON_RESPONSE'],
   parseRequest: parseIcmp,
+  // maxResponseTime judges latency here, not how long a run of pings takes.
+  expectedMs: (check) => Math.round((check.request.pingCount * PING_INTERVAL_SECONDS + PING_LINGER_SECONDS) * 1000),
   target: (request) => `${request.hostname} (${request.ipFamily}, ${request.pingCount} pings)`,
   run: runIcmp,
 };

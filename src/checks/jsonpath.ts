@@ -2,6 +2,7 @@
 // itself and never evaluates code from a check definition.
 
 import { query } from 'jsonpath-rfc9535';
+import { type Assertion, type AssertionOutcome, compare, evaluate, extract } from './assertions.js';
 
 export type JsonPathResult = { ok: true; values: unknown[] } | { ok: false; error: string };
 
@@ -12,4 +13,18 @@ export function queryJsonPath(document: unknown, expression: string): JsonPathRe
   } catch (error) {
     return { ok: false, error: `invalid JSONPath ${JSON.stringify(expression)}: ${(error as Error).message}` };
   }
+}
+
+/**
+ * A JSONPath assertion (JSON_BODY, JSON_ANSWER, JSON_RESPONSE): `property` is
+ * the expression (`$` when empty). When it selects several nodes the
+ * comparison must hold for each; when it selects none the value is null, so
+ * IS_NULL holds and EQUALS does not. An invalid expression fails with the reason.
+ */
+export function evaluateJsonPath(assertion: Assertion, document: unknown): AssertionOutcome {
+  const found = queryJsonPath(document, assertion.property || '$');
+  if (!found.ok) return { ...assertion, actual: null, passed: false, error: found.error };
+  if (found.values.length <= 1) return evaluate(assertion, found.values[0] ?? null);
+  const actual = found.values.map((value) => extract(assertion.regex, value));
+  return { ...assertion, actual, passed: actual.every((value) => compare(assertion.comparison, value, assertion.target)) };
 }

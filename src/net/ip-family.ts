@@ -41,7 +41,9 @@ export function canRouteIPv6(address: string): Promise<string | undefined> {
     };
     socket.once('error', (error: NodeJS.ErrnoException) => finish(error.code ?? error.message));
     try {
-      socket.connect(9, address, () => {
+      // Node hands a connect failure (EADDRNOTAVAIL, ENETUNREACH…) to this callback rather than emitting it.
+      socket.connect(9, address, (error?: Error) => {
+        if (error) return finish((error as NodeJS.ErrnoException).code ?? error.message);
         const source = socket.address().address;
         finish(source === '::' ? 'IPv6 disabled: no source address' : undefined);
       });

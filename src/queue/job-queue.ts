@@ -193,12 +193,13 @@ export class JobQueue {
       () => controller.abort(new JobAbortedError('timeout', `Timed out after ${capMs} ms (the ${check.checkType} check limit)`)),
       capMs,
     );
+    const expectedMs = executor.expectedMs?.(check) ?? check.maxResponseTime;
     const hangingWatch = setTimeout(() => {
       logger.warn(
-        { target, attempt, elapsedMs: Math.round(performance.now() - started), expectedMs: check.maxResponseTime },
+        { target, attempt, elapsedMs: Math.round(performance.now() - started), expectedMs },
         'job is running past its expected time',
       );
-    }, check.maxResponseTime + 1);
+    }, expectedMs + 1);
     hangingWatch.unref();
     let abandonTimer: NodeJS.Timeout | undefined;
     const abandoned = new Promise<'abandoned'>((resolve) => {

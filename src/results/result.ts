@@ -79,7 +79,7 @@ export function buildResult(
 ): CheckResultEntry {
   const responseTime = Math.max(0, Math.round(outcome.responseTime));
   const overMax = responseTime > thresholds.maxResponseTime;
-  const degraded = !overMax && responseTime > thresholds.degradedResponseTime;
+  const degraded = !overMax && (responseTime > thresholds.degradedResponseTime || outcome.degraded === true);
   const hasError = outcome.error !== undefined;
   const failed = hasError || outcome.assertionsFailed || overMax;
   const entry: CheckResultEntry = {

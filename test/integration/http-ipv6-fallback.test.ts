@@ -56,7 +56,7 @@ it('falls back to IPv4 for URL and API checks and logs why', async () => {
     const detail = results.get(id);
     expect(detail?.requestError, run.stderr).toBeNull();
     expect(detail?.response?.remoteAddress).toBe('127.0.0.1:8080');
-    expect(detail?.jobLog[0]).toBe("IPv6 is not usable on this host (IPv6 disabled: no source address): falling back to IPv4");
+    expect(detail?.jobLog[0]).toBe('IPv6 is not usable on this host (EADDRNOTAVAIL): falling back to IPv4');
   }
   // An IPv6 literal cannot fall back: the error says why.
   expect(results.get('literal-v6')?.requestError).toMatch(/IPv6 address ::1 is not reachable from this host/);

@@ -9,7 +9,8 @@ import { type CheckDefinition, parseCheck } from '../../src/checks/definition.js
 import type { Executor } from '../../src/checks/executor.js';
 import { DefinitionError } from '../../src/checks/fields.js';
 import { Variables } from '../../src/checks/variables.js';
-import { evaluateJsonResponse, evaluateLatency, type IcmpOutcome, type IcmpRequest, icmpExecutor } from '../../src/checks/icmp.js';
+import { evaluateJsonPath } from '../../src/checks/jsonpath.js';
+import { evaluateLatency, type IcmpOutcome, type IcmpRequest, icmpExecutor } from '../../src/checks/icmp.js';
 import {
   explainPingFailure,
   type FailureContext,
@@ -236,16 +237,16 @@ describe('ICMP assertions', () => {
   });
 
   it('JSON_RESPONSE must hold for every selected value', () => {
-    expect(evaluateJsonResponse(a('JSON_RESPONSE', '$.packets[*].ttl', 'EQUALS', '64'), response)).toMatchObject({ actual: [64, 64], passed: true });
-    expect(evaluateJsonResponse(a('JSON_RESPONSE', '$.packets[*].rtt', 'LESS_THAN', '1'), response)).toMatchObject({ actual: [0.1, 2], passed: false });
-    expect(evaluateJsonResponse(a('JSON_RESPONSE', '$.packetLoss', 'EQUALS', '0'), response)).toMatchObject({ actual: 0, passed: true });
-    expect(evaluateJsonResponse(a('JSON_RESPONSE', '$.nothing', 'IS_NULL', ''), response)).toMatchObject({ actual: null, passed: true });
-    expect(evaluateJsonResponse(a('JSON_RESPONSE', '$.nothing', 'EQUALS', '1'), response)).toMatchObject({ passed: false });
-    expect(evaluateJsonResponse(a('JSON_RESPONSE', '$.packets[', 'EQUALS', '1'), response)).toMatchObject({
+    expect(evaluateJsonPath(a('JSON_RESPONSE', '$.packets[*].ttl', 'EQUALS', '64'), response)).toMatchObject({ actual: [64, 64], passed: true });
+    expect(evaluateJsonPath(a('JSON_RESPONSE', '$.packets[*].rtt', 'LESS_THAN', '1'), response)).toMatchObject({ actual: [0.1, 2], passed: false });
+    expect(evaluateJsonPath(a('JSON_RESPONSE', '$.packetLoss', 'EQUALS', '0'), response)).toMatchObject({ actual: 0, passed: true });
+    expect(evaluateJsonPath(a('JSON_RESPONSE', '$.nothing', 'IS_NULL', ''), response)).toMatchObject({ actual: null, passed: true });
+    expect(evaluateJsonPath(a('JSON_RESPONSE', '$.nothing', 'EQUALS', '1'), response)).toMatchObject({ passed: false });
+    expect(evaluateJsonPath(a('JSON_RESPONSE', '$.packets[', 'EQUALS', '1'), response)).toMatchObject({
       passed: false,
       error: expect.stringMatching(/^invalid JSONPath "\$\.packets\["/),
     });
-    expect(evaluateJsonResponse(a('JSON_RESPONSE', '$.packets[*].seq', 'EQUALS', '1', '^(\\d)'), response)).toMatchObject({
+    expect(evaluateJsonPath(a('JSON_RESPONSE', '$.packets[*].seq', 'EQUALS', '1', '^(\\d)'), response)).toMatchObject({
       actual: ['1', '2'],
       passed: false,
     });

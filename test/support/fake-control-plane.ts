@@ -44,6 +44,8 @@ interface JobState {
   leaseExpiresAt: number;
   resultId?: string;
   claims: number;
+  /** Position in the order jobs were added: ready jobs are handed out in this order. */
+  readonly order: number;
 }
 
 export interface RequestRecord {
@@ -110,6 +112,15 @@ export class FakeControlPlane {
   private server: http.Server;
   private readonly sockets = new Set<Socket>();
   private sweeper: NodeJS.Timeout | undefined;
+  // Indexes over `jobs` by state, so that claims, lease expiry and `outstanding`
+  // cost O(leased + claimed), not O(all jobs): the benchmark adds 20,000 jobs.
+  // Every state change goes through setState().
+  private readonly ready = new Set<JobState>();
+  /** False when a job re-entered `ready` behind jobs added after it. */
+  private readyInOrder = true;
+  private maxReadyOrder = -1;
+  private readonly leased = new Set<JobState>();
+  private nextOrder = 0;
   port = 0;
 
   private constructor(options: FakeControlPlaneOptions) {
@@ -147,16 +158,36 @@ export class FakeControlPlane {
       environmentVariables: [],
       ...extra,
     };
-    this.jobs.set(id, { job, state: 'ready', leaseExpiresAt: 0, claims: 0 });
-    this.wake();
+    this.track(id, job);
     return id;
   }
 
   /** Adds a raw job object exactly as given (for malformed-job tests). */
   addRawJob(raw: Record<string, unknown>): void {
     const id = typeof raw.id === 'string' ? raw.id : randomUUID();
-    this.jobs.set(id, { job: raw as unknown as Job, state: 'ready', leaseExpiresAt: 0, claims: 0 });
+    this.track(id, raw as unknown as Job);
+  }
+
+  private track(id: string, job: Job): void {
+    const previous = this.jobs.get(id);
+    if (previous) this.setState(previous, 'done');
+    // A re-added id keeps its place, as a Map key does.
+    const state: JobState = { job, state: 'done', leaseExpiresAt: 0, claims: 0, order: previous?.order ?? this.nextOrder++ };
+    this.jobs.set(id, state);
+    this.setState(state, 'ready');
     this.wake();
+  }
+
+  private setState(s: JobState, state: JobState['state']): void {
+    if (s.state === 'ready') this.ready.delete(s);
+    if (s.state === 'leased') this.leased.delete(s);
+    s.state = state;
+    if (state === 'ready') {
+      if (s.order < this.maxReadyOrder) this.readyInOrder = false;
+      this.maxReadyOrder = Math.max(this.maxReadyOrder, s.order);
+      this.ready.add(s);
+    }
+    if (state === 'leased') this.leased.add(s);
   }
 
   inject(fault: Fault): void {
@@ -177,7 +208,7 @@ export class FakeControlPlane {
 
   outstanding(agentId?: string): number {
     let n = 0;
-    for (const s of this.jobs.values()) if (s.state === 'leased' && (agentId === undefined || s.agentId === agentId)) n++;
+    for (const s of this.leased) if (agentId === undefined || s.agentId === agentId) n++;
     return n;
   }
 
@@ -248,9 +279,9 @@ export class FakeControlPlane {
 
   private expireLeases(): void {
     const now = Date.now();
-    for (const s of this.jobs.values()) {
-      if (s.state === 'leased' && s.leaseExpiresAt <= now) {
-        s.state = 'ready';
+    for (const s of [...this.leased]) {
+      if (s.leaseExpiresAt <= now) {
+        this.setState(s, 'ready');
         s.agentId = undefined;
         s.job = { ...s.job, attempt: (s.job.attempt ?? 1) + 1 };
         this.wake();
@@ -351,8 +382,20 @@ export class FakeControlPlane {
     }
   }
 
-  private readyJobs(): JobState[] {
-    return [...this.jobs.values()].filter((s) => s.state === 'ready');
+  /** The first `max` ready jobs, in the order they were added. */
+  private readyJobs(max: number): JobState[] {
+    if (!this.readyInOrder) {
+      const sorted = [...this.ready].sort((a, b) => a.order - b.order);
+      this.ready.clear();
+      for (const s of sorted) this.ready.add(s);
+      this.readyInOrder = true;
+    }
+    const first: JobState[] = [];
+    for (const s of this.ready) {
+      if (first.length >= max) break;
+      first.push(s);
+    }
+    return first;
   }
 
   private async claim(req: http.IncomingMessage, res: http.ServerResponse, body: ClaimRequest, agentId: string): Promise<void> {
@@ -369,7 +412,7 @@ export class FakeControlPlane {
     res.on('close', () => {
       closed = true;
     });
-    while (this.readyJobs().length === 0 && Date.now() < deadline && !closed && this.server.listening) {
+    while (this.ready.size === 0 && Date.now() < deadline && !closed && this.server.listening) {
       await new Promise<void>((resolve) => {
         const done = () => {
           clearTimeout(timer);
@@ -383,12 +426,12 @@ export class FakeControlPlane {
     if (closed) return;
     const outstandingBefore = this.outstanding(agentId);
     const given: Job[] = [];
-    for (const s of this.readyJobs().slice(0, body.max)) {
+    for (const s of this.readyJobs(body.max)) {
       if (!agent.checkTypes.includes((s.job.check as { checkType?: string })?.checkType ?? '') && typeof (s.job.check as { checkType?: unknown })?.checkType === 'string') {
         // The service only hands out types the agent advertised; keep those jobs for another agent.
         continue;
       }
-      s.state = 'leased';
+      this.setState(s, 'leased');
       s.agentId = agentId;
       s.leaseExpiresAt = Date.now() + this.leaseMs;
       s.claims++;
@@ -450,7 +493,7 @@ export class FakeControlPlane {
       }
       // First result wins, whoever holds the lease now: a result spooled by an agent that
       // crashed arrives from its successor (another x-agent-id), and it is just as true.
-      s.state = 'done';
+      this.setState(s, 'done');
       s.resultId = item.resultId;
       this.results.set(item.resultId, { ...item, receivedAt: Date.now() });
       accepted.push(item.resultId);

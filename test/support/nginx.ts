@@ -4,7 +4,7 @@
 // (Debian's nginx-light); here a missing binary is a clear error.
 
 import { type ChildProcess, spawn } from 'node:child_process';
-import { accessSync, chmodSync, constants, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { accessSync, chmodSync, constants, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net, { type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -132,18 +132,32 @@ async function waitUntilServing(port: number, exited: () => string | undefined, 
 const running = new Set<ChildProcess>();
 let exitHookInstalled = false;
 
-/** A test runner that dies must not leave nginx behind (its workers follow the master's group). */
+/** The master and its workers (the workers are the master's children). */
+function nginxPids(master: number): number[] {
+  try {
+    const children = readFileSync(`/proc/${master}/task/${master}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+    return [...children, master];
+  } catch {
+    return [master];
+  }
+}
+
+function killAll(master: number, signal: NodeJS.Signals): void {
+  for (const pid of nginxPids(master)) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // Already gone.
+    }
+  }
+}
+
+/** A test runner that exits must not leave nginx behind. */
 function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
   process.once('exit', () => {
-    for (const child of running) {
-      try {
-        if (child.pid) process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        // Already gone.
-      }
-    }
+    for (const child of running) if (child.pid) killAll(child.pid, 'SIGKILL');
   });
 }
 
@@ -154,8 +168,8 @@ async function startOnce(binary: string, port: number, options: NginxOptions): P
   mkdirSync(path.join(dir, 'tmp'));
   const confFile = path.join(dir, 'nginx.conf');
   writeFileSync(confFile, config(dir, port, options));
-  // Own process group, so a stuck master can be killed together with its workers.
-  const child = spawn(binary, ['-p', `${dir}/`, '-c', confFile], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+  // Not detached: a Ctrl-C to the terminal's process group reaches nginx too.
+  const child = spawn(binary, ['-p', `${dir}/`, '-c', confFile], { stdio: ['ignore', 'ignore', 'pipe'] });
   running.add(child);
   installExitHook();
   let stderr = '';
@@ -184,7 +198,8 @@ async function startOnce(binary: string, port: number, options: NginxOptions): P
       // SIGQUIT: graceful (workers finish their requests, logs are flushed); then harder.
       for (const [signal, waitMs] of [['SIGQUIT', 5_000], ['SIGTERM', 2_000], ['SIGKILL', 2_000]] as const) {
         try {
-          process.kill(signal === 'SIGKILL' ? -child.pid : child.pid, signal);
+          if (signal === 'SIGKILL') killAll(child.pid, signal);
+          else process.kill(child.pid, signal);
         } catch {
           break;
         }

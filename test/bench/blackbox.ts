@@ -1,0 +1,116 @@
+// Debian's prometheus-blackbox-exporter on loopback, as the peer the agent is
+// measured against: a temporary config with an `http_2xx` module, a free port,
+// stopped (and its directory removed) by `stop()`.
+//
+// Its HTTP prober builds a new client per probe with keep-alives disabled, so
+// every probe opens a fresh connection to the target, as the agent's URL check
+// does.
+
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { freePort } from '../support/nginx.js';
+
+export interface Blackbox {
+  url: string;
+  port: number;
+  pid: number;
+  /** Exits (or fails to start) are described here once they happen. */
+  exited(): string | undefined;
+  stop(): Promise<void>;
+}
+
+/** The same semantics the agent's URL check has: GET, IPv4, 2xx, redirects followed, 10 s timeout (ours: 30 s cap). */
+const CONFIG = `modules:
+  http_2xx:
+    prober: http
+    timeout: 10s
+    http:
+      method: GET
+      valid_status_codes: []
+      preferred_ip_protocol: ip4
+      ip_protocol_fallback: false
+      follow_redirects: true
+`;
+
+async function waitUntilServing(port: number, exited: () => string | undefined, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError = '';
+  while (Date.now() < deadline) {
+    const exit = exited();
+    if (exit !== undefined) throw new Error(exit);
+    try {
+      const response = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(1_000) });
+      await response.arrayBuffer();
+      if (response.status === 200) return;
+      lastError = `status ${response.status}`;
+    } catch (error) {
+      lastError = (error as Error).message;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`blackbox exporter did not answer on 127.0.0.1:${port} within ${timeoutMs} ms (${lastError})`);
+}
+
+export async function startBlackbox(binary: string): Promise<Blackbox> {
+  let lastError: Error | undefined;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      return await startOnce(binary, await freePort());
+    } catch (error) {
+      lastError = error as Error;
+      if (!/address already in use/i.test(lastError.message)) throw lastError;
+    }
+  }
+  throw lastError ?? new Error('blackbox exporter did not start');
+}
+
+async function startOnce(binary: string, port: number): Promise<Blackbox> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'outpost-blackbox-'));
+  const configFile = path.join(dir, 'blackbox.yml');
+  writeFileSync(configFile, CONFIG);
+  const child: ChildProcess = spawn(
+    binary,
+    [`--config.file=${configFile}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn', '--history.limit=10'],
+    { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString()).slice(-4000);
+  });
+  let exitDescription: string | undefined;
+  const exited = new Promise<void>((resolve) => {
+    child.once('exit', (code, signal) => {
+      exitDescription = `blackbox exporter exited (code ${code}, signal ${signal}): ${stderr.trim()}`;
+      resolve();
+    });
+    child.once('error', (error) => {
+      exitDescription = `blackbox exporter could not be started: ${error.message}`;
+      resolve();
+    });
+  });
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+  let stopped = false;
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    process.removeListener('exit', killOnExit);
+    if (exitDescription === undefined) {
+      for (const [signal, waitMs] of [['SIGTERM', 5_000], ['SIGKILL', 2_000]] as const) {
+        child.kill(signal);
+        const done = await Promise.race([exited.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), waitMs).unref())]);
+        if (done) break;
+      }
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitUntilServing(port, () => exitDescription, 10_000);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { url: `http://127.0.0.1:${port}`, port, pid: child.pid as number, exited: () => exitDescription, stop };
+}

@@ -4,7 +4,7 @@
 
 import { STATUS_CODES } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import { Agent, type Dispatcher, ProxyAgent, request } from 'undici';
+import { Client, type Dispatcher, ProxyAgent, request } from 'undici';
 import { type ConnectionMarks, type IpFamily, timedConnector, type TlsSummary } from '../net/timed-connector.js';
 import type { TimingPhases } from '../results/result.js';
 import { describeError, errorCode, JobAbortedError } from './errors.js';
@@ -68,6 +68,9 @@ interface Hop {
   end?: number;
 }
 
+/** One shared reason for tearing down what a finished or failed run left open (no stack per run). */
+const RUN_OVER = Object.assign(new Error('check run over'), { stack: '' });
+
 const round = (ms: number) => Math.round(ms * 100) / 100;
 
 /** Sums each phase over all hops; `wait` is what no phase accounts for, so the phases add up to total. */
@@ -108,6 +111,8 @@ function timingsOf(hop: Hop | undefined, start: number): Timings {
 
 /** Drops credentials from a URL before it is logged or reported. */
 export function displayUrl(raw: string): string {
+  // Credentials need an '@'; most URLs have none, and parsing each would be garbage for nothing.
+  if (!raw.includes('@')) return raw;
   try {
     const url = new URL(raw);
     if (url.username || url.password) {
@@ -149,14 +154,21 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
   });
   // Undici's own idle timers must not fire before the check's cap (the abort signal) does.
   const common = { headersTimeout: 0, bodyTimeout: 0, keepAliveTimeout: 1, pipelining: 0 } as const;
-  let dispatcher: Dispatcher;
+  let proxy: ProxyAgent | undefined;
   if (spec.proxyUrl) {
     // Plain HTTP goes to the proxy as an absolute-form request (as curl does); HTTPS tunnels through CONNECT.
-    dispatcher = new ProxyAgent({ ...common, uri: spec.proxyUrl, proxyTunnel: false, requestTls: { rejectUnauthorized: !spec.skipSSL } });
+    proxy = new ProxyAgent({ ...common, uri: spec.proxyUrl, proxyTunnel: false, requestTls: { rejectUnauthorized: !spec.skipSSL } });
     ctx.jobLog.push(`Using proxy ${displayUrl(spec.proxyUrl)} (connection phases are the proxy's and are not measured)`);
-  } else {
-    dispatcher = new Agent({ ...common, connect: timed });
   }
+  // Without a proxy, one undici Client (one connection) per hop: lighter than an Agent and its Pool, and
+  // a fresh connection is what a check wants anyway.
+  const clients: Client[] = [];
+  const dispatcherFor = (target: string): Dispatcher => {
+    if (proxy) return proxy;
+    const client = new Client(new URL(target).origin, { ...common, connect: timed });
+    clients.push(client);
+    return client;
+  };
 
   const exchange: Exchange = {
     headers: {},
@@ -178,6 +190,7 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
     for (;;) {
       const hop: Hop = { start: performance.now() };
       hops.push(hop);
+      const dispatcher = dispatcherFor(url);
       const response = await request(url, {
         method,
         dispatcher,
@@ -202,6 +215,8 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
         }
       }
       hop.end = performance.now();
+      // The answer is complete: a graceful close needs no error object, unlike destroy().
+      if (dispatcher !== proxy) (dispatcher as Client).close().catch(() => undefined);
       exchange.body = Buffer.concat(kept);
       exchange.bodySize = size;
       exchange.bodyTruncated = size > keptBytes;
@@ -230,7 +245,8 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
     const code = reason instanceof JobAbortedError && reason.reason === 'timeout' ? 'ETIMEDOUT' : errorCode(caught);
     if (code) exchange.errorCode = code;
   } finally {
-    dispatcher.destroy().catch(() => undefined);
+    for (const client of clients) if (!client.closed && !client.destroyed) client.destroy(RUN_OVER).catch(() => undefined);
+    proxy?.destroy(RUN_OVER).catch(() => undefined);
   }
   const end = performance.now();
   exchange.stoppedAt = new Date();

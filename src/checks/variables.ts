@@ -18,26 +18,37 @@ export class UnknownVariableError extends Error {
   }
 }
 
-export class Variables {
-  private readonly values = new Map<string, string>();
+/** The OUTPOST_SECRET_* variables of an environment. */
+export function processSecrets(env: NodeJS.ProcessEnv): ReadonlyMap<string, string> {
+  const found = new Map<string, string>();
+  for (const [key, value] of Object.entries(env)) {
+    if (key.startsWith(PROCESS_SECRET_PREFIX) && value !== undefined) found.set(key, value);
+  }
+  return found;
+}
 
-  constructor(variables: EnvironmentVariable[], processEnv: NodeJS.ProcessEnv = process.env) {
-    for (const [key, value] of Object.entries(processEnv)) {
-      if (key.startsWith(PROCESS_SECRET_PREFIX) && value !== undefined) this.values.set(key, value);
-    }
-    // The job's own variables win over the agent's, as check over group over global.
-    for (const { key, value } of variables) this.values.set(key, value);
+// The process environment does not change while the agent runs; read it once, not per job.
+let ownProcessSecrets: ReadonlyMap<string, string> | undefined;
+
+export class Variables {
+  private readonly own = new Map<string, string>();
+  private readonly agent: ReadonlyMap<string, string>;
+
+  constructor(variables: EnvironmentVariable[], processEnv?: NodeJS.ProcessEnv) {
+    this.agent = processEnv ? processSecrets(processEnv) : (ownProcessSecrets ??= processSecrets(process.env));
+    for (const { key, value } of variables) this.own.set(key, value);
   }
 
+  /** The job's own variables win over the agent's, as check over group over global. */
   get(name: string): string | undefined {
-    return this.values.get(name);
+    return this.own.get(name) ?? this.agent.get(name);
   }
 
   /** Replaces every `{{NAME}}` in `text`; throws UnknownVariableError naming `field`. */
   interpolate(text: string, field: string): string {
     if (!text.includes('{{')) return text;
     return text.replace(REFERENCE, (_match, name: string) => {
-      const value = this.values.get(name);
+      const value = this.get(name);
       if (value === undefined) throw new UnknownVariableError(name, field);
       return value;
     });

@@ -20,6 +20,11 @@ import {
   type RouteName,
 } from './protocol.js';
 
+/** A request body that is already JSON text. */
+class RawJson {
+  constructor(readonly text: string) {}
+}
+
 export type FailureKind = 'auth' | 'retryable' | 'fatal';
 
 export class ControlPlaneError extends Error {
@@ -95,6 +100,12 @@ export class ControlPlaneClient {
   }
 
   sendResults(body: ResultsRequest, signal?: AbortSignal): Promise<ResultsResponse> {
+    return this.sendResultLines(body.results.map((r) => JSON.stringify(r)), signal);
+  }
+
+  /** `results` with each envelope already serialized (as the spool holds them): no parse and re-stringify per send. */
+  sendResultLines(lines: string[], signal?: AbortSignal): Promise<ResultsResponse> {
+    const body = new RawJson(`{"results":[${lines.join(',')}]}`);
     return this.post<ResultsResponse>('results', body, this.options.timeoutMs, signal).then((answer) => {
       if (!answer || !Array.isArray(answer.accepted) || !Array.isArray(answer.rejected)) {
         throw new ControlPlaneError('results', 'retryable', 'malformed results answer: accepted or rejected is not an array');
@@ -128,7 +139,7 @@ export class ControlPlaneClient {
           'content-type': 'application/json',
           accept: 'application/json',
         },
-        body: JSON.stringify(body),
+        body: body instanceof RawJson ? body.text : JSON.stringify(body),
       });
       statusLabel = String(response.statusCode);
       const text = await response.body.text();

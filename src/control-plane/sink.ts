@@ -6,7 +6,7 @@ import type { Logger } from '../observability/logger.js';
 import { Backoff, sleep } from './backoff.js';
 import { type ControlPlaneClient, type ControlPlaneError, withRetry } from './client.js';
 import type { ResultEnvelope } from './protocol.js';
-import type { Spool } from './spool.js';
+import type { Spool, SpoolItem } from './spool.js';
 
 /** How long a partly filled batch may wait for company before it is sent. */
 export const RESULT_LINGER_MS = 500;
@@ -22,6 +22,8 @@ export class ControlPlaneSink {
     private readonly logger: Logger,
     private readonly authRetryMs: number,
     private readonly onFailure: (error: ControlPlaneError) => void,
+    /** A batch was refused for good (for error events). */
+    private readonly onBatchError: (error: unknown) => void = () => undefined,
   ) {}
 
   /** Spools the result (fsync) before anything else; resolves once it is durable. */
@@ -52,27 +54,29 @@ export class ControlPlaneSink {
         await (due === undefined ? this.spool.changed(signal) : sleep(due, signal));
         continue;
       }
-      if (batch.envelopes.length === 0) {
+      if (batch.items.length === 0) {
         await this.spool.complete(batch.seq);
         continue;
       }
       try {
-        const retry = await this.send(batch.envelopes, signal, backoff);
+        const retry = await this.send(batch.items, signal, backoff);
         await this.spool.complete(batch.seq, retry);
         if (retry.length > 0) await sleep(backoff.next(), signal);
       } catch (error) {
         if (signal.aborted) return;
         // A non-retryable answer (400 for the whole batch, say) must not wedge delivery:
         // the results stay on disk, and the agent keeps trying slowly.
-        this.logger.error({ err: error, results: batch.envelopes.length }, 'results batch refused; keeping it in the spool');
+        this.logger.error({ err: error, results: batch.items.length }, 'results batch refused; keeping it in the spool');
+        this.onBatchError(error);
         await sleep(Math.max(backoff.next(), 5_000), signal);
       }
     }
   }
 
   /** Sends one batch; returns the results that must be sent again. */
-  private async send(envelopes: ResultEnvelope[], signal: AbortSignal, backoff: Backoff): Promise<ResultEnvelope[]> {
-    const answer = await withRetry(() => this.client.sendResults({ results: envelopes }, signal), {
+  private async send(items: SpoolItem[], signal: AbortSignal, backoff: Backoff): Promise<SpoolItem[]> {
+    const lines = items.map((item) => item.line);
+    const answer = await withRetry(() => this.client.sendResultLines(lines, signal), {
       signal,
       logger: this.logger,
       authRetryMs: this.authRetryMs,
@@ -80,22 +84,22 @@ export class ControlPlaneSink {
       onFailure: this.onFailure,
     });
     const accepted = new Set(answer.accepted);
-    const retry: ResultEnvelope[] = [];
+    const retry: SpoolItem[] = [];
     const rejections = new Map(answer.rejected.map((r) => [r.resultId, r]));
-    for (const envelope of envelopes) {
-      if (accepted.has(envelope.resultId)) {
+    for (const item of items) {
+      if (accepted.has(item.resultId)) {
         this.delivered++;
         continue;
       }
-      const rejection = rejections.get(envelope.resultId);
+      const rejection = rejections.get(item.resultId);
       if (rejection && rejection.statusCode >= 400 && rejection.statusCode < 500 && rejection.statusCode !== 429) {
         this.logger.warn(
-          { jobId: envelope.jobId, resultId: envelope.resultId, status: rejection.statusCode, reason: rejection.message },
+          { jobId: item.jobId, resultId: item.resultId, status: rejection.statusCode, reason: rejection.message },
           'control plane rejected a result for good; dropping it from the spool',
         );
         continue;
       }
-      retry.push(envelope);
+      retry.push(item);
     }
     if (retry.length > 0) this.logger.warn({ results: retry.length }, 'control plane did not accept every result; re-sending the rest');
     return retry;

@@ -3,7 +3,9 @@
 // one fdatasync (group commit), so durability costs one sync per burst, not
 // per result. A segment holds at most one batch (500 results), so the sender
 // reads, sends and deletes whole segments. After a crash every segment left
-// on disk is re-sent; the control plane deduplicates by resultId.
+// on disk is re-sent; the control plane deduplicates by resultId. Segments
+// written by this process also keep their lines in memory (up to a budget),
+// so sending them needs neither a read nor a parse.
 
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -15,15 +17,27 @@ export const MAX_SEGMENT_BYTES = 8 * 1024 * 1024;
 
 const SEGMENT = /^segment-(\d{12})\.jsonl$/;
 
+/** Memory the spool may spend keeping segments' lines, besides the files. */
+export const MEMORY_BUDGET_BYTES = 32 * 1024 * 1024;
+
+/** One spooled result: its JSON line (the envelope, no newline) and the ids the sender needs. */
+export interface SpoolItem {
+  line: string;
+  jobId: string;
+  resultId: string;
+}
+
 interface Segment {
   seq: number;
   file: string;
   count: number;
   bytes: number;
+  /** The lines, while they fit the memory budget; read from the file otherwise. */
+  items?: SpoolItem[];
 }
 
 interface PendingAppend {
-  line: string;
+  item: SpoolItem;
   resolve: () => void;
   reject: (error: Error) => void;
 }
@@ -31,11 +45,17 @@ interface PendingAppend {
 export interface SpoolLimits {
   maxResults: number;
   maxBytes: number;
+  /** Memory for keeping lines of segments (default MEMORY_BUDGET_BYTES); beyond it they are read back from disk. */
+  memoryBudgetBytes?: number;
 }
 
 export interface Batch {
   seq: number;
-  envelopes: ResultEnvelope[];
+  items: SpoolItem[];
+}
+
+export function spoolItem(envelope: ResultEnvelope): SpoolItem {
+  return { line: JSON.stringify(envelope), jobId: envelope.jobId, resultId: envelope.resultId };
 }
 
 export class Spool {
@@ -46,6 +66,7 @@ export class Spool {
   private flushing: Promise<void> | undefined;
   private totalResults = 0;
   private totalBytes = 0;
+  private memoryBytes = 0;
   private readonly waiters = new Set<() => void>();
 
   private constructor(
@@ -53,12 +74,20 @@ export class Spool {
     readonly limits: SpoolLimits,
     private readonly logger: Logger,
     private readonly onChange: (results: number) => void,
+    private readonly onWriteError: (error: unknown) => void,
   ) {}
 
   /** Opens (creating) the spool and takes over every segment a previous process left. */
-  static async open(dir: string, limits: SpoolLimits, logger: Logger, onChange: (results: number) => void = () => undefined): Promise<Spool> {
+  static async open(
+    dir: string,
+    limits: SpoolLimits,
+    logger: Logger,
+    onChange: (results: number) => void = () => undefined,
+    /** A write or sync failed (for error events). */
+    onWriteError: (error: unknown) => void = () => undefined,
+  ): Promise<Spool> {
     await fs.mkdir(dir, { recursive: true });
-    const spool = new Spool(dir, limits, logger, onChange);
+    const spool = new Spool(dir, limits, logger, onChange, onWriteError);
     const names = (await fs.readdir(dir)).filter((n) => SEGMENT.test(n)).sort();
     for (const name of names) {
       const file = path.join(dir, name);
@@ -103,9 +132,12 @@ export class Spool {
 
   /** Resolves once the result is on disk (written and synced). */
   append(envelope: ResultEnvelope): Promise<void> {
-    const line = `${JSON.stringify(envelope)}\n`;
+    return this.appendItem(spoolItem(envelope));
+  }
+
+  private appendItem(item: SpoolItem): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.pending.push({ line, resolve, reject });
+      this.pending.push({ item, resolve, reject });
       if (!this.flushing) this.flushing = this.flushLoop();
     });
   }
@@ -121,19 +153,21 @@ export class Spool {
     }
     const segment = this.sealed[0];
     if (!segment) return undefined;
+    if (segment.items) return { seq: segment.seq, items: segment.items };
     const text = await fs.readFile(segment.file, 'utf8');
-    const envelopes: ResultEnvelope[] = [];
+    const items: SpoolItem[] = [];
     for (const line of text.split('\n')) {
       if (line.length === 0) continue;
       try {
-        envelopes.push(JSON.parse(line) as ResultEnvelope);
+        const { jobId, resultId } = JSON.parse(line) as ResultEnvelope;
+        items.push({ line, jobId, resultId });
       } catch {
         // A torn final line can only come from a crash mid-write, before the
         // sync that would have acknowledged it: that result was never reported done.
         this.logger.warn({ file: segment.file }, 'skipping an unreadable line in the spool');
       }
     }
-    return { seq: segment.seq, envelopes };
+    return { seq: segment.seq, items };
   }
 
   /** Milliseconds until the open segment becomes due, or undefined if nothing waits. */
@@ -144,15 +178,16 @@ export class Spool {
   }
 
   /** The batch was handled; `retry` are its results that must be sent again. */
-  async complete(seq: number, retry: ResultEnvelope[] = []): Promise<void> {
+  async complete(seq: number, retry: SpoolItem[] = []): Promise<void> {
     const index = this.sealed.findIndex((s) => s.seq === seq);
     if (index === -1) return;
-    if (retry.length > 0) await Promise.all(retry.map((e) => this.append(e)));
+    if (retry.length > 0) await Promise.all(retry.map((item) => this.appendItem(item)));
     const [segment] = this.sealed.splice(index, 1);
     if (!segment) return;
     await fs.rm(segment.file, { force: true });
     this.totalResults -= segment.count;
     this.totalBytes -= segment.bytes;
+    if (segment.items) this.memoryBytes -= segment.bytes;
     this.notify();
   }
 
@@ -193,7 +228,7 @@ export class Spool {
         let takeBytes = open.bytes;
         // By count and by size, but always at least one line, however large.
         while (takeCount < room && takeCount < this.pending.length) {
-          const size = Buffer.byteLength((this.pending[takeCount] as PendingAppend).line);
+          const size = Buffer.byteLength((this.pending[takeCount] as PendingAppend).item.line) + 1;
           if (takeCount > 0 && takeBytes + size > MAX_SEGMENT_BYTES) break;
           takeBytes += size;
           takeCount++;
@@ -201,18 +236,27 @@ export class Spool {
         // Stopping short of what is pending means the segment is full.
         const full = takeCount < this.pending.length;
         const take = this.pending.splice(0, takeCount);
-        const data = take.map((p) => p.line).join('');
+        const data = `${take.map((p) => p.item.line).join('\n')}\n`;
         try {
           await open.handle.write(data);
           await open.handle.datasync();
         } catch (error) {
           for (const p of take) p.reject(error as Error);
           this.logger.error({ err: error, dir: this.dir }, 'could not write results to the spool');
+          this.onWriteError(error);
           continue;
         }
         const bytes = Buffer.byteLength(data);
         open.count += take.length;
         open.bytes += bytes;
+        if (open.items && this.memoryBytes + bytes <= (this.limits.memoryBudgetBytes ?? MEMORY_BUDGET_BYTES)) {
+          for (const p of take) open.items.push(p.item);
+          this.memoryBytes += bytes;
+        } else if (open.items) {
+          // Over budget: this segment is read back from its file when its turn comes.
+          this.memoryBytes -= open.bytes - bytes;
+          open.items = undefined;
+        }
         this.totalResults += take.length;
         this.totalBytes += bytes;
         for (const p of take) p.resolve();
@@ -231,7 +275,7 @@ export class Spool {
     // Sync the directory so the new file's name survives a power loss too.
     const dirHandle = await fs.open(this.dir, 'r');
     await dirHandle.sync().finally(() => dirHandle.close());
-    this.open = { seq, file, count: 0, bytes: 0, handle, openedAt: Date.now() };
+    this.open = { seq, file, count: 0, bytes: 0, handle, openedAt: Date.now(), items: [] };
   }
 
   /** Must run with no flush in progress (or from within the flush loop itself). */
@@ -240,7 +284,7 @@ export class Spool {
     if (!open) return;
     // Detach synchronously, so an append that starts now opens a new segment.
     this.open = undefined;
-    this.sealed.push({ seq: open.seq, file: open.file, count: open.count, bytes: open.bytes });
+    this.sealed.push({ seq: open.seq, file: open.file, count: open.count, bytes: open.bytes, ...(open.items ? { items: open.items } : {}) });
     await open.handle.close();
   }
 }

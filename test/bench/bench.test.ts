@@ -29,6 +29,7 @@ import { Pool } from 'undici';
 import { expect, test } from 'vitest';
 import { PROTOCOL_ROUTES } from '../../src/control-plane/protocol.js';
 import { cleanEnv, REPO, startAgent, tempDir } from '../support/agent-process.js';
+import { RECOMMENDED_NODE_OPTIONS } from '../../src/node-options.js';
 import { FakeControlPlane } from '../support/fake-control-plane.js';
 import { type Nginx, startNginx } from '../support/nginx.js';
 import { startBlackbox } from './blackbox.js';
@@ -150,9 +151,13 @@ function cpuSince(mark: CpuMark, nginx: Nginx, subjectCpu: number): Pick<Side, '
   return { driverCpuSeconds: driver, nginxCpuSeconds: nginxCpu, otherCpuSeconds: other, otherCpuShare: capacity > 0 ? other / capacity : 0 };
 }
 
-/** NODE_OPTIONS for the agent: BENCH_AGENT_NODE_OPTIONS, plus the CPU-profile preload if BENCH_AGENT_CPU_PROFILE is set. */
+/**
+ * NODE_OPTIONS for the agent: what the product ships with (RECOMMENDED_NODE_OPTIONS), or
+ * BENCH_AGENT_NODE_OPTIONS instead when set ("" measures Node's defaults), plus the CPU-profile
+ * preload if BENCH_AGENT_CPU_PROFILE is set.
+ */
 function agentNodeOptions(): Record<string, string> {
-  const options = [process.env.BENCH_AGENT_NODE_OPTIONS ?? ''];
+  const options = [process.env.BENCH_AGENT_NODE_OPTIONS ?? RECOMMENDED_NODE_OPTIONS];
   const profileDir = process.env.BENCH_AGENT_CPU_PROFILE;
   if (profileDir) options.push(`--import ${path.join(REPO, 'test/bench/cpu-profile.mjs')}`);
   const joined = options.join(' ').trim();
@@ -350,6 +355,7 @@ function report(rounds: Array<{ agent: Side; blackbox: Side }>, context: { nginx
   out.push(`Outpost bench: ${fmt(N)} URL checks, concurrency ${CONCURRENCY}, loopback nginx, ${rounds.length} round(s) (round 1: agent then blackbox; round 2: blackbox then agent)`);
   out.push(`machine: ${os.cpus().length} × ${os.cpus()[0]?.model ?? '?'}, node ${process.version}, load average before ${context.loadBefore.map((l) => l.toFixed(2)).join(' ')}, after ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   out.push(`peers: ${context.nginx}; ${context.blackbox}`);
+  out.push(`agent NODE_OPTIONS: ${agentNodeOptions().NODE_OPTIONS ?? "(none: Node's defaults)"}`);
   out.push(rule);
   out.push(line(header));
   out.push(rule);

@@ -8,7 +8,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ResultEnvelope } from '../../src/control-plane/protocol.js';
-import { Spool, type SpoolLimits } from '../../src/control-plane/spool.js';
+import { type Batch, Spool, type SpoolLimits, spoolItem } from '../../src/control-plane/spool.js';
 import { errorResult } from '../../src/results/result.js';
 
 const logger = pino({ level: 'silent' });
@@ -35,6 +35,11 @@ function envelope(): ResultEnvelope {
   counter++;
   const result = errorResult(`result ${counter}`, { checkRunId: counter, sequenceId: null, runLocation: 'test' }, { id: `c${counter}` });
   return { jobId: `job-${counter}`, resultId: result.id, result };
+}
+
+/** The envelopes of a batch, as the control plane would read them. */
+function envelopesOf(batch: Batch | undefined): ResultEnvelope[] {
+  return (batch?.items ?? []).map((item) => JSON.parse(item.line) as ResultEnvelope);
 }
 
 function segments(at: string): string[] {
@@ -65,7 +70,7 @@ describe('Spool', () => {
     vi.setSystemTime(1_001_000);
     expect(spool.dueIn(1000)).toBe(0);
     const batch = await spool.nextBatch(1000);
-    expect(batch?.envelopes).toEqual([e]);
+    expect(envelopesOf(batch)).toEqual([e]);
     // Sealed now: it stays due until completed.
     expect(spool.dueIn(1000)).toBe(0);
     expect((await spool.nextBatch(1000))?.seq).toBe(batch?.seq);
@@ -89,8 +94,8 @@ describe('Spool', () => {
     const sizes: number[] = [];
     const seen: string[] = [];
     for (let batch = await spool.nextBatch(0); batch; batch = await spool.nextBatch(0)) {
-      sizes.push(batch.envelopes.length);
-      seen.push(...batch.envelopes.map((e) => e.resultId));
+      sizes.push(envelopesOf(batch).length);
+      seen.push(...envelopesOf(batch).map((e) => e.resultId));
       await spool.complete(batch.seq);
     }
     expect(sizes).toEqual([500, 500, 200]);
@@ -106,7 +111,7 @@ describe('Spool', () => {
     const spool = await open(at, LIMITS, (n) => changes.push(n));
     await Promise.all([envelope(), envelope(), envelope()].map((e) => spool.append(e)));
     const batch = await spool.nextBatch(0);
-    expect(batch?.envelopes).toHaveLength(3);
+    expect(envelopesOf(batch)).toHaveLength(3);
     const [file] = segments(at);
     await spool.complete(batch?.seq as number);
     expect(existsSync(path.join(at, file as string))).toBe(false);
@@ -126,12 +131,12 @@ describe('Spool', () => {
     const [a, b, c] = [envelope(), envelope(), envelope()];
     await Promise.all([a, b, c].map((e) => spool.append(e as ResultEnvelope)));
     const first = await spool.nextBatch(0);
-    await spool.complete(first?.seq as number, [b as ResultEnvelope]);
+    await spool.complete(first?.seq as number, [spoolItem(b as ResultEnvelope)]);
     expect(spool.results).toBe(1);
     expect(segments(at)).toHaveLength(1);
     const second = await spool.nextBatch(0);
     expect(second?.seq).toBeGreaterThan(first?.seq as number);
-    expect(second?.envelopes).toEqual([b]);
+    expect(envelopesOf(second)).toEqual([b]);
     await spool.complete(second?.seq as number);
     expect(spool.results).toBe(0);
     expect(segments(at)).toEqual([]);
@@ -149,7 +154,7 @@ describe('Spool', () => {
     expect(changes).toEqual([3]);
     expect(recovered.dueIn(60_000)).toBe(0);
     const batch = await recovered.nextBatch(60_000);
-    expect(batch?.envelopes).toEqual(before);
+    expect(envelopesOf(batch)).toEqual(before);
 
     const later = envelope();
     await recovered.append(later);
@@ -158,7 +163,7 @@ describe('Spool', () => {
     await recovered.complete(batch?.seq as number);
     const next = await recovered.nextBatch(0);
     expect(next?.seq).toBeGreaterThan(batch?.seq as number);
-    expect(next?.envelopes).toEqual([later]);
+    expect(envelopesOf(next)).toEqual([later]);
   });
 
   it('skips a torn last line (a crash mid-write) and warns', async () => {
@@ -179,7 +184,7 @@ describe('Spool', () => {
     const spool = await open(at, LIMITS, undefined, capture);
     const batch = await spool.nextBatch(0);
     expect(batch?.seq).toBe(7);
-    expect(batch?.envelopes).toEqual([a, b]);
+    expect(envelopesOf(batch)).toEqual([a, b]);
     expect(lines.some((l) => l.includes('skipping an unreadable line in the spool'))).toBe(true);
     await spool.complete(7);
     expect(segments(at)).toEqual([]);
@@ -206,7 +211,7 @@ describe('Spool', () => {
     await spool.append(e);
     await spool.close();
     const again = await open(at);
-    expect((await again.nextBatch(0))?.envelopes).toEqual([e]);
+    expect(envelopesOf(await again.nextBatch(0))).toEqual([e]);
   });
 
   it('is full at maxResults and drains below 90 %', async () => {
@@ -250,5 +255,15 @@ describe('Spool', () => {
     controller.abort();
     await expect(waiting).resolves.toBeUndefined();
     expect(spool.results).toBe(2);
+  });
+
+  it('reads segments back from disk once the memory budget is spent, with the same lines', async () => {
+    const at = dir();
+    const spool = await open(at, { ...LIMITS, memoryBudgetBytes: 1 });
+    const written = Array.from({ length: 5 }, envelope);
+    await Promise.all(written.map((e) => spool.append(e)));
+    const batch = await spool.nextBatch(0);
+    expect(envelopesOf(batch)).toEqual(written);
+    expect(batch?.items.map((i) => i.resultId)).toEqual(written.map((e) => e.resultId));
   });
 });

@@ -29,13 +29,17 @@ export function processSecrets(env: NodeJS.ProcessEnv): ReadonlyMap<string, stri
 
 // The process environment does not change while the agent runs; read it once, not per job.
 let ownProcessSecrets: ReadonlyMap<string, string> | undefined;
+function agentSecrets(): ReadonlyMap<string, string> {
+  if (!ownProcessSecrets) ownProcessSecrets = processSecrets(process.env);
+  return ownProcessSecrets;
+}
 
 export class Variables {
   private readonly own = new Map<string, string>();
   private readonly agent: ReadonlyMap<string, string>;
 
   constructor(variables: EnvironmentVariable[], processEnv?: NodeJS.ProcessEnv) {
-    this.agent = processEnv ? processSecrets(processEnv) : (ownProcessSecrets ??= processSecrets(process.env));
+    this.agent = processEnv ? processSecrets(processEnv) : agentSecrets();
     for (const { key, value } of variables) this.own.set(key, value);
   }
 

@@ -3,6 +3,7 @@
 
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
+import { ControlPlaneArtifacts } from './artifacts/store.js';
 import { JobAbortedError } from './checks/errors.js';
 import type { ExecutorRegistry } from './checks/executor.js';
 import { type Config, checkSettings } from './config.js';
@@ -12,31 +13,29 @@ import { ControlPlaneSink } from './control-plane/sink.js';
 import { ControlPlaneSource } from './control-plane/source.js';
 import { Spool } from './control-plane/spool.js';
 import { Lifecycle } from './lifecycle.js';
+import { EventReporter, jobTargetStrings } from './observability/events.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
 import { JobQueue } from './queue/job-queue.js';
+import { SecretPolicy } from './secrets/policy.js';
 import { VERSION } from './version.js';
 
 export interface RunningAgent {
   /** Resolves with the exit code once the agent has stopped. */
   done: Promise<number>;
+  /** Error events to the control plane; absent with EXTERNAL_OBSERVABILITY=off. */
+  events?: EventReporter;
 }
 
-export async function runAgent(config: Config, registry: ExecutorRegistry, logger: Logger, flushLogs: () => void): Promise<RunningAgent> {
+export async function runAgent(
+  config: Config,
+  registry: ExecutorRegistry,
+  logger: Logger,
+  flushLogs: () => void,
+  secrets: SecretPolicy = new SecretPolicy(),
+): Promise<RunningAgent> {
   const metrics = createMetrics();
   const agentId = randomUUID();
-  const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config));
-  const spool = await Spool.open(
-    path.join(config.stateDir, 'spool'),
-    { maxResults: config.spoolMaxResults, maxBytes: config.spoolMaxBytes },
-    logger,
-    (n) => metrics.spoolResults.set(n),
-  );
-  const lifecycle = new Lifecycle('agent', metrics, {
-    inFlight: () => queue.inFlight,
-    queued: () => queue.queued,
-    spooled: () => spool.results,
-  }, logger);
   const client = new ControlPlaneClient(
     {
       apiUrl: config.apiUrl as string,
@@ -48,10 +47,44 @@ export async function runAgent(config: Config, registry: ExecutorRegistry, logge
     },
     metrics,
   );
+  const events = config.externalObservability
+    ? new EventReporter(client, logger, { agentVersion: VERSION, scrubber: secrets.agentScrubber })
+    : undefined;
+  // Artifacts of diagnostics (issue #5): written under STATE_DIR/artifacts, uploaded, then removed.
+  const artifacts = config.diagnostics
+    ? await ControlPlaneArtifacts.open(path.join(config.stateDir, 'artifacts'), client, {
+        timeoutMs: config.artifactUploadTimeoutSeconds * 1000,
+        authRetryMs: config.authRetrySeconds * 1000,
+      })
+    : undefined;
+  const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
+    secrets,
+    ...(artifacts ? { artifacts } : {}),
+    ...(config.testFault ? { testFault: config.testFault } : {}),
+    onExecutorError: (error, job) =>
+      events?.report(error, {
+        origin: 'executor',
+        checkType: job.checkType,
+        scrubber: job.scrubber,
+        targetStrings: jobTargetStrings(job.check, job.variables),
+      }),
+  });
+  const spool = await Spool.open(
+    path.join(config.stateDir, 'spool'),
+    { maxResults: config.spoolMaxResults, maxBytes: config.spoolMaxBytes },
+    logger,
+    (n) => metrics.spoolResults.set(n),
+    (error) => events?.report(error, { origin: 'spool' }),
+  );
+  const lifecycle = new Lifecycle('agent', metrics, {
+    inFlight: () => queue.inFlight,
+    queued: () => queue.queued,
+    spooled: () => spool.results,
+  }, logger);
   lifecycle.modeReady = () => client.authorized === true;
   const authRetryMs = config.authRetrySeconds * 1000;
   const onFailure = () => undefined;
-  const sink = new ControlPlaneSink(spool, client, logger, authRetryMs, onFailure);
+  const sink = new ControlPlaneSink(spool, client, logger, authRetryMs, onFailure, (error) => events?.report(error, { origin: 'results-batch' }));
   const leases = new LeaseKeeper(client, logger, (jobId) =>
     queue.abort(jobId, new JobAbortedError('lease-lost', 'Aborted: the job lease was lost')),
   );
@@ -100,11 +133,13 @@ export async function runAgent(config: Config, registry: ExecutorRegistry, logge
     const flushed = await sink.flush(Math.max(graceEnd, Date.now() + 10_000));
     await spool.close();
     if (!flushed) logger.warn({ spooled: spool.results }, 'control plane unreachable: results stay in the spool and are sent on the next start');
+    // Best effort: queued error events get one short try before the client closes.
+    await events?.close(2_000);
     await lifecycle.closeHealth();
     await client.close();
     logger.info({ delivered: sink.delivered, spooled: spool.results }, 'outpost agent stopped');
   };
   // Results already spooled stay there for the next start.
   const done = lifecycle.shutdownOnSignals(drain, () => ({ spooled: spool.results }), flushLogs);
-  return { done };
+  return { done, ...(events ? { events } : {}) };
 }

@@ -40,6 +40,12 @@ export interface Config {
   controlPlaneTimeoutSeconds: number;
   responseBodyLimitBytes: number;
   checkProxy?: string;
+  /** DIAGNOSTICS: packet capture and traceroute after a network failure (issue #5). */
+  diagnostics: boolean;
+  /** ARTIFACT_UPLOAD_TIMEOUT_SECONDS: bound on uploading one attempt's artifacts. */
+  artifactUploadTimeoutSeconds: number;
+  /** Test hook OUTPOST_TEST_FAULT (README "Test hooks"); never set in production. */
+  testFault?: 'executor-throw';
 }
 
 export class ConfigError extends Error {
@@ -108,6 +114,10 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
   if (!['on', 'off', 'true', 'false'].includes(observability)) {
     throw new ConfigError(`EXTERNAL_OBSERVABILITY=${shown(observabilityGiven)} is invalid: must be on or off`);
   }
+  const diagnosticsGiven = read(env, 'DIAGNOSTICS') ?? 'on';
+  if (!['on', 'off'].includes(diagnosticsGiven.toLowerCase())) {
+    throw new ConfigError(`DIAGNOSTICS=${shown(diagnosticsGiven)} is invalid: must be on or off`);
+  }
   const extraCaCerts = read(env, 'NODE_EXTRA_CA_CERTS');
   if (extraCaCerts !== undefined) {
     try {
@@ -139,6 +149,8 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     authRetrySeconds: integer(env, 'AUTH_RETRY_SECONDS', 60, 1, 3600),
     controlPlaneTimeoutSeconds: integer(env, 'CONTROL_PLANE_TIMEOUT_SECONDS', 30, 1, 600),
     responseBodyLimitBytes: integer(env, 'RESPONSE_BODY_LIMIT_BYTES', 10 * 1024 * 1024, 0, 100 * 1024 * 1024),
+    diagnostics: diagnosticsGiven.toLowerCase() === 'on',
+    artifactUploadTimeoutSeconds: integer(env, 'ARTIFACT_UPLOAD_TIMEOUT_SECONDS', 300, 10, 3600),
   };
   // The ICMP monitor reads PING_PATH when it runs; a wrong value is still a startup error.
   const pingPath = read(env, 'PING_PATH');
@@ -147,6 +159,12 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
   }
   const checkProxy = httpUrl('CHECK_PROXY', read(env, 'CHECK_PROXY'));
   if (checkProxy) config.checkProxy = checkProxy;
+  // A test hook, and the only place it is read: inert unless set, and only to this one value.
+  const testFault = read(env, 'OUTPOST_TEST_FAULT');
+  if (testFault !== undefined) {
+    if (testFault !== 'executor-throw') throw new ConfigError(`OUTPOST_TEST_FAULT=${shown(testFault)} is invalid: the only test fault is executor-throw`);
+    config.testFault = testFault;
+  }
   if (mode === 'agent') {
     const apiUrl = read(env, 'API_URL');
     if (apiUrl === undefined) throw new ConfigError('API_URL is not set: agent mode needs the control-plane base URL (https://…)');
@@ -179,7 +197,8 @@ Options:
 Environment (see README): API_URL, API_KEY, JOB_CONCURRENCY, AGENT_HEALTH_PORT, LOG_LEVEL,
 HTTPS_PROXY, HTTP_PROXY, NO_PROXY, NODE_EXTRA_CA_CERTS, EXTERNAL_OBSERVABILITY, STATE_DIR,
 SHUTDOWN_GRACE_SECONDS, SPOOL_MAX_RESULTS, SPOOL_MAX_BYTES, CLAIM_WAIT_SECONDS,
-AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, CHECK_PROXY, PING_PATH.
+AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, CHECK_PROXY, PING_PATH,
+DIAGNOSTICS, ARTIFACT_UPLOAD_TIMEOUT_SECONDS, TCPDUMP_PATH, TRACEPATH_PATH, TRACEROUTE_PATH.
 Bad values exit with code 78; bad usage with 64.`;
 
 /** Parses argv (without node and script). Throws ConfigError(…, 64) on bad usage. */

@@ -8,8 +8,13 @@ import { defaultRegistry } from './checks/registry.js';
 import { ConfigError, configFromEnv, EXIT_CONFIG, parseArgs, USAGE } from './config.js';
 import { ChecksFileError } from './local/checks-file.js';
 import { runLocal } from './local/local-mode.js';
+import type { EventReporter } from './observability/events.js';
 import { createLogger } from './observability/logger.js';
+import { agentSecrets, SecretPolicy } from './secrets/policy.js';
 import { VERSION } from './version.js';
+
+/** Scrubs text written straight to stderr (a crash); agent-wide secrets once they are known. */
+let scrubCrash: (text: string) => string = (text) => text;
 
 function fail(message: string, code: number): never {
   process.stderr.write(`outpost: ${message}\n`);
@@ -42,20 +47,35 @@ async function main(): Promise<void> {
     if (error instanceof ConfigError) fail(error.message, error.exitCode);
     throw error;
   }
+  // The agent-wide secrets, compiled once; every log line passes the scrubber (README "Secrets").
+  const secrets = new SecretPolicy(agentSecrets(process.env));
+  scrubCrash = (text) => secrets.scrubText(text);
   // Local and once modes print results on stdout, so their logs go to stderr.
-  const { logger, flush } = createLogger(config.logLevel, config.mode === 'agent' ? 'stdout' : 'stderr');
+  const { logger, flush } = createLogger(config.logLevel, config.mode === 'agent' ? 'stdout' : 'stderr', secrets.scrubLogLine);
+  secrets.attachLogger(logger);
+  if (config.testFault) logger.warn({ testFault: config.testFault }, 'OUTPOST_TEST_FAULT is set: a test hook is active and every check fails');
   const registry = defaultRegistry();
+  // Error events (agent mode, EXTERNAL_OBSERVABILITY=on): set once the agent runs.
+  let events: EventReporter | undefined;
   process.on('uncaughtException', (error) => {
     logger.fatal({ err: error }, 'uncaught exception: exiting');
-    flush();
-    process.exit(70);
+    const exit = () => {
+      flush();
+      process.exit(70);
+    };
+    if (!events) return exit();
+    events.report(error, { origin: 'uncaught-exception' });
+    events.close(2_000).finally(exit);
   });
   process.on('unhandledRejection', (reason) => {
     logger.error({ err: reason }, 'unhandled promise rejection');
+    events?.report(reason, { origin: 'unhandled-rejection' });
   });
-  let running: { done: Promise<number> };
+  let running: { done: Promise<number>; events?: EventReporter };
   try {
-    running = config.mode === 'agent' ? await runAgent(config, registry, logger, flush) : await runLocal(config, registry, logger, flush);
+    running =
+      config.mode === 'agent' ? await runAgent(config, registry, logger, flush, secrets) : await runLocal(config, registry, logger, flush, secrets);
+    events = running.events;
   } catch (error) {
     flush();
     if (error instanceof ChecksFileError) fail(error.message, EXIT_CONFIG);
@@ -74,6 +94,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`outpost: unexpected error: ${(error as Error)?.stack ?? String(error)}\n`);
+  process.stderr.write(`outpost: unexpected error: ${scrubCrash((error as Error)?.stack ?? String(error))}\n`);
   process.exit(70);
 });

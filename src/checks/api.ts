@@ -6,7 +6,8 @@ import type { CheckDefinition } from './definition.js';
 import type { ExecutionContext, Executor, Outcome } from './executor.js';
 import type { Fields } from './fields.js';
 import { HTTP_ASSERTION_SOURCES } from './http-assertions.js';
-import { displayUrl, type HttpMethod, performExchange } from './http-exchange.js';
+import { diagnoseExchange } from '../diagnostics/http.js';
+import { displayUrl, type ExchangeSpec, type HttpMethod, performExchange } from './http-exchange.js';
 import {
   BODY_TYPES,
   type BodyType,
@@ -20,6 +21,7 @@ import {
   withQuery,
 } from './http-request.js';
 import { exchangeOutcome, notSentOutcome } from './url.js';
+import { urlCredentials } from '../secrets/policy.js';
 import { UnknownVariableError } from './variables.js';
 
 export interface ApiRequest {
@@ -87,6 +89,7 @@ async function runApi(check: CheckDefinition<ApiRequest>, ctx: ExecutionContext)
   let proxyUrl: string | undefined;
   try {
     url = withQuery(variables.interpolate(spec.url, 'request.url'), spec.queryParameters, variables);
+    for (const credential of urlCredentials(url)) ctx.secrets?.add(credential, 'request.url credentials');
     headers = spec.headers.map((h, i) => [
       variables.interpolate(h.key, `request.headers[${i}].key`),
       variables.interpolate(h.value, `request.headers[${i}].value`),
@@ -95,6 +98,8 @@ async function runApi(check: CheckDefinition<ApiRequest>, ctx: ExecutionContext)
     if (spec.basicAuth) {
       const user = variables.interpolate(spec.basicAuth.username, 'request.basicAuth.username');
       const password = variables.interpolate(spec.basicAuth.password, 'request.basicAuth.password');
+      // The password is a secret whatever the variables say (README "Secrets").
+      ctx.secrets?.add(password, 'request.basicAuth.password');
       headers.push(['authorization', `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`]);
     }
     proxyUrl = proxyFor(url, spec.proxyUrl, ctx);
@@ -110,20 +115,19 @@ async function runApi(check: CheckDefinition<ApiRequest>, ctx: ExecutionContext)
   reported.headers = headers.map(([key, value]) => ({ key, value }));
   reported.body = built.body ?? '';
 
-  const exchange = await performExchange(
-    {
-      method: spec.method,
-      url,
-      headers,
-      ...(built.body !== undefined ? { body: built.body } : {}),
-      followRedirects: spec.followRedirects,
-      skipSSL: spec.skipSSL,
-      ipFamily: spec.ipFamily,
-      ...(proxyUrl ? { proxyUrl } : {}),
-      bodyLimitBytes: ctx.settings.responseBodyLimitBytes,
-    },
-    ctx,
-  );
+  const request: ExchangeSpec = {
+    method: spec.method,
+    url,
+    headers,
+    ...(built.body !== undefined ? { body: built.body } : {}),
+    followRedirects: spec.followRedirects,
+    skipSSL: spec.skipSSL,
+    ipFamily: spec.ipFamily,
+    ...(proxyUrl ? { proxyUrl } : {}),
+    bodyLimitBytes: ctx.settings.responseBodyLimitBytes,
+  };
+  const exchange = await performExchange(request, ctx);
+  await diagnoseExchange(check, request, exchange, ctx);
   return exchangeOutcome(check, exchange, reported, ctx, exchange.body.toString('utf8'));
 }
 

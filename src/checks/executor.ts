@@ -1,6 +1,8 @@
 // The one signature every check type implements (DESIGN §2).
 
+import type { DiagnosticsHooks } from '../diagnostics/hooks.js';
 import type { Logger } from '../observability/logger.js';
+import type { SecretRegistry } from '../secrets/policy.js';
 import type { Variables } from './variables.js';
 import type { CheckDefinition, CheckType } from './definition.js';
 import type { Fields } from './fields.js';
@@ -39,6 +41,26 @@ export interface ExecutionContext {
   /** The job's variables (and OUTPOST_SECRET_* process variables) for `{{NAME}}`. */
   variables: Variables;
   settings: CheckSettings;
+  /**
+   * The job's secrets: register values discovered at run time that must be
+   * scrubbed like secret variables (a basic-auth password after interpolation,
+   * a proxy URL's password): `ctx.secrets?.add(value, 'request.basicAuth.password')`.
+   * The JobQueue always sets it; it is optional only so that executor unit
+   * tests can build a context by hand.
+   */
+  secrets?: SecretRegistry;
+  /**
+   * The service environment for scripted runs (src/jobs/service-env.ts):
+   * `OUTPOST=true` always, `CI=true` for test-triggered runs. Always set by
+   * the JobQueue; optional for the same reason as `secrets`.
+   */
+  serviceEnv?: Readonly<Record<string, string>>;
+  /**
+   * The attempt's artifact directory and diagnostics window (issue #5), for
+   * diagnosing network failures (src/diagnostics/). Absent when diagnostics
+   * are off (DIAGNOSTICS=off) and in executor unit tests.
+   */
+  diagnostics?: DiagnosticsHooks;
 }
 
 /** Agent-wide settings that shape how checks run (README: Environment). */

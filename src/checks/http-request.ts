@@ -1,6 +1,7 @@
 // Parsing and building the request of HTTP checks: URL, method, headers,
 // query parameters, bodies by type, basic auth, and which proxy applies.
 
+import { urlCredentials } from '../secrets/policy.js';
 import type { ExecutionContext } from './executor.js';
 import type { Fields } from './fields.js';
 import { HTTP_METHODS, type HttpMethod, MAX_URL_LENGTH } from './http-exchange.js';
@@ -72,7 +73,12 @@ export function bypassesProxy(url: URL, noProxy: string | undefined): boolean {
 
 /** The proxy for one run: the check's own `proxyUrl`, else CHECK_PROXY unless NO_PROXY exempts the host. */
 export function proxyFor(url: string, own: string | undefined, ctx: ExecutionContext): string | undefined {
-  if (own) return ctx.variables.interpolate(own, 'request.proxyUrl');
+  if (own) {
+    const proxy = ctx.variables.interpolate(own, 'request.proxyUrl');
+    // Proxy credentials are secrets whatever the variables say (README "Secrets").
+    for (const credential of urlCredentials(proxy)) ctx.secrets?.add(credential, 'request.proxyUrl credentials');
+    return proxy;
+  }
   const agentWide = ctx.settings.checkProxy;
   if (!agentWide) return undefined;
   return bypassesProxy(new URL(url), ctx.settings.noProxy) ? undefined : agentWide;

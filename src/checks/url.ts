@@ -3,11 +3,13 @@
 
 import type { IpFamily } from '../net/ip-family.js';
 import { evaluateHttpAssertions } from './http-assertions.js';
-import { displayUrl, type Exchange, MAX_URL_LENGTH, performExchange } from './http-exchange.js';
+import { diagnoseExchange } from '../diagnostics/http.js';
+import { displayUrl, type Exchange, type ExchangeSpec, MAX_URL_LENGTH, performExchange } from './http-exchange.js';
 import { parseHttpUrl, proxyFor } from './http-request.js';
 import type { CheckDefinition } from './definition.js';
 import type { ExecutionContext, Executor, Outcome } from './executor.js';
 import type { Fields } from './fields.js';
+import { urlCredentials } from '../secrets/policy.js';
 import { UnknownVariableError } from './variables.js';
 
 export interface UrlRequest {
@@ -122,29 +124,29 @@ async function runUrl(check: CheckDefinition<UrlRequest>, ctx: ExecutionContext)
   try {
     url = ctx.variables.interpolate(spec.url, 'request.url');
     new URL(url);
+    for (const credential of urlCredentials(url)) ctx.secrets?.add(credential, 'request.url credentials');
   } catch (error) {
     if (error instanceof UnknownVariableError) return notSentOutcome(error.message, reported, ctx);
     return notSentOutcome(`request.url is not a valid URL after variables were filled in`, reported, ctx);
   }
   reported.url = displayUrl(url);
   const proxyUrl = proxyFor(url, spec.proxyUrl, ctx);
-  const exchange = await performExchange(
-    {
-      method: 'GET',
-      url,
-      headers: [
-        ['user-agent', ctx.settings.userAgent],
-        ['accept', '*/*'],
-      ],
-      followRedirects: spec.followRedirects,
-      skipSSL: spec.skipSSL,
-      ipFamily: spec.ipFamily,
-      ...(proxyUrl ? { proxyUrl } : {}),
-      // A URL monitor asserts on the status only; the body is read and counted, not kept.
-      bodyLimitBytes: 0,
-    },
-    ctx,
-  );
+  const request: ExchangeSpec = {
+    method: 'GET',
+    url,
+    headers: [
+      ['user-agent', ctx.settings.userAgent],
+      ['accept', '*/*'],
+    ],
+    followRedirects: spec.followRedirects,
+    skipSSL: spec.skipSSL,
+    ipFamily: spec.ipFamily,
+    ...(proxyUrl ? { proxyUrl } : {}),
+    // A URL monitor asserts on the status only; the body is read and counted, not kept.
+    bodyLimitBytes: 0,
+  };
+  const exchange = await performExchange(request, ctx);
+  await diagnoseExchange(check, request, exchange, ctx);
   return exchangeOutcome(check, exchange, reported, ctx, '');
 }
 

@@ -3,15 +3,19 @@
 // `withRetry`, shared by the source, the lease keeper and the sink.
 
 import { Agent, type Dispatcher, EnvHttpProxyAgent, errors as undiciErrors, request } from 'undici';
+import { FileChunkStream } from '../artifacts/file-stream.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { Backoff, parseRetryAfter, SlidingWindowLimiter, sleep } from './backoff.js';
 import {
   AGENT_ROUTE_LIMIT_PER_MINUTE,
+  type ArtifactRequest,
+  type ArtifactResponse,
   type ClaimRequest,
   type ClaimResponse,
   type ErrorBody,
+  type EventsRequest,
   type LeasesRequest,
   type LeasesResponse,
   PROTOCOL_ROUTES,
@@ -34,6 +38,8 @@ export class ControlPlaneError extends Error {
     message: string,
     readonly statusCode?: number,
     readonly retryAfterMs?: number,
+    /** The answer's body as received (up to 1,000 characters), for logs. */
+    readonly body?: string,
   ) {
     super(message);
     this.name = 'ControlPlaneError';
@@ -112,6 +118,75 @@ export class ControlPlaneClient {
       }
       return answer;
     });
+  }
+
+  /** One attempt, no retry: error events are best-effort (src/observability/events.ts). */
+  async sendEvents(body: EventsRequest, signal?: AbortSignal): Promise<void> {
+    await this.post<unknown>('events', body, Math.min(this.options.timeoutMs, 10_000), signal);
+  }
+
+  /** `artifacts` (issue #5): announces an artifact; the answer says where to PUT it and where it will be. */
+  createArtifact(body: ArtifactRequest, signal?: AbortSignal): Promise<ArtifactResponse> {
+    return this.post<ArtifactResponse>('artifacts', body, this.options.timeoutMs, signal).then((answer) => {
+      if (!answer || typeof answer.uploadUrl !== 'string' || typeof answer.url !== 'string') {
+        throw new ControlPlaneError('artifacts', 'retryable', 'malformed artifacts answer: uploadUrl or url is not a string');
+      }
+      return answer;
+    });
+  }
+
+  /**
+   * PUTs a file to an artifact's `uploadUrl`, streamed from disk with an
+   * explicit Content-Length (never held in memory). The API key goes along
+   * only when the upload URL is the control plane's own origin: a pre-signed
+   * storage URL must not see it. One attempt; failures are classified like
+   * the other calls (5xx and network errors are retryable).
+   */
+  async uploadArtifact(uploadUrl: string, file: { path: string; size: number; contentType: string }, signal: AbortSignal): Promise<void> {
+    await this.limiter.acquire(signal);
+    if (signal.aborted) throw new ControlPlaneError('artifacts', 'retryable', 'upload: aborted');
+    const sameOrigin = new URL(uploadUrl).origin === new URL(this.base).origin;
+    // Read into a small ring of reused buffers: the RSS stays flat however big the file (src/artifacts/file-stream.ts).
+    const body = new FileChunkStream(file.path, file.size);
+    let statusLabel = 'network_error';
+    try {
+      const response = await request(uploadUrl, {
+        method: 'PUT',
+        dispatcher: this.dispatcher,
+        signal,
+        // The whole upload is bounded by `signal`; these only catch a peer that stops answering.
+        headersTimeout: this.options.timeoutMs,
+        bodyTimeout: this.options.timeoutMs,
+        headers: {
+          ...(sameOrigin ? { authorization: `Bearer ${this.options.apiKey}` } : {}),
+          'user-agent': `outpost/${this.options.version}`,
+          'x-agent-id': this.options.agentId,
+          'content-type': file.contentType,
+          'content-length': String(file.size),
+        },
+        body,
+      });
+      statusLabel = String(response.statusCode);
+      const text = (await response.body.text()).slice(0, 1000);
+      const status = response.statusCode;
+      if (status >= 200 && status < 300) return;
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = undefined;
+      }
+      const message = `upload: HTTP ${status} (${errorMessage(parsed, text.slice(0, 200) || `HTTP ${status}`)})`;
+      const kind: FailureKind = status === 429 || status === 408 || status >= 500 ? 'retryable' : (status === 401 || status === 403) && sameOrigin ? 'auth' : 'fatal';
+      throw new ControlPlaneError('artifacts', kind, message, status, parseRetryAfter(response.headers['retry-after']), text);
+    } catch (error) {
+      if (error instanceof ControlPlaneError) throw error;
+      const reason = error instanceof Error ? `${(error as NodeJS.ErrnoException).code ?? error.name}: ${error.message}` : String(error);
+      throw new ControlPlaneError('artifacts', 'retryable', `upload: ${reason}`);
+    } finally {
+      body.destroy();
+      this.metrics.controlPlaneRequests.inc({ route: 'artifact_upload', status: statusLabel });
+    }
   }
 
   async close(): Promise<void> {

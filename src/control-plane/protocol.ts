@@ -100,12 +100,20 @@ export interface ArtifactResponse {
   url: string;
 }
 
+/** An error event of the agent itself (docs/events.md lists exactly what is sent). */
 export interface AgentEvent {
   level: 'error' | 'warn';
+  /** The error's name (TypeError, …), or EventsDropped. */
   name: string;
+  /** Sanitized: no secrets, URLs, host names, IP addresses, header values or bodies. */
   message: string;
+  /** Sanitized like `message`; frames keep function names and file positions. */
   stack?: string;
   agentVersion: string;
+  /** `process.version` of the agent (an Outpost addition to the protocol). */
+  nodeVersion?: string;
+  /** Where in the agent it happened: executor, spool, results-batch, uncaught-exception, … (an Outpost addition). */
+  origin?: string;
   checkType?: string;
 }
 export interface EventsRequest {

@@ -3,6 +3,7 @@
 // agent (DESIGN §1).
 
 import { randomUUID } from 'node:crypto';
+import { LocalArtifacts, localArtifactsRoot } from '../artifacts/store.js';
 import { JobAbortedError } from '../checks/errors.js';
 import type { ExecutorRegistry } from '../checks/executor.js';
 import { type Config, checkSettings } from '../config.js';
@@ -11,6 +12,7 @@ import { Lifecycle } from '../lifecycle.js';
 import type { Logger } from '../observability/logger.js';
 import { createMetrics } from '../observability/metrics.js';
 import { JobQueue } from '../queue/job-queue.js';
+import type { SecretPolicy } from '../secrets/policy.js';
 import { loadChecksFile, type LocalCheck } from './checks-file.js';
 import { Scheduler } from './scheduler.js';
 import { LocalSink } from './sink.js';
@@ -29,10 +31,22 @@ function prepareLocal(local: LocalCheck, logger: Logger): PreparedJob {
   };
 }
 
-export async function runLocal(config: Config, registry: ExecutorRegistry, logger: Logger, flushLogs: () => void): Promise<{ done: Promise<number> }> {
+export async function runLocal(
+  config: Config,
+  registry: ExecutorRegistry,
+  logger: Logger,
+  flushLogs: () => void,
+  secrets?: SecretPolicy,
+): Promise<{ done: Promise<number> }> {
   const checks = await loadChecksFile(config.checksFile as string, registry);
   const metrics = createMetrics();
-  const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config));
+  // No error events here: local and once modes have no control plane.
+  const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
+    ...(secrets ? { secrets } : {}),
+    // Diagnostics' artifacts stay in a folder beside the results file (README "Diagnostics and artifacts").
+    ...(config.diagnostics ? { artifacts: new LocalArtifacts(localArtifactsRoot(config.resultsFile, config.stateDir)) } : {}),
+    ...(config.testFault ? { testFault: config.testFault } : {}),
+  });
   const sink = new LocalSink(process.stdout, config.resultsFile);
   await sink.open();
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0 }, logger);

@@ -53,12 +53,17 @@ export interface LoggerHandle {
   flush(): void;
 }
 
-export function createLogger(level: LogLevel, stream: 'stdout' | 'stderr'): LoggerHandle {
+/**
+ * `scrub` sees every serialized line, of the root logger and of every child,
+ * before it is written (the secrets scrubber: README "Secrets").
+ */
+export function createLogger(level: LogLevel, stream: 'stdout' | 'stderr', scrub?: (line: string) => string): LoggerHandle {
   const target = stream === 'stdout' ? process.stdout : process.stderr;
   const options: pino.LoggerOptions = {
     level,
     base: { pid: process.pid },
     timestamp: pino.stdTimeFunctions.epochTime,
+    ...(scrub ? { hooks: { streamWrite: scrub } } : {}),
   };
   if (target.isTTY) {
     const logger = pino(options, prettyStream(target));

@@ -3,14 +3,21 @@
 
 import { performance } from 'node:perf_hooks';
 import PQueue from 'p-queue';
+import type { CheckDefinition } from '../checks/definition.js';
 import { JobAbortedError } from '../checks/errors.js';
-import type { CheckSettings } from '../checks/executor.js';
+import type { CheckSettings, ExecutionContext, Outcome } from '../checks/executor.js';
 import { backoffMs, shouldRetry } from '../checks/retry.js';
 import { Variables } from '../checks/variables.js';
 import { sleep } from '../control-plane/backoff.js';
+import type { EnvironmentVariable } from '../control-plane/protocol.js';
 import type { PreparedJob } from '../jobs/prepare.js';
+import { serviceEnvironment } from '../jobs/service-env.js';
+import { AttemptArtifacts } from '../artifacts/attempt.js';
+import type { ArtifactStore } from '../artifacts/store.js';
 import type { Metrics } from '../observability/metrics.js';
 import { buildResult, type CheckResultEntry, errorResult, resultOutcome } from '../results/result.js';
+import { type JobSecrets, SecretPolicy } from '../secrets/policy.js';
+import type { Scrubber } from '../secrets/scrubber.js';
 
 /** An executor that ignores its abort signal this long past the cap is abandoned. */
 export const ABANDON_AFTER_MS = 5_000;
@@ -24,16 +31,51 @@ interface Running {
   startedAt: number;
 }
 
+/** What an executor-exception handler learns about the job (for error events). */
+export interface ExecutorErrorInfo {
+  checkType: string;
+  /** The job's scrubber: agent-wide and job secrets. */
+  scrubber: Scrubber;
+  check: CheckDefinition;
+  variables: readonly EnvironmentVariable[];
+}
+
+/**
+ * Test hook, set only by OUTPOST_TEST_FAULT (config.ts, README "Test hooks"):
+ * `executor-throw` makes every executor call throw an error whose message
+ * carries the check's request and variable values, to prove that results,
+ * logs and events scrub and sanitize it. Undefined in production.
+ */
+export type TestFault = 'executor-throw';
+
+export interface QueueOptions {
+  /** Which values are secrets; without it only the always-sensitive headers are redacted. */
+  secrets?: SecretPolicy;
+  /** An executor threw (a bug in it, not a target failure). */
+  onExecutorError?: (error: unknown, job: ExecutorErrorInfo) => void;
+  testFault?: TestFault;
+  /** Where attempts' artifacts go (issue #5); without it there are no diagnostics. */
+  artifacts?: ArtifactStore;
+}
+
+/** A job's variables that can be secrets: the envelope's, and the check's own (local checks files merge them already). */
+function jobVariables(prepared: PreparedJob): EnvironmentVariable[] {
+  return [...prepared.variables, ...(prepared.runnable?.check.environmentVariables ?? [])];
+}
+
 export class JobQueue {
   private readonly queue: PQueue;
   private readonly running = new Map<string, Running>();
   private abortedWith: JobAbortedError | undefined;
+  private readonly secrets: SecretPolicy;
 
   constructor(
     readonly concurrency: number,
     private readonly metrics: Metrics,
     private readonly settings: CheckSettings,
+    private readonly options: QueueOptions = {},
   ) {
+    this.secrets = options.secrets ?? new SecretPolicy();
     this.queue = new PQueue({ concurrency });
     metrics.queueCapacity.set(concurrency);
   }
@@ -104,7 +146,22 @@ export class JobQueue {
     return this.queue.add(task) as Promise<JobCompletion>;
   }
 
+  /**
+   * Every result of a job leaves the queue through here, scrubbed with the
+   * job's scrubber (built once per job: agent-wide secrets, the job's secret
+   * variables, and what its executor registered at run time).
+   */
   private async execute(prepared: PreparedJob, onAttempt: (result: CheckResultEntry) => Promise<void>): Promise<JobCompletion> {
+    const secrets = this.secrets.forJob(jobVariables(prepared));
+    try {
+      const completion = await this.run(prepared, secrets, (entry) => onAttempt(secrets.scrubResult(entry)));
+      return completion.result === null ? completion : { ...completion, result: secrets.scrubResult(completion.result) };
+    } finally {
+      secrets.release();
+    }
+  }
+
+  private async run(prepared: PreparedJob, secrets: JobSecrets, onAttempt: (result: CheckResultEntry) => Promise<void>): Promise<JobCompletion> {
     const started = performance.now();
     const { jobId, logger } = prepared;
     const runnable = prepared.runnable;
@@ -126,7 +183,7 @@ export class JobQueue {
     const variables = new Variables(prepared.variables);
     try {
       for (let attempt = 1; ; attempt++) {
-        const result = await this.attempt(prepared, job.signal, variables, attempt);
+        const result = await this.attempt(prepared, job.signal, variables, attempt, secrets);
         if (result === null) {
           logger.warn({ target }, 'job aborted: lease lost, result discarded');
           this.metrics.jobsTotal.inc({ checkType, outcome: 'aborted' });
@@ -179,6 +236,7 @@ export class JobQueue {
     jobSignal: AbortSignal,
     variables: Variables,
     attempt: number,
+    secrets: JobSecrets,
   ): Promise<{ entry: CheckResultEntry; errorCode?: string } | null> {
     const { check, executor, target } = prepared.runnable as NonNullable<PreparedJob['runnable']>;
     const { logger } = prepared;
@@ -194,7 +252,11 @@ export class JobQueue {
       capMs,
     );
     const expectedMs = executor.expectedMs?.(check) ?? check.maxResponseTime;
+    const artifacts = this.options.artifacts ? new AttemptArtifacts(this.options.artifacts, prepared.jobId, attempt, jobSignal, logger) : undefined;
+    let published = false;
     const hangingWatch = setTimeout(() => {
+      // Diagnosing a failure takes its own, documented time (DIAGNOSTICS_BUDGET_MS).
+      if (artifacts?.diagnosing) return;
       logger.warn(
         { target, attempt, elapsedMs: Math.round(performance.now() - started), expectedMs },
         'job is running past its expected time',
@@ -206,15 +268,33 @@ export class JobQueue {
       controller.signal.addEventListener(
         'abort',
         () => {
-          abandonTimer = setTimeout(() => resolve('abandoned'), ABANDON_AFTER_MS);
+          // An open diagnostics window has its own bound: the executor is given that, plus the usual grace.
+          const arm = (ms: number) => {
+            abandonTimer = setTimeout(() => {
+              const left = artifacts?.windowLeft() ?? 0;
+              if (left > 0) arm(left + ABANDON_AFTER_MS);
+              else resolve('abandoned');
+            }, ms);
+          };
+          arm(ABANDON_AFTER_MS);
         },
         { once: true },
       );
     });
     try {
       logger.debug({ target, attempt }, 'attempt started');
-      const ctx = { signal: controller.signal, logger, jobLog: [] as string[], variables, settings: this.settings };
-      const outcome = await Promise.race([executor.run(check, ctx), abandoned]);
+      const ctx: ExecutionContext = {
+        signal: controller.signal,
+        logger,
+        jobLog: [],
+        variables,
+        settings: this.settings,
+        secrets,
+        serviceEnv: serviceEnvironment(prepared.triggerSource),
+        ...(artifacts ? { diagnostics: artifacts.hooks } : {}),
+      };
+      const running = this.options.testFault === 'executor-throw' ? injectedFault(prepared) : executor.run(check, ctx);
+      const outcome = await Promise.race([running, abandoned]);
       const reason = controller.signal.reason;
       if (reason instanceof JobAbortedError && reason.reason === 'lease-lost') return null;
       if (outcome === 'abandoned') {
@@ -230,10 +310,14 @@ export class JobQueue {
         return { entry };
       }
       const entry = buildResult(outcome, check, prepared.identity, check, 'FINAL', attempt);
+      // The result is delivered after its artifacts are uploaded (or have failed to be), within a bounded time.
+      published = true;
+      await artifacts?.publish(entry, executor.member);
       return { entry, ...(outcome.errorCode ? { errorCode: outcome.errorCode } : {}) };
     } catch (error) {
       // Executors report target failures as outcomes; reaching here is a bug in one.
       logger.error({ err: error, target }, 'executor threw');
+      this.options.onExecutorError?.(error, { checkType: check.checkType, scrubber: secrets.scrubber, check, variables: jobVariables(prepared) });
       const message = `Internal error in the ${check.checkType} executor: ${(error as Error)?.message ?? String(error)}`;
       const entry = errorResult(message, prepared.identity, prepared.checkIdentity, executor.member, startedAt);
       entry.attempts = attempt;
@@ -243,6 +327,14 @@ export class JobQueue {
       clearTimeout(hangingWatch);
       if (abandonTimer) clearTimeout(abandonTimer);
       jobSignal.removeEventListener('abort', forward);
+      if (artifacts && !published) void artifacts.discard();
     }
   }
+}
+
+/** OUTPOST_TEST_FAULT=executor-throw: fails like a buggy executor, with target data and secrets in the message. */
+async function injectedFault(prepared: PreparedJob): Promise<Outcome> {
+  const request = JSON.stringify(prepared.runnable?.check.request ?? null);
+  const values = JSON.stringify(jobVariables(prepared).map((v) => v.value));
+  throw new Error(`OUTPOST_TEST_FAULT=executor-throw: injected executor failure; request ${request}; variables ${values}`);
 }

@@ -112,7 +112,12 @@ beforeAll(async () => {
     { id: 'form-body', checkType: 'API', request: { method: 'POST', url: echo, bodyType: 'FORM', body: '{"a":"1 2","b":"&"}' } },
     { id: 'graphql-body', checkType: 'API', request: { method: 'POST', url: echo, bodyType: 'GRAPHQL', body: '{ shop { name } }' } },
     { id: 'bad-json-body', checkType: 'API', request: { method: 'POST', url: echo, bodyType: 'JSON', body: '{nope' } },
-    { id: 'basic-auth', checkType: 'API', request: { url: echo, basicAuth: { username: 'ada', password: 'p@ss:word' } } },
+    {
+      id: 'basic-auth',
+      checkType: 'API',
+      request: { url: echo, basicAuth: { username: 'ada', password: 'p@ss:word' } },
+      assertions: [{ source: 'JSON_BODY', property: '$.headers.authorization', comparison: 'EQUALS', target: `Basic ${Buffer.from('ada:p@ss:word').toString('base64')}` }],
+    },
     { id: 'unknown-variable', checkType: 'API', request: { url: `${echo}?k={{MISSING_ONE}}` } },
     // Redirects: method rules and credentials across origins.
     { id: 'redirect-303', checkType: 'API', request: { method: 'POST', url: `${target.url}/redirect-to?status=303&url=/echo`, bodyType: 'RAW', body: 'payload' } },
@@ -195,7 +200,8 @@ describe('API requests', () => {
     expect(api('json-body').assertions.map((a) => [a.actual, a.passed])).toEqual([
       ['application/json', true],
       ['{"user":"ada"}', true],
-      ['from-the-agent', true],
+      // An OUTPOST_SECRET_* value is a secret: sent, asserted on, and scrubbed from the result.
+      ['*****', true],
       ['/echo?q=a+b%26c', true],
       ['yes', true],
     ]);
@@ -210,8 +216,11 @@ describe('API requests', () => {
     expect(api('bad-json-body').requestError).toMatch(/^request\.body is not valid JSON/);
   });
 
-  it('sends basic auth', () => {
-    expect(echoed('basic-auth').headers.authorization).toBe(`Basic ${Buffer.from('ada:p@ss:word').toString('base64')}`);
+  it('sends basic auth (the password is a secret: the echo of it is scrubbed from the result)', () => {
+    expect(api('basic-auth').assertions.map((a) => a.passed)).toEqual([true]);
+    const echoedAuth = echoed('basic-auth').headers.authorization;
+    expect(echoedAuth).toMatch(/^Basic .*\*{5}/);
+    expect(echoedAuth).not.toContain(Buffer.from('ada:p@ss:word').toString('base64'));
   });
 
   it('names an unknown variable and sends nothing', () => {

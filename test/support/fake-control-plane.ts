@@ -22,8 +22,8 @@ import {
 export const MAX_ARTIFACT_BYTES = 157_286_400;
 
 export interface Fault {
-  /** Route it applies to; any route when absent. */
-  route?: RouteName;
+  /** Route it applies to (`upload`: the PUT of an artifact's bytes); any route, uploads included, when absent. */
+  route?: RouteName | 'upload';
   /** Answer with this status and the service's error body. */
   status?: number;
   retryAfter?: string;
@@ -296,7 +296,7 @@ export class FakeControlPlane {
     res.end(text);
   }
 
-  private takeFault(route: RouteName | undefined): Fault | undefined {
+  private takeFault(route: RouteName | 'upload' | undefined): Fault | undefined {
     const index = this.faults.findIndex((f) => f.route === undefined || f.route === route);
     if (index === -1) return undefined;
     const fault = this.faults[index] as Fault;
@@ -520,7 +520,7 @@ export class FakeControlPlane {
       this.violations.push(`upload ${id}: Content-Length ${req.headers['content-length']} differs from the announced size ${artifact.size}`);
       return this.send(req, res, 400, errorBody(400, 'Content-Length must equal the announced size'));
     }
-    const fault = this.takeFault(undefined);
+    const fault = this.takeFault('upload');
     if (fault?.status) {
       req.resume();
       return this.send(req, res, fault.status, errorBody(fault.status, 'injected fault'));
@@ -534,6 +534,10 @@ export class FakeControlPlane {
     req.on('end', () => {
       artifact.received = received;
       artifact.sha256 = hash.digest('hex');
+      if (received !== artifact.size) {
+        this.violations.push(`upload ${id}: received ${received} bytes, announced ${artifact.size}`);
+        return this.send(req, res, 400, errorBody(400, 'body length differs from the announced size'));
+      }
       this.send(req, res, 200, {});
     });
   }

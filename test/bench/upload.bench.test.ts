@@ -1,0 +1,48 @@
+// `npm run bench` (issue #5): artifact upload throughput and memory. A
+// 150 MB (157,286,400 bytes: the protocol's limit) artifact is uploaded by
+// the built uploader, in a child process of its own, to the fake control
+// plane on loopback, which hashes every byte; twice after the warm-up a
+// running agent has had (see test/support/upload-child.ts), and once in a
+// fresh process. It prints MB/s and the uploader's RSS (baseline, peak,
+// growth); it asserts only that the bytes arrived intact, never a speed.
+
+import { rmSync } from 'node:fs';
+import path from 'node:path';
+import { expect, test } from 'vitest';
+import { MAX_ARTIFACT_BYTES } from '../../src/artifacts/upload.js';
+import { tempDir } from '../support/agent-process.js';
+import { FakeControlPlane } from '../support/fake-control-plane.js';
+import { runUploadChild, writeRandomFile } from '../support/upload-child.js';
+
+const log = (line: string) => process.stdout.write(`[bench upload] ${line}\n`);
+const mb = (bytes: number) => (bytes / 1e6).toFixed(1);
+
+test('artifact upload: 150 MB, throughput and RSS', async () => {
+  const cp = await FakeControlPlane.start();
+  const dir = tempDir('outpost-bench-upload-');
+  const file = path.join(dir, 'artifact.bin');
+  try {
+    const sha256 = writeRandomFile(file, MAX_ARTIFACT_BYTES);
+    const rows: string[] = [];
+    for (const [label, warm] of [
+      ['warm #1', true],
+      ['warm #2', true],
+      ['cold (fresh process)', false],
+    ] as const) {
+      const run = await runUploadChild(cp.url, file, 'artifact.bin', { warm });
+      expect(run.out.ok, JSON.stringify(run.out)).toBe(true);
+      const stored = [...cp.artifacts.values()].filter((a) => a.name === 'artifact.bin').at(-1);
+      expect(stored).toMatchObject({ size: MAX_ARTIFACT_BYTES, received: MAX_ARTIFACT_BYTES, sha256 });
+      rows.push(
+        `${label.padEnd(22)} ${(MAX_ARTIFACT_BYTES / 1e6 / (run.ms / 1000)).toFixed(0).padStart(5)} MB/s   RSS ${mb(run.baseRss)} → peak ${mb(run.peakRss)} MB (+${mb(run.peakRss - run.baseRss)} MB)`,
+      );
+    }
+    log(`${MAX_ARTIFACT_BYTES.toLocaleString('en-US')} bytes to the fake control plane on loopback (sha256 checked each time):`);
+    for (const row of rows) log(`  ${row}`);
+    log('  (a cold process also pays V8\'s one-time tier-up of undici\'s WebAssembly HTTP parser, ~30 MB for a moment)');
+    expect(cp.violations).toEqual([]);
+  } finally {
+    await cp.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -3,7 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     root: new URL('..', import.meta.url).pathname,
-    include: ['test/unit/**/*.test.ts', 'test/integration/**/*.test.ts'],
+    // test/containers builds the images with podman and starts them with testcontainers (.ci/run prepares both).
+    include: ['test/unit/**/*.test.ts', 'test/integration/**/*.test.ts', 'test/containers/**/*.test.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',

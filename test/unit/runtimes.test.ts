@@ -1,0 +1,93 @@
+// runtimes/<name>/: the service's Runtime record (runtime.json) and the npm
+// project that installs it (package.json + package-lock.json) must say the same.
+
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { REPO } from '../support/agent-process.js';
+
+const RUNTIMES_DIR = path.join(REPO, 'runtimes');
+const STAGES = ['CURRENT', 'DEPRECATED', 'REMOVED'];
+const EXACT_VERSION = /^\d+\.\d+\.\d+$/;
+
+interface RuntimeRecord {
+  name: string;
+  multiStepSupport: boolean;
+  nodeJsVersion: string;
+  dependencies: Record<string, string>;
+  stage: string;
+  runtimeEndOfLife: string;
+  description: string;
+}
+
+const readJson = <T>(file: string): T => JSON.parse(readFileSync(file, 'utf8')) as T;
+
+const names = readdirSync(RUNTIMES_DIR).filter((n) => statSync(path.join(RUNTIMES_DIR, n)).isDirectory());
+const runtimes = names.map((name) => ({ name, dir: path.join(RUNTIMES_DIR, name) }));
+
+/** "04/30/2027" → a real calendar date, or null. */
+function monthDayYear(text: string): Date | null {
+  const m = /^(\d{2})\/(\d{2})\/(\d{4})$/.exec(text);
+  if (!m) return null;
+  const [month, day, year] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  const date = new Date(Date.UTC(year, month - 1, day));
+  return date.getUTCMonth() === month - 1 && date.getUTCDate() === day ? date : null;
+}
+
+describe('runtimes', () => {
+  it('has the runtimes the images bundle', () => {
+    expect(names).toEqual(expect.arrayContaining(['2024-09', '2025-04', '2026-04']));
+  });
+
+  it('has exactly one CURRENT runtime, and it is the newest', () => {
+    const records = runtimes.map((r) => readJson<RuntimeRecord>(path.join(r.dir, 'runtime.json')));
+    const current = records.filter((r) => r.stage === 'CURRENT');
+    expect(current.map((r) => r.name)).toEqual(['2026-04']);
+    expect([...names].sort().at(-1)).toBe(current[0]?.name);
+  });
+
+  describe.each(runtimes)('$name', ({ name, dir }) => {
+    const record = readJson<RuntimeRecord>(path.join(dir, 'runtime.json'));
+
+    it('runtime.json is a complete Runtime record', () => {
+      expect(Object.keys(record).sort()).toEqual(
+        ['dependencies', 'description', 'multiStepSupport', 'name', 'nodeJsVersion', 'runtimeEndOfLife', 'stage'].sort(),
+      );
+      expect(record.name).toBe(name);
+      expect(typeof record.multiStepSupport).toBe('boolean');
+      expect(record.nodeJsVersion).toMatch(/^\d+$/);
+      expect(STAGES).toContain(record.stage);
+      expect(monthDayYear(record.runtimeEndOfLife), `runtimeEndOfLife ${record.runtimeEndOfLife} is MM/DD/YYYY`).not.toBeNull();
+      expect(record.description.length).toBeGreaterThan(20);
+      expect(Object.keys(record.dependencies)).toContain('playwright-core');
+      for (const [dep, version] of Object.entries(record.dependencies)) {
+        expect(version, `${dep} is pinned to one exact version`).toMatch(EXACT_VERSION);
+      }
+    });
+
+    it('package.json installs exactly the record\'s dependencies, and nothing runs at install', () => {
+      const pkg = readJson<{ private?: boolean; dependencies?: Record<string, string>; devDependencies?: unknown; scripts?: unknown }>(
+        path.join(dir, 'package.json'),
+      );
+      expect(pkg.private).toBe(true);
+      expect(pkg.dependencies).toEqual(record.dependencies);
+      expect(pkg.devDependencies).toBeUndefined();
+      expect(pkg.scripts).toBeUndefined();
+    });
+
+    it('package-lock.json locks the same top-level versions', () => {
+      const lockFile = path.join(dir, 'package-lock.json');
+      expect(existsSync(lockFile), `${lockFile} exists (npm install --package-lock-only --ignore-scripts)`).toBe(true);
+      const lock = readJson<{ lockfileVersion: number; packages: Record<string, { version?: string; dependencies?: Record<string, string> }> }>(
+        lockFile,
+      );
+      expect(lock.lockfileVersion).toBeGreaterThanOrEqual(2);
+      expect(lock.packages['']?.dependencies).toEqual(record.dependencies);
+      for (const [dep, version] of Object.entries(record.dependencies)) {
+        expect(lock.packages[`node_modules/${dep}`]?.version, `${dep} in the lockfile`).toBe(version);
+      }
+      // playwright-core only: the full `playwright` package would download browsers on install.
+      expect(lock.packages['node_modules/playwright']).toBeUndefined();
+    });
+  });
+});

@@ -74,7 +74,10 @@ export class ControlPlaneSource {
       let jobs: Job[];
       try {
         const answer = await withRetry(
-          () => client.claim({ max, waitSeconds: this.options.waitSeconds, agent: this.options.agent }, signal),
+          // Until the control plane has accepted the key, ask without waiting: readiness hangs
+          // on that first answer, and an idle long poll would hold it back for waitSeconds.
+          () =>
+            client.claim({ max, waitSeconds: client.authorized === true ? this.options.waitSeconds : 0, agent: this.options.agent }, signal),
           { signal, logger, authRetryMs: this.options.authRetryMs, onFailure: this.options.onFailure },
         );
         jobs = answer.jobs;

@@ -22,7 +22,7 @@ const SETTLE_MAX_MS = 1_000;
 
 /** What to do when tcpdump may not capture, for the jobLog line. */
 export function captureFix(tcpdumpPath: string): string {
-  return `run the container with --cap-add NET_RAW, or give tcpdump the capability: setcap cap_net_raw,cap_net_admin+eip ${tcpdumpPath} (TCPDUMP_PATH picks another tcpdump)`;
+  return `run the container with --cap-add NET_RAW, or give tcpdump the capability: setcap cap_net_raw+ep ${tcpdumpPath} (TCPDUMP_PATH picks another tcpdump)`;
 }
 
 /**

@@ -123,6 +123,18 @@ describe('probes and shutdown', () => {
     expect(cp.violations).toEqual([]);
   });
 
+  it('becomes ready on the first answer, without waiting out a long poll on an idle control plane', async () => {
+    const cp = await h.controlPlane();
+    const proc = h.agent(cp, { CLAIM_WAIT_SECONDS: '25' });
+    const port = await proc.healthPort();
+    // Within the first 10 of the 25 seconds a long poll may be held open.
+    const deadline = Date.now() + 10_000;
+    while ((await probe(port, '/-/readiness')).status !== 200 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    expect((await probe(port, '/-/readiness')).status).toBe(200);
+    // The first claim asked without waiting; the next one (a long poll) is still held open.
+    expect(cp.claims.map((c) => c.waitSeconds)).toEqual([0]);
+  });
+
   it('answers 404 and 405 with the service error body', async () => {
     const { port } = await setup();
     const missing = await probe(port, '/nope');

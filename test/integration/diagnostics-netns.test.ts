@@ -157,7 +157,7 @@ describe.skipIf(unavailable !== undefined)(`diagnostics across a router${unavail
       expect(d.pcapDataUrl).toBeNull();
       const capture = d.jobLog.filter((l) => l.startsWith('Packet capture'));
       expect(capture).toHaveLength(1);
-      expect(capture[0]).toMatch(/^Packet capture unavailable: \S*tcpdump may not capture without CAP_NET_RAW \(".*(permission|not permitted).*"\); to capture, run the container with --cap-add NET_RAW, or give tcpdump the capability: setcap cap_net_raw,cap_net_admin\+eip /);
+      expect(capture[0]).toMatch(/^Packet capture unavailable: \S*tcpdump may not capture without CAP_NET_RAW \(".*(permission|not permitted).*"\); to capture, run the container with --cap-add NET_RAW, or give tcpdump the capability: setcap cap_net_raw\+ep /);
       const trace = traceJson(d);
       expect(trace.tool).toBe('tracepath');
       expect(trace.hops.find((h) => h.hop === 1)?.address).toBe(routerAddress);

@@ -8,13 +8,25 @@
 //   blackbox: N `GET /probe?target=…&module=http_2xx`, 256 at a time; probes/s
 //             from the first request to the last answer.
 //
+// Then TCP and DNS rows (issue #4), each side the same way, same concurrency:
+//
+//   TCP:      N connect-only TCP checks ({hostname: 127.0.0.1, port}) to the same
+//             nginx's port, vs `module=tcp_connect` (prober tcp) probes.
+//   DNS:      N A queries over UDP for www.outpost.test to BIND (`named`, from
+//             test/support/dns-server.ts, no response-rate-limit), vs
+//             `module=dns` (prober dns, valid_rcodes NOERROR) probes. Both sides
+//             ask the same named, so if named saturates (its CPU close to the wall
+//             time) it caps both and the ratio only says so much: the report says
+//             when that happens.
+//
 // Peak RSS is VmHWM from /proc/<pid>/status, read just before each process is
 // stopped. Each side runs twice (alternating order: A B, B A) to show the
 // machine's noise; a second round is skipped if it would overrun the budget.
 // It is a benchmark, not a timed test: it asserts that every job was delivered
 // and every probe answered, never a speed.
 //
-// BENCH_JOBS and BENCH_ROUNDS override N and the rounds for a quick local try;
+// BENCH_JOBS and BENCH_ROUNDS override N and the rounds for a quick local try
+// (BENCH_TCP_JOBS and BENCH_DNS_JOBS the TCP and DNS rows' N, default 10,000);
 // BENCH_AGENT_NODE_OPTIONS is passed to the agent as NODE_OPTIONS (Node 20 refuses
 // --cpu-prof and --trace-gc there: use BENCH_AGENT_CPU_PROFILE=<dir>, which preloads
 // test/bench/cpu-profile.mjs, then `node test/bench/cpu-profile.mjs <dir>/*.cpuprofile`);
@@ -30,8 +42,9 @@ import { expect, test } from 'vitest';
 import { PROTOCOL_ROUTES } from '../../src/control-plane/protocol.js';
 import { cleanEnv, REPO, startAgent, tempDir } from '../support/agent-process.js';
 import { RECOMMENDED_NODE_OPTIONS } from '../../src/node-options.js';
+import { type DnsServer, startNamed, TEST_ZONE } from '../support/dns-server.js';
 import { FakeControlPlane } from '../support/fake-control-plane.js';
-import { type Nginx, startNginx } from '../support/nginx.js';
+import { startNginx } from '../support/nginx.js';
 import { startBlackbox } from './blackbox.js';
 import { ensureDebianTools } from './install.js';
 
@@ -44,12 +57,18 @@ function positiveInteger(name: string, fallback: number, max: number): number {
 }
 
 const N = positiveInteger('BENCH_JOBS', 20_000, 1_000_000);
+const TCP_N = positiveInteger('BENCH_TCP_JOBS', 10_000, 1_000_000);
+const DNS_N = positiveInteger('BENCH_DNS_JOBS', 10_000, 1_000_000);
 const ROUNDS = positiveInteger('BENCH_ROUNDS', 2, 3);
 const CONCURRENCY = 256;
 /** One side of one round may take at most this long. */
 const SIDE_LIMIT_MS = 120_000;
-/** A further round starts only if, going by the rounds so far, it ends within this budget. */
+/** A further URL round starts only if, going by the rounds so far, it ends within this budget (from the bench's start). */
 const TOTAL_BUDGET_MS = 150_000;
+/** The same for the TCP rounds, and for the DNS rounds, counted from each one's first round. */
+const EXTRA_BUDGET_MS = 45_000;
+/** The name the DNS rows ask for (two A records). */
+const DNS_QUERY = `www.${TEST_ZONE}`;
 const TARGET_RATIO = 0.5;
 const TARGET_RSS_MB = 200;
 
@@ -64,7 +83,8 @@ interface Side {
   cpuSeconds: number;
   /** CPU the bench process itself spent driving this side (fake control plane, or load generator). */
   driverCpuSeconds: number;
-  nginxCpuSeconds: number;
+  /** CPU of the target meanwhile: nginx (URL, TCP) or named (DNS). */
+  targetCpuSeconds: number;
   /** Machine CPU (user + system) used meanwhile by anything else: the machine's noise. */
   otherCpuSeconds: number;
   /** otherCpuSeconds as a share of all cores over the same window. */
@@ -109,9 +129,8 @@ function machineCpuSeconds(): number {
   return ((user ?? 0) + (nice ?? 0) + (system ?? 0)) / ticksPerSecond();
 }
 
-/** CPU of nginx's master and its workers. */
-function nginxCpuSeconds(nginx: Nginx): number {
-  const master = nginx.pid;
+/** CPU of the target: a process and its children (nginx's master and workers; named alone, with its threads). */
+function targetCpuSeconds(master: number | undefined): number {
   if (!master) return 0;
   let pids = [master];
   try {
@@ -133,22 +152,38 @@ function nginxCpuSeconds(nginx: Nginx): number {
 interface CpuMark {
   at: number;
   machine: number;
-  nginx: number;
+  target: number;
   driver: NodeJS.CpuUsage;
 }
 
-function markCpu(nginx: Nginx): CpuMark {
-  return { at: performance.now(), machine: machineCpuSeconds(), nginx: nginxCpuSeconds(nginx), driver: process.cpuUsage() };
+function markCpu(targetPid: number | undefined): CpuMark {
+  return { at: performance.now(), machine: machineCpuSeconds(), target: targetCpuSeconds(targetPid), driver: process.cpuUsage() };
 }
 
-/** Splits the machine's CPU since `mark` into driver, nginx and everything else besides `subjectCpu` (the measured process). */
-function cpuSince(mark: CpuMark, nginx: Nginx, subjectCpu: number): Pick<Side, 'driverCpuSeconds' | 'nginxCpuSeconds' | 'otherCpuSeconds' | 'otherCpuShare'> {
+/** Splits the machine's CPU since `mark` into driver, target and everything else besides `subjectCpu` (the measured process). */
+function cpuSince(mark: CpuMark, targetPid: number | undefined, subjectCpu: number): Pick<Side, 'driverCpuSeconds' | 'targetCpuSeconds' | 'otherCpuSeconds' | 'otherCpuShare'> {
   const used = process.cpuUsage(mark.driver);
   const driver = (used.user + used.system) / 1e6;
-  const nginxCpu = nginxCpuSeconds(nginx) - mark.nginx;
-  const other = Math.max(0, machineCpuSeconds() - mark.machine - subjectCpu - driver - nginxCpu);
+  const targetCpu = targetCpuSeconds(targetPid) - mark.target;
+  const other = Math.max(0, machineCpuSeconds() - mark.machine - subjectCpu - driver - targetCpu);
   const capacity = (os.cpus().length * (performance.now() - mark.at)) / 1000;
-  return { driverCpuSeconds: driver, nginxCpuSeconds: nginxCpu, otherCpuSeconds: other, otherCpuShare: capacity > 0 ? other / capacity : 0 };
+  return { driverCpuSeconds: driver, targetCpuSeconds: targetCpu, otherCpuSeconds: other, otherCpuShare: capacity > 0 ? other / capacity : 0 };
+}
+
+/** One kind of check measured on both sides. */
+interface Kind {
+  name: 'URL' | 'TCP' | 'DNS';
+  /** Jobs (agent) and probes (blackbox) per side per round. */
+  n: number;
+  /** The check every agent job runs. */
+  check: Record<string, unknown>;
+  /** The result's member holding the check's detail (apiCheckResult…). */
+  member: string;
+  /** The exporter's probe path (target and module). */
+  probePath: string;
+  /** Which process the target is (nginx, named), and its pid for the CPU rows. */
+  targetName: string;
+  targetPid: number | undefined;
 }
 
 /**
@@ -167,12 +202,12 @@ function agentNodeOptions(): Record<string, string> {
   };
 }
 
-async function runAgent(nginx: Nginx): Promise<Side> {
+async function runAgent(kind: Kind): Promise<Side> {
+  const n = kind.n;
   const cp = await FakeControlPlane.start();
   const stateDir = tempDir('outpost-bench-');
-  const target = `${nginx.url}/health`;
-  for (let i = 0; i < N; i++) cp.addJob({ id: `bench-${i}`, name: `bench ${i}`, checkType: 'URL', request: { url: target } });
-  const cpuBefore = markCpu(nginx);
+  for (let i = 0; i < n; i++) cp.addJob({ id: `bench-${i}`, name: `bench ${i}`, ...kind.check });
+  const cpuBefore = markCpu(kind.targetPid);
   const agent = startAgent(
     ['agent'],
     cleanEnv({
@@ -193,24 +228,28 @@ async function runAgent(nginx: Nginx): Promise<Side> {
   });
   try {
     const deadline = Date.now() + SIDE_LIMIT_MS;
-    while (cp.results.size < N) {
-      if (exited) throw new Error(`the agent exited after ${cp.results.size} of ${N} results; stderr: ${agent.stderr().slice(-2000)}`);
+    while (cp.results.size < n) {
+      if (exited) throw new Error(`the agent exited after ${cp.results.size} of ${n} results; stderr: ${agent.stderr().slice(-2000)}`);
       if (Date.now() > deadline) {
-        throw new Error(`agent side: only ${cp.results.size} of ${N} results after ${SIDE_LIMIT_MS} ms (violations: ${cp.violations.slice(0, 3).join('; ')})`);
+        throw new Error(`agent side: only ${cp.results.size} of ${n} results after ${SIDE_LIMIT_MS} ms (violations: ${cp.violations.slice(0, 3).join('; ')})`);
       }
       await sleep(25);
     }
     const pid = agent.proc.pid as number;
     const peakRssMb = mb(peakRssKb(pid));
     const cpu = cpuSeconds(pid);
-    const shares = cpuSince(cpuBefore, nginx, cpu);
+    const shares = cpuSince(cpuBefore, kind.targetPid, cpu);
 
     const firstClaim = cp.requests.find((r) => r.route === PROTOCOL_ROUTES.claim && r.status === 200);
     let lastResult = 0;
     let failures = 0;
+    let unanswered = 0;
+    const detailOf = (result: unknown) => (result as Record<string, unknown>)[kind.member] as { requestError?: string; response?: { status?: number; answer?: unknown[] } } | undefined;
     for (const stored of cp.results.values()) {
       lastResult = Math.max(lastResult, stored.receivedAt);
       if (stored.result.hasFailures || stored.result.hasErrors) failures++;
+      // DNS: NOERROR with an empty answer would pass too; count the answers that came back without the A records.
+      if (kind.name === 'DNS' && !(detailOf(stored.result)?.response?.answer?.length ?? 0)) unanswered++;
     }
     const elapsedMs = lastResult - (firstClaim?.at ?? lastResult);
     const notDone = [...cp.jobs.values()].filter((s) => s.state !== 'done').length;
@@ -225,16 +264,17 @@ async function runAgent(nginx: Nginx): Promise<Side> {
     if (warnings.length > 0) {
       const kinds = new Map<string, number>();
       for (const w of warnings) kinds.set(w.msg, (kinds.get(w.msg) ?? 0) + 1);
-      notes.push(`agent warnings: ${[...kinds].map(([msg, n]) => `${n}× "${msg}"`).join(', ')}`);
+      notes.push(`agent warnings: ${[...kinds].map(([msg, count]) => `${count}× "${msg}"`).join(', ')}`);
     }
     if (failures > 0) {
       const sample = [...cp.results.values()].find((s) => s.result.hasFailures || s.result.hasErrors);
-      const detail = sample?.result.apiCheckResult as { requestError?: string; response?: { status?: number } } | undefined;
-      notes.push(`first failed check: ${detail?.requestError ?? `status ${detail?.response?.status}`}`);
+      const detail = detailOf(sample?.result);
+      notes.push(`first failed check: ${detail?.requestError ?? (kind.name === 'URL' ? `status ${detail?.response?.status}` : JSON.stringify(detail).slice(0, 300))}`);
     }
+    if (unanswered > 0) notes.push(`${unanswered} DNS results without an answer record`);
     expect(notDone, 'every job has its result').toBe(0);
-    expect(cp.results.size).toBe(N);
-    return { rate: (N / elapsedMs) * 1000, elapsedMs, done: cp.results.size, failures, peakRssMb, cpuSeconds: cpu, ...shares, notes };
+    expect(cp.results.size).toBe(n);
+    return { rate: (n / elapsedMs) * 1000, elapsedMs, done: cp.results.size, failures, peakRssMb, cpuSeconds: cpu, ...shares, notes };
   } finally {
     agent.kill('SIGTERM');
     const stopped = await Promise.race([agent.exit.then(() => true), sleep(30_000).then(() => false)]);
@@ -252,12 +292,14 @@ async function runAgent(nginx: Nginx): Promise<Side> {
   }
 }
 
-async function runBlackbox(binary: string, nginx: Nginx): Promise<Side> {
-  const cpuBefore = markCpu(nginx);
-  const exporter = await startBlackbox(binary);
+async function runBlackbox(binary: string, kind: Kind): Promise<Side> {
+  const n = kind.n;
+  const cpuBefore = markCpu(kind.targetPid);
+  const exporter = await startBlackbox(binary, { dnsQueryName: DNS_QUERY });
   const pool = new Pool(exporter.url, { connections: CONCURRENCY, pipelining: 1, headersTimeout: 30_000, bodyTimeout: 30_000 });
   try {
-    const probePath = `/probe?target=${encodeURIComponent(`${nginx.url}/health`)}&module=http_2xx`;
+    const probePath = kind.probePath;
+    let unanswered = 0;
     let started = 0;
     let succeeded = 0;
     let failed = 0;
@@ -266,13 +308,14 @@ async function runBlackbox(binary: string, nginx: Nginx): Promise<Side> {
     const deadline = Date.now() + SIDE_LIMIT_MS;
     const start = performance.now();
     const worker = async () => {
-      while (started < N && Date.now() < deadline) {
+      while (started < n && Date.now() < deadline) {
         started++;
         try {
           const { statusCode, body } = await pool.request({ path: probePath, method: 'GET' });
           const text = await body.text();
           if (statusCode === 200 && /^probe_success 1$/m.test(text)) {
             succeeded++;
+            if (kind.name === 'DNS' && !/^probe_dns_answer_rrs [1-9]/m.test(text)) unanswered++;
           } else if (statusCode === 200 && /^probe_success 0$/m.test(text)) {
             failed++;
             firstProblem ??= `probe_success 0: ${text.slice(0, 300)}`;
@@ -292,13 +335,14 @@ async function runBlackbox(binary: string, nginx: Nginx): Promise<Side> {
     if (exit) throw new Error(exit);
     const peakRssMb = mb(peakRssKb(exporter.pid));
     const cpu = cpuSeconds(exporter.pid);
-    const shares = cpuSince(cpuBefore, nginx, cpu);
+    const shares = cpuSince(cpuBefore, kind.targetPid, cpu);
     const answered = succeeded + failed;
     const notes = firstProblem ? [`first blackbox problem: ${firstProblem}`] : [];
-    if (answered < N) {
-      throw new Error(`blackbox side: ${answered} of ${N} probes answered, ${errors} errors (${firstProblem ?? 'time limit'})`);
+    if (unanswered > 0) notes.push(`${unanswered} successful DNS probes without an answer record`);
+    if (answered < n) {
+      throw new Error(`blackbox side: ${answered} of ${n} probes answered, ${errors} errors (${firstProblem ?? 'time limit'})`);
     }
-    return { rate: (N / elapsedMs) * 1000, elapsedMs, done: answered, failures: failed, peakRssMb, cpuSeconds: cpu, ...shares, notes };
+    return { rate: (n / elapsedMs) * 1000, elapsedMs, done: answered, failures: failed, peakRssMb, cpuSeconds: cpu, ...shares, notes };
   } finally {
     await pool.close();
     await exporter.stop();
@@ -306,16 +350,31 @@ async function runBlackbox(binary: string, nginx: Nginx): Promise<Side> {
 }
 
 function versionOf(command: string, args: string[]): string {
-  // nginx -v prints to stderr, the exporter to stdout.
+  // nginx -v prints to stderr, the exporter to stdout; named -v prints "BIND 9.x…" (no "version").
   const run = spawnSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 10_000 });
-  const text = `${run.stdout ?? ''}\n${run.stderr ?? ''}`;
-  return text.split('\n').find((l) => /version/i.test(l))?.trim() ?? '?';
+  const lines = `${run.stdout ?? ''}\n${run.stderr ?? ''}`.split('\n').map((l) => l.trim());
+  return lines.find((l) => /version/i.test(l)) ?? lines.find((l) => /^BIND /.test(l)) ?? '?';
 }
 
 const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const spread = (values: number[]) => (values.length < 2 ? 0 : ((Math.max(...values) - Math.min(...values)) / Math.max(...values)) * 100);
 
-function report(rounds: Array<{ agent: Side; blackbox: Side }>, context: { nginx: string; blackbox: string; skipped: string | undefined; loadBefore: number[]; totalMs: number }): string {
+interface Round {
+  agent: Side;
+  blackbox: Side;
+}
+
+/** A table with a column per round, then min and max; its lines, framed by rules. */
+function renderTable(rows: Array<[string, number[], number]>, roundCount: number): string[] {
+  const header = ['', ...Array.from({ length: roundCount }, (_, i) => `round ${i + 1}`), 'min', 'max'];
+  const table = rows.map(([name, values, digits]) => [name, ...values.map((v) => fmt(v, digits)), fmt(Math.min(...values), digits), fmt(Math.max(...values), digits)]);
+  const widths = header.map((_, col) => Math.max(...[header, ...table].map((row) => (row[col] ?? '').length)));
+  const line = (row: string[]) => row.map((cell, col) => (col === 0 ? cell.padEnd(widths[col] ?? 0) : cell.padStart(widths[col] ?? 0))).join('  ');
+  const rule = '-'.repeat(line(header).length);
+  return [rule, line(header), rule, ...table.map(line), rule];
+}
+
+function report(rounds: Round[], context: { nginx: string; blackbox: string; skipped: string | undefined; loadBefore: number[]; totalMs: number }): string {
   const agents = rounds.map((r) => r.agent);
   const boxes = rounds.map((r) => r.blackbox);
   const ratios = rounds.map((r) => r.agent.rate / r.blackbox.rate);
@@ -335,8 +394,8 @@ function report(rounds: Array<{ agent: Side; blackbox: Side }>, context: { nginx
     ['blackbox peak RSS (MB)', boxes.map((s) => s.peakRssMb), 1],
     ['agent CPU (s)', agents.map((s) => s.cpuSeconds), 2],
     ['blackbox CPU (s)', boxes.map((s) => s.cpuSeconds), 2],
-    ['nginx CPU, agent side (s)', agents.map((s) => s.nginxCpuSeconds), 2],
-    ['nginx CPU, blackbox side (s)', boxes.map((s) => s.nginxCpuSeconds), 2],
+    ['nginx CPU, agent side (s)', agents.map((s) => s.targetCpuSeconds), 2],
+    ['nginx CPU, blackbox side (s)', boxes.map((s) => s.targetCpuSeconds), 2],
     ['driver CPU, agent side (s)', agents.map((s) => s.driverCpuSeconds), 2],
     ['driver CPU, blackbox side (s)', boxes.map((s) => s.driverCpuSeconds), 2],
     ['other CPU, agent side (s)', agents.map((s) => s.otherCpuSeconds), 2],
@@ -344,11 +403,6 @@ function report(rounds: Array<{ agent: Side; blackbox: Side }>, context: { nginx
     ['agent failed checks', agents.map((s) => s.failures), 0],
     ['blackbox failed probes', boxes.map((s) => s.failures), 0],
   ];
-  const header = ['', ...rounds.map((_, i) => `round ${i + 1}`), 'min', 'max'];
-  const table = rows.map(([name, values, digits]) => [name, ...values.map((v) => fmt(v, digits)), fmt(Math.min(...values), digits), fmt(Math.max(...values), digits)]);
-  const widths = header.map((_, col) => Math.max(...[header, ...table].map((row) => (row[col] ?? '').length)));
-  const line = (row: string[]) => row.map((cell, col) => (col === 0 ? cell.padEnd(widths[col] ?? 0) : cell.padStart(widths[col] ?? 0))).join('  ');
-  const rule = '-'.repeat(line(header).length);
 
   const out: string[] = [];
   out.push('');
@@ -356,11 +410,7 @@ function report(rounds: Array<{ agent: Side; blackbox: Side }>, context: { nginx
   out.push(`machine: ${os.cpus().length} × ${os.cpus()[0]?.model ?? '?'}, node ${process.version}, load average before ${context.loadBefore.map((l) => l.toFixed(2)).join(' ')}, after ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   out.push(`peers: ${context.nginx}; ${context.blackbox}`);
   out.push(`agent NODE_OPTIONS: ${agentNodeOptions().NODE_OPTIONS ?? "(none: Node's defaults)"}`);
-  out.push(rule);
-  out.push(line(header));
-  out.push(rule);
-  for (const row of table) out.push(line(row));
-  out.push(rule);
+  out.push(...renderTable(rows, rounds.length));
   for (const [i, r] of rounds.entries()) {
     for (const note of [...r.agent.notes, ...r.blackbox.notes]) out.push(`round ${i + 1}: ${note}`);
   }
@@ -380,52 +430,184 @@ function report(rounds: Array<{ agent: Side; blackbox: Side }>, context: { nginx
   return out.join('\n');
 }
 
-test(`bench: agent vs blackbox exporter, ${N} URL checks at concurrency ${CONCURRENCY}`, async () => {
+/** named runs with one worker thread (-n 1): at this many cores' worth of its CPU over a run's wall time it is the bottleneck. */
+const NAMED_SATURATED_CORES = 0.85;
+
+/** The TCP or DNS rows: a table of their own, every row named after the kind. */
+function kindReport(kind: Kind, rounds: Round[], context: { description: string; peer: string; skipped: string | undefined; ms: number }): string {
+  const k = kind.name;
+  const agents = rounds.map((r) => r.agent);
+  const boxes = rounds.map((r) => r.blackbox);
+  const ratios = rounds.map((r) => r.agent.rate / r.blackbox.rate);
+  const bestAgent = Math.max(...agents.map((s) => s.rate));
+  const bestBox = Math.max(...boxes.map((s) => s.rate));
+  const agentRss = Math.max(...agents.map((s) => s.peakRssMb));
+  const boxRss = Math.max(...boxes.map((s) => s.peakRssMb));
+  const busy = (s: Side) => s.targetCpuSeconds / (s.elapsedMs / 1000);
+  const rows: Array<[string, number[], number]> = [
+    [`${k} agent checks/s`, agents.map((s) => s.rate), 0],
+    [`${k} blackbox probes/s`, boxes.map((s) => s.rate), 0],
+    [`${k} ratio agent/blackbox`, ratios, 2],
+    [`${k} agent wall time (s)`, agents.map((s) => s.elapsedMs / 1000), 2],
+    [`${k} blackbox wall time (s)`, boxes.map((s) => s.elapsedMs / 1000), 2],
+    [`${k} agent peak RSS (MB)`, agents.map((s) => s.peakRssMb), 1],
+    [`${k} blackbox peak RSS (MB)`, boxes.map((s) => s.peakRssMb), 1],
+    [`${k} agent CPU (s)`, agents.map((s) => s.cpuSeconds), 2],
+    [`${k} blackbox CPU (s)`, boxes.map((s) => s.cpuSeconds), 2],
+    [`${k} ${kind.targetName} CPU, agent side (s)`, agents.map((s) => s.targetCpuSeconds), 2],
+    [`${k} ${kind.targetName} CPU, blackbox side (s)`, boxes.map((s) => s.targetCpuSeconds), 2],
+    [`${k} driver CPU, agent side (s)`, agents.map((s) => s.driverCpuSeconds), 2],
+    [`${k} driver CPU, blackbox side (s)`, boxes.map((s) => s.driverCpuSeconds), 2],
+    [`${k} other CPU, agent side (s)`, agents.map((s) => s.otherCpuSeconds), 2],
+    [`${k} other CPU, blackbox side (s)`, boxes.map((s) => s.otherCpuSeconds), 2],
+    [`${k} agent failed checks`, agents.map((s) => s.failures), 0],
+    [`${k} blackbox failed probes`, boxes.map((s) => s.failures), 0],
+  ];
+  const out: string[] = [];
+  out.push('');
+  out.push(`${k} rows: N = ${fmt(kind.n)} ${context.description}, concurrency ${CONCURRENCY}, ${rounds.length} round(s) (round 1: agent then blackbox; round 2: blackbox then agent)`);
+  out.push(`peer: ${context.peer}`);
+  out.push(...renderTable(rows, rounds.length));
+  for (const [i, r] of rounds.entries()) {
+    for (const note of [...r.agent.notes, ...r.blackbox.notes]) out.push(`${k} round ${i + 1}: ${note}`);
+  }
+  if (context.skipped) out.push(context.skipped);
+  const lower = k.toLowerCase();
+  out.push(`${lower}_agent_checks_per_second: ${fmt(bestAgent)} (best of ${rounds.length}; worst ${fmt(Math.min(...agents.map((s) => s.rate)))})`);
+  out.push(`${lower}_blackbox_probes_per_second: ${fmt(bestBox)} (best of ${rounds.length}; worst ${fmt(Math.min(...boxes.map((s) => s.rate)))})`);
+  out.push(`${lower}_ratio_agent_over_blackbox: ${(bestAgent / bestBox).toFixed(2)} (best/best; per round ${ratios.map((r) => r.toFixed(2)).join(', ')})`);
+  out.push(`${lower}_agent_peak_rss_mb: ${agentRss.toFixed(1)}; ${lower}_blackbox_peak_rss_mb: ${boxRss.toFixed(1)} (max over rounds)`);
+  const busiest = (sides: Side[]) => Math.max(...sides.map(busy));
+  const share = (sides: Side[]) => `${(Math.max(...sides.map((s) => s.otherCpuShare)) * 100).toFixed(0)} %`;
+  out.push(
+    `${k} ${kind.targetName} busy: up to ${busiest(agents).toFixed(2)} cores during agent runs, ${busiest(boxes).toFixed(2)} during blackbox runs; ` +
+      `rate spread between rounds: agent ${spread(agents.map((s) => s.rate)).toFixed(1)} %, blackbox ${spread(boxes.map((s) => s.rate)).toFixed(1)} %; ` +
+      `other processes took up to ${share(agents)} of the machine's CPU during agent runs, ${share(boxes)} during blackbox runs`,
+  );
+  if (kind.name === 'DNS') {
+    const saturated = [busiest(agents) >= NAMED_SATURATED_CORES ? 'agent' : '', busiest(boxes) >= NAMED_SATURATED_CORES ? 'blackbox' : ''].filter(Boolean);
+    out.push(
+      saturated.length === 0
+        ? `DNS: named (one worker thread) was not the bottleneck (below ${NAMED_SATURATED_CORES} of its core on both sides)`
+        : `DNS: named (one worker thread) was near saturation during the ${saturated.join(' and ')} runs: it caps ${saturated.length === 2 ? 'both sides; both are measured against the same server, so the ratio is fair but understates the faster side' : 'that side'}`,
+    );
+  }
+  out.push(`${k} rows time: ${(context.ms / 1000).toFixed(1)} s`);
+  out.push('');
+  return out.join('\n');
+}
+
+/** Alternating rounds of one kind (A B, B A…); a further round starts only if it is expected to end within the budget. */
+async function runRounds(kind: Kind, binary: string, budget: { start: number; ms: number }): Promise<{ rounds: Round[]; skipped: string | undefined }> {
+  const prefix = kind.name === 'URL' ? '' : `${kind.name} `;
+  const rounds: Round[] = [];
+  const roundsStart = Date.now();
+  for (let round = 1; round <= ROUNDS; round++) {
+    const elapsed = Date.now() - roundsStart;
+    if (round > 1 && Date.now() - budget.start + elapsed / (round - 1) > budget.ms) {
+      return { rounds, skipped: `${prefix}rounds ${round}..${ROUNDS} skipped: they would overrun the ${budget.ms / 1000} s budget` };
+    }
+    let agent: Side;
+    let blackbox: Side;
+    if (round % 2 === 1) {
+      log(`${prefix}round ${round}: agent…`);
+      agent = await runAgent(kind);
+      log(`${prefix}round ${round}: agent ${fmt(agent.rate)} checks/s; blackbox…`);
+      blackbox = await runBlackbox(binary, kind);
+      log(`${prefix}round ${round}: blackbox ${fmt(blackbox.rate)} probes/s`);
+    } else {
+      log(`${prefix}round ${round}: blackbox…`);
+      blackbox = await runBlackbox(binary, kind);
+      log(`${prefix}round ${round}: blackbox ${fmt(blackbox.rate)} probes/s; agent…`);
+      agent = await runAgent(kind);
+      log(`${prefix}round ${round}: agent ${fmt(agent.rate)} checks/s`);
+    }
+    rounds.push({ agent, blackbox });
+  }
+  return { rounds, skipped: undefined };
+}
+
+test(`bench: agent vs blackbox exporter at concurrency ${CONCURRENCY}: ${N} URL, ${TCP_N} TCP, ${DNS_N} DNS checks`, async () => {
   const benchStart = Date.now();
   const tools = ensureDebianTools(
     [
       { binary: 'nginx', pkg: 'nginx-light' },
       { binary: EXPORTER, pkg: 'prometheus-blackbox-exporter' },
+      { binary: 'named', pkg: 'bind9' },
     ],
     log,
   );
+  const exporter = tools[EXPORTER] as string;
   const nginxVersion = versionOf(tools.nginx as string, ['-v']);
-  const blackboxVersion = versionOf(tools[EXPORTER] as string, ['--version']);
+  const blackboxVersion = versionOf(exporter, ['--version']);
+  const namedVersion = versionOf(tools.named as string, ['-v']);
   const loadBefore = os.loadavg();
+  const all: Array<{ kind: Kind; rounds: Round[] }> = [];
   const nginx = await startNginx({ accessLog: false });
-  const rounds: Array<{ agent: Side; blackbox: Side }> = [];
-  let skipped: string | undefined;
   try {
-    const roundsStart = Date.now();
-    for (let round = 1; round <= ROUNDS; round++) {
-      const elapsed = Date.now() - roundsStart;
-      if (round > 1 && Date.now() - benchStart + elapsed / (round - 1) > TOTAL_BUDGET_MS) {
-        skipped = `rounds ${round}..${ROUNDS} skipped: they would overrun the ${TOTAL_BUDGET_MS / 1000} s budget`;
-        break;
-      }
-      let agent: Side;
-      let blackbox: Side;
-      if (round % 2 === 1) {
-        log(`round ${round}: agent…`);
-        agent = await runAgent(nginx);
-        log(`round ${round}: agent ${fmt(agent.rate)} checks/s; blackbox…`);
-        blackbox = await runBlackbox(tools[EXPORTER] as string, nginx);
-        log(`round ${round}: blackbox ${fmt(blackbox.rate)} probes/s`);
-      } else {
-        log(`round ${round}: blackbox…`);
-        blackbox = await runBlackbox(tools[EXPORTER] as string, nginx);
-        log(`round ${round}: blackbox ${fmt(blackbox.rate)} probes/s; agent…`);
-        agent = await runAgent(nginx);
-        log(`round ${round}: agent ${fmt(agent.rate)} checks/s`);
-      }
-      rounds.push({ agent, blackbox });
-    }
+    const url: Kind = {
+      name: 'URL',
+      n: N,
+      check: { checkType: 'URL', request: { url: `${nginx.url}/health` } },
+      member: 'apiCheckResult',
+      probePath: `/probe?target=${encodeURIComponent(`${nginx.url}/health`)}&module=http_2xx`,
+      targetName: 'nginx',
+      targetPid: nginx.pid,
+    };
+    const urlRun = await runRounds(url, exporter, { start: benchStart, ms: TOTAL_BUDGET_MS });
+    all.push({ kind: url, rounds: urlRun.rounds });
+    process.stdout.write(report(urlRun.rounds, { nginx: nginxVersion, blackbox: blackboxVersion, skipped: urlRun.skipped, loadBefore, totalMs: Date.now() - benchStart }));
+
+    const tcp: Kind = {
+      name: 'TCP',
+      n: TCP_N,
+      check: { checkType: 'TCP', request: { hostname: '127.0.0.1', port: nginx.port } },
+      member: 'tcpCheckResult',
+      probePath: `/probe?target=${encodeURIComponent(`127.0.0.1:${nginx.port}`)}&module=tcp_connect`,
+      targetName: 'nginx',
+      targetPid: nginx.pid,
+    };
+    const tcpStart = Date.now();
+    const tcpRun = await runRounds(tcp, exporter, { start: tcpStart, ms: EXTRA_BUDGET_MS });
+    all.push({ kind: tcp, rounds: tcpRun.rounds });
+    process.stdout.write(
+      kindReport(tcp, tcpRun.rounds, { description: "connect-only TCP checks / tcp_connect probes to nginx's port", peer: nginxVersion, skipped: tcpRun.skipped, ms: Date.now() - tcpStart }),
+    );
   } finally {
     await nginx.stop();
   }
-  process.stdout.write(report(rounds, { nginx: nginxVersion, blackbox: blackboxVersion, skipped, loadBefore, totalMs: Date.now() - benchStart }));
-  for (const { agent, blackbox } of rounds) {
-    expect(agent.done).toBe(N);
-    expect(blackbox.done).toBe(N);
+
+  let named: DnsServer | undefined;
+  try {
+    named = await startNamed();
+    const dns: Kind = {
+      name: 'DNS',
+      n: DNS_N,
+      check: { checkType: 'DNS', request: { recordType: 'A', query: DNS_QUERY, nameServer: '127.0.0.1', port: named.port, protocol: 'UDP' } },
+      member: 'dnsCheckResult',
+      probePath: `/probe?target=${encodeURIComponent(`127.0.0.1:${named.port}`)}&module=dns`,
+      targetName: 'named',
+      targetPid: named.pid,
+    };
+    const dnsStart = Date.now();
+    const dnsRun = await runRounds(dns, exporter, { start: dnsStart, ms: EXTRA_BUDGET_MS });
+    all.push({ kind: dns, rounds: dnsRun.rounds });
+    process.stdout.write(
+      kindReport(dns, dnsRun.rounds, {
+        description: `A queries over UDP for ${DNS_QUERY} (agent DNS checks / dns probes, NOERROR) to named, no response-rate-limit`,
+        peer: namedVersion,
+        skipped: dnsRun.skipped,
+        ms: Date.now() - dnsStart,
+      }),
+    );
+  } finally {
+    await named?.stop();
+  }
+  process.stdout.write(`total bench time (URL, TCP, DNS): ${((Date.now() - benchStart) / 1000).toFixed(1)} s\n`);
+  for (const { kind, rounds } of all) {
+    for (const { agent, blackbox } of rounds) {
+      expect(agent.done).toBe(kind.n);
+      expect(blackbox.done).toBe(kind.n);
+    }
   }
 });

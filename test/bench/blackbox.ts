@@ -1,10 +1,13 @@
 // Debian's prometheus-blackbox-exporter on loopback, as the peer the agent is
-// measured against: a temporary config with an `http_2xx` module, a free port,
-// stopped (and its directory removed) by `stop()`.
+// measured against: a temporary config with `http_2xx`, `tcp_connect` and `dns`
+// modules, a free port, stopped (and its directory removed) by `stop()`.
 //
 // Its HTTP prober builds a new client per probe with keep-alives disabled, so
 // every probe opens a fresh connection to the target, as the agent's URL check
-// does.
+// does. Its TCP prober connects and, with no query_response, closes: the
+// agent's connect-only TCP check. Its DNS prober sends one query (the target is
+// host:port) and passes on the rcodes listed, as the agent's DNS check without
+// assertions passes on NOERROR only.
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -21,8 +24,16 @@ export interface Blackbox {
   stop(): Promise<void>;
 }
 
-/** The same semantics the agent's URL check has: GET, IPv4, 2xx, redirects followed, 10 s timeout (ours: 30 s cap). */
-const CONFIG = `modules:
+export interface BlackboxOptions {
+  /** query_name of the `dns` module (an A query over UDP, NOERROR expected). */
+  dnsQueryName?: string;
+}
+
+/**
+ * The same semantics the agent's checks have. http_2xx: GET, IPv4, 2xx, redirects followed, 10 s
+ * timeout (ours: 30 s cap). tcp_connect: connect only, IPv4. dns: one A query over UDP, IPv4, NOERROR.
+ */
+const config = (options: BlackboxOptions) => `modules:
   http_2xx:
     prober: http
     timeout: 10s
@@ -32,6 +43,22 @@ const CONFIG = `modules:
       preferred_ip_protocol: ip4
       ip_protocol_fallback: false
       follow_redirects: true
+  tcp_connect:
+    prober: tcp
+    timeout: 10s
+    tcp:
+      preferred_ip_protocol: ip4
+      ip_protocol_fallback: false
+  dns:
+    prober: dns
+    timeout: 5s
+    dns:
+      query_name: ${JSON.stringify(options.dnsQueryName ?? 'www.outpost.test')}
+      query_type: A
+      transport_protocol: udp
+      valid_rcodes: [NOERROR]
+      preferred_ip_protocol: ip4
+      ip_protocol_fallback: false
 `;
 
 async function waitUntilServing(port: number, exited: () => string | undefined, timeoutMs: number): Promise<void> {
@@ -53,11 +80,11 @@ async function waitUntilServing(port: number, exited: () => string | undefined, 
   throw new Error(`blackbox exporter did not answer on 127.0.0.1:${port} within ${timeoutMs} ms (${lastError})`);
 }
 
-export async function startBlackbox(binary: string): Promise<Blackbox> {
+export async function startBlackbox(binary: string, options: BlackboxOptions = {}): Promise<Blackbox> {
   let lastError: Error | undefined;
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      return await startOnce(binary, await freePort());
+      return await startOnce(binary, await freePort(), options);
     } catch (error) {
       lastError = error as Error;
       if (!/address already in use/i.test(lastError.message)) throw lastError;
@@ -66,10 +93,10 @@ export async function startBlackbox(binary: string): Promise<Blackbox> {
   throw lastError ?? new Error('blackbox exporter did not start');
 }
 
-async function startOnce(binary: string, port: number): Promise<Blackbox> {
+async function startOnce(binary: string, port: number, options: BlackboxOptions): Promise<Blackbox> {
   const dir = mkdtempSync(path.join(tmpdir(), 'outpost-blackbox-'));
   const configFile = path.join(dir, 'blackbox.yml');
-  writeFileSync(configFile, CONFIG);
+  writeFileSync(configFile, config(options));
   const child: ChildProcess = spawn(
     binary,
     [`--config.file=${configFile}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn', '--history.limit=10'],

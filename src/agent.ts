@@ -17,6 +17,7 @@ import { EventReporter, jobTargetStrings } from './observability/events.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
 import { JobQueue } from './queue/job-queue.js';
+import { usableRuntimeNames } from './runtimes/runtimes.js';
 import { SecretPolicy } from './secrets/policy.js';
 import { VERSION } from './version.js';
 
@@ -95,7 +96,7 @@ export async function runAgent(
     leases,
     registry,
     logger,
-    agent: { id: agentId, version: VERSION, checkTypes: [...registry.keys()], runtimes: [] },
+    agent: { id: agentId, version: VERSION, checkTypes: [...registry.keys()], runtimes: registry.has('MULTI_STEP') ? usableRuntimeNames(config.runtimesDir) : [] },
     waitSeconds: config.claimWaitSeconds,
     authRetryMs,
     onFailure,

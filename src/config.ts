@@ -44,6 +44,12 @@ export interface Config {
   diagnostics: boolean;
   /** ARTIFACT_UPLOAD_TIMEOUT_SECONDS: bound on uploading one attempt's artifacts. */
   artifactUploadTimeoutSeconds: number;
+  /** SCRIPT_CONCURRENCY: scripted runs at once (issue #8). */
+  scriptConcurrency: number;
+  /** SCRIPT_MEMORY_MB: heap limit of one script's process. */
+  scriptMemoryMb: number;
+  /** RUNTIMES_DIR, resolved; undefined means <package root>/runtimes. */
+  runtimesDir?: string;
   /** Test hook OUTPOST_TEST_FAULT (README "Test hooks"); never set in production. */
   testFault?: 'executor-throw';
 }
@@ -151,7 +157,11 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     responseBodyLimitBytes: integer(env, 'RESPONSE_BODY_LIMIT_BYTES', 10 * 1024 * 1024, 0, 100 * 1024 * 1024),
     diagnostics: diagnosticsGiven.toLowerCase() === 'on',
     artifactUploadTimeoutSeconds: integer(env, 'ARTIFACT_UPLOAD_TIMEOUT_SECONDS', 300, 10, 3600),
+    scriptConcurrency: integer(env, 'SCRIPT_CONCURRENCY', 2, 1, 100),
+    scriptMemoryMb: integer(env, 'SCRIPT_MEMORY_MB', 256, 32, 16_384),
   };
+  const runtimesDir = read(env, 'RUNTIMES_DIR');
+  if (runtimesDir !== undefined) config.runtimesDir = path.resolve(runtimesDir);
   // The ICMP monitor reads PING_PATH when it runs; a wrong value is still a startup error.
   const pingPath = read(env, 'PING_PATH');
   if (pingPath !== undefined && !path.isAbsolute(pingPath)) {
@@ -180,6 +190,7 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
 export type Command =
   | { kind: 'help' }
   | { kind: 'version' }
+  | { kind: 'runtimes' }
   | { kind: 'run'; mode: Mode; checksFile?: string; resultsFile?: string };
 
 export const USAGE = `Usage: outpost <command> [options]
@@ -188,6 +199,7 @@ Commands:
   agent                      pull jobs from the control plane (API_URL, API_KEY) and report results
   local <checks.json>        run the checks of a file on their frequency; results to stdout
   once <checks.json>         run each check of a file once; exit 0 only if all passed
+  runtimes                   list the runtimes in RUNTIMES_DIR: stage, and whether installed
 
 Options:
   --results <file.jsonl>     local and once: also append each result as one JSON line to this file
@@ -198,7 +210,8 @@ Environment (see README): API_URL, API_KEY, JOB_CONCURRENCY, AGENT_HEALTH_PORT, 
 HTTPS_PROXY, HTTP_PROXY, NO_PROXY, NODE_EXTRA_CA_CERTS, EXTERNAL_OBSERVABILITY, STATE_DIR,
 SHUTDOWN_GRACE_SECONDS, SPOOL_MAX_RESULTS, SPOOL_MAX_BYTES, CLAIM_WAIT_SECONDS,
 AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, CHECK_PROXY, PING_PATH,
-DIAGNOSTICS, ARTIFACT_UPLOAD_TIMEOUT_SECONDS, TCPDUMP_PATH, TRACEPATH_PATH, TRACEROUTE_PATH.
+DIAGNOSTICS, ARTIFACT_UPLOAD_TIMEOUT_SECONDS, TCPDUMP_PATH, TRACEPATH_PATH, TRACEROUTE_PATH,
+RUNTIMES_DIR, SCRIPT_CONCURRENCY, SCRIPT_MEMORY_MB, BROWSER_PATH.
 Bad values exit with code 78; bad usage with 64.`;
 
 /** Parses argv (without node and script). Throws ConfigError(…, 64) on bad usage. */
@@ -207,6 +220,10 @@ export function parseArgs(argv: string[]): Command {
   if (argv.includes('-v') || argv.includes('--version') || argv[0] === 'version') return { kind: 'version' };
   const [command, ...rest] = argv;
   if (command === undefined) throw new ConfigError('no command given: use agent, local <file> or once <file> (see --help)', EXIT_USAGE);
+  if (command === 'runtimes') {
+    if (rest.length > 0) throw new ConfigError(`unexpected argument ${shown(rest[0] as string)} (see --help)`, EXIT_USAGE);
+    return { kind: 'runtimes' };
+  }
   if (command !== 'agent' && command !== 'local' && command !== 'once') {
     throw new ConfigError(`unknown command ${shown(command)}: use agent, local <file> or once <file> (see --help)`, EXIT_USAGE);
   }
@@ -241,5 +258,8 @@ export function checkSettings(config: Config): CheckSettings {
     userAgent: `Outpost/${VERSION} (synthetic monitoring)`,
     ...(config.checkProxy ? { checkProxy: config.checkProxy } : {}),
     ...(config.proxy.noProxy ? { noProxy: config.proxy.noProxy } : {}),
+    scriptConcurrency: config.scriptConcurrency,
+    scriptMemoryMb: config.scriptMemoryMb,
+    ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
   };
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// CLI entry: outpost agent | local <file> | once <file> | --help | --version.
+// CLI entry: outpost agent | local <file> | once <file> | runtimes | --help | --version.
 // Configuration problems print one line and exit 78 (EX_CONFIG), usage
 // problems 64 (EX_USAGE); never a stack trace.
 
@@ -10,6 +10,7 @@ import { ChecksFileError } from './local/checks-file.js';
 import { runLocal } from './local/local-mode.js';
 import type { EventReporter } from './observability/events.js';
 import { createLogger } from './observability/logger.js';
+import { listRuntimes, runtimesDir } from './runtimes/runtimes.js';
 import { agentSecrets, SecretPolicy } from './secrets/policy.js';
 import { VERSION } from './version.js';
 
@@ -35,6 +36,18 @@ async function main(): Promise<void> {
   }
   if (command.kind === 'version') {
     process.stdout.write(`${VERSION}\n`);
+    return;
+  }
+  if (command.kind === 'runtimes') {
+    const dir = runtimesDir(process.env);
+    const { runtimes, problems } = listRuntimes(dir);
+    process.stdout.write(`Runtimes in ${dir}:\n`);
+    if (runtimes.length === 0) process.stdout.write('  none\n');
+    for (const r of runtimes) {
+      const installed = r.installed ? 'installed' : 'not installed';
+      process.stdout.write(`  ${r.name.padEnd(10)} ${r.stage.padEnd(10)} ${installed.padEnd(13)} end of life ${r.runtimeEndOfLife}\n`);
+    }
+    for (const problem of problems) process.stderr.write(`outpost: ${problem}\n`);
     return;
   }
   let config: ReturnType<typeof configFromEnv>;

@@ -7,7 +7,7 @@ import type { ExecutionContext, Executor, Outcome } from './executor.js';
 import type { Fields } from './fields.js';
 import { HTTP_ASSERTION_SOURCES } from './http-assertions.js';
 import { diagnoseExchange } from '../diagnostics/http.js';
-import { displayUrl, type ExchangeSpec, type HttpMethod, performExchange } from './http-exchange.js';
+import { displayUrl, type ExchangeSpec, HTTP_METHODS, type HttpMethod, performExchange } from './http-exchange.js';
 import {
   BODY_TYPES,
   type BodyType,
@@ -22,7 +22,10 @@ import {
 } from './http-request.js';
 import { exchangeOutcome, notSentOutcome } from './url.js';
 import { urlCredentials } from '../secrets/policy.js';
-import { UnknownVariableError } from './variables.js';
+import { UnknownVariableError, Variables } from './variables.js';
+import { resolveRuntime, type Runtime, RuntimeError, runtimesDir } from '../runtimes/runtimes.js';
+import { MAX_SCRIPT_LENGTH } from './multi-step.js';
+import { runScript } from './script.js';
 
 export interface ApiRequest {
   method: HttpMethod;
@@ -36,20 +39,23 @@ export interface ApiRequest {
   skipSSL: boolean;
   ipFamily: IpFamily;
   proxyUrl?: string;
+  /** Runs before the request, in a child process on the runtime (issue #8). */
+  setupScript?: string;
+  /** Runs after the response, in a child process on the runtime. */
+  tearDownScript?: string;
+  /** The check's runtimeId (for its scripts); the CURRENT runtime when absent. */
+  runtimeId?: string;
 }
 
-function parseApiRequest(fields: Fields): ApiRequest {
+function parseApiRequest(fields: Fields, check: Fields): ApiRequest {
   const proxyUrl = fields.string('proxyUrl');
   const auth = fields.object('basicAuth');
   const basicAuth = fields.has('basicAuth')
     ? { username: auth.string('username', { default: '' }) ?? '', password: auth.string('password', { default: '' }) ?? '' }
     : undefined;
-  for (const script of ['setupScript', 'tearDownScript']) {
-    const text = fields.raw(script);
-    if (typeof text === 'string' && text.trim() !== '') {
-      fields.fail(fields.at(script), 'scripts need a runtime, which this agent does not run yet (issue #8)');
-    }
-  }
+  const setupScript = fields.string('setupScript', { maxLength: MAX_SCRIPT_LENGTH });
+  const tearDownScript = fields.string('tearDownScript', { maxLength: MAX_SCRIPT_LENGTH });
+  const runtimeId = check.string('runtimeId', { minLength: 1, maxLength: 100 });
   return {
     method: parseMethod(fields),
     url: parseHttpUrl(fields, 'url'),
@@ -62,6 +68,9 @@ function parseApiRequest(fields: Fields): ApiRequest {
     skipSSL: fields.boolean('skipSSL', false),
     ipFamily: fields.oneOf('ipFamily', ['IPv4', 'IPv6'] as const, { default: 'IPv4' }),
     ...(proxyUrl !== undefined ? { proxyUrl } : {}),
+    ...(setupScript?.trim() ? { setupScript } : {}),
+    ...(tearDownScript?.trim() ? { tearDownScript } : {}),
+    ...(runtimeId !== undefined ? { runtimeId } : {}),
   };
 }
 
@@ -69,9 +78,25 @@ function hasHeader(headers: Array<[string, string]>, name: string): boolean {
   return headers.some(([key]) => key.toLowerCase() === name);
 }
 
+/** What a setup script sees as `request` (and may change). */
+interface ScriptRequest {
+  method: string;
+  url: string;
+  headers: Record<string, string>;
+  queryParameters: Record<string, string>;
+  body: string;
+  bodyType: BodyType;
+}
+
+const toRecord = (pairs: Array<[string, string]>): Record<string, string> => Object.fromEntries(pairs);
+const fromRecord = (value: unknown): Array<[string, string]> | undefined =>
+  value !== null && typeof value === 'object' && !Array.isArray(value)
+    ? Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)])
+    : undefined;
+
 async function runApi(check: CheckDefinition<ApiRequest>, ctx: ExecutionContext): Promise<Outcome> {
   const spec = check.request;
-  const { variables } = ctx;
+  let { variables } = ctx;
   const reported: Record<string, unknown> = {
     method: spec.method,
     url: displayUrl(spec.url),
@@ -83,18 +108,61 @@ async function runApi(check: CheckDefinition<ApiRequest>, ctx: ExecutionContext)
     skipSSL: spec.skipSSL,
     ipFamily: spec.ipFamily,
   };
+  let runtime: Runtime | undefined;
+  if (spec.setupScript || spec.tearDownScript) {
+    try {
+      runtime = resolveRuntime(spec.runtimeId, ctx.settings.runtimesDir ?? runtimesDir());
+    } catch (error) {
+      if (error instanceof RuntimeError) return notSentOutcome(error.message, reported, ctx);
+      throw error;
+    }
+  }
+  let method = spec.method;
   let url: string;
   let headers: Array<[string, string]>;
   let built: { body?: string; contentType?: string };
   let proxyUrl: string | undefined;
   try {
-    url = withQuery(variables.interpolate(spec.url, 'request.url'), spec.queryParameters, variables);
-    for (const credential of urlCredentials(url)) ctx.secrets?.add(credential, 'request.url credentials');
+    let baseUrl = variables.interpolate(spec.url, 'request.url');
     headers = spec.headers.map((h, i) => [
       variables.interpolate(h.key, `request.headers[${i}].key`),
       variables.interpolate(h.value, `request.headers[${i}].value`),
     ]);
-    built = buildBody(spec.bodyType, variables.interpolate(spec.body, 'request.body'), 'request.body');
+    let query: KeyValue[] = spec.queryParameters.map((q, i) => ({
+      key: variables.interpolate(q.key, `request.queryParameters[${i}].key`),
+      value: variables.interpolate(q.value, `request.queryParameters[${i}].value`),
+    }));
+    let body = variables.interpolate(spec.body, 'request.body');
+    if (spec.setupScript && runtime) {
+      const request: ScriptRequest = {
+        method,
+        url: baseUrl,
+        headers: toRecord(headers),
+        queryParameters: toRecord(query.map((q) => [q.key, q.value])),
+        body,
+        bodyType: spec.bodyType,
+      };
+      const run = await runScript(
+        { kind: 'setupScript', code: spec.setupScript, runtime, timeoutMs: check.maxResponseTime, request, environment: variables.entries() },
+        ctx,
+      );
+      if (!run.ok) return notSentOutcome(run.error ?? 'setupScript failed', reported, ctx);
+      if (run.environment) {
+        variables = new Variables(Object.entries(run.environment).map(([key, value]) => ({ key, value: String(value), secret: false })));
+      }
+      const changed = (run.request ?? {}) as Partial<Record<keyof ScriptRequest, unknown>>;
+      if (typeof changed.url === 'string') baseUrl = changed.url;
+      if (typeof changed.method === 'string' && (HTTP_METHODS as readonly string[]).includes(changed.method.toUpperCase())) {
+        method = changed.method.toUpperCase() as HttpMethod;
+      }
+      headers = fromRecord(changed.headers) ?? headers;
+      query = (fromRecord(changed.queryParameters) ?? query.map((q) => [q.key, q.value])).map(([key, value]) => ({ key, value }));
+      if (typeof changed.body === 'string') body = changed.body;
+      else if (changed.body !== undefined && changed.body !== null) body = JSON.stringify(changed.body);
+    }
+    url = withQuery(baseUrl, query, variables);
+    for (const credential of urlCredentials(url)) ctx.secrets?.add(credential, 'request.url credentials');
+    built = buildBody(spec.bodyType, body, 'request.body');
     if (spec.basicAuth) {
       const user = variables.interpolate(spec.basicAuth.username, 'request.basicAuth.username');
       const password = variables.interpolate(spec.basicAuth.password, 'request.basicAuth.password');
@@ -111,12 +179,13 @@ async function runApi(check: CheckDefinition<ApiRequest>, ctx: ExecutionContext)
   if (built.contentType && !hasHeader(headers, 'content-type')) headers.push(['content-type', built.contentType]);
   if (!hasHeader(headers, 'user-agent')) headers.push(['user-agent', ctx.settings.userAgent]);
   if (!hasHeader(headers, 'accept')) headers.push(['accept', '*/*']);
+  reported.method = method;
   reported.url = displayUrl(url);
   reported.headers = headers.map(([key, value]) => ({ key, value }));
   reported.body = built.body ?? '';
 
   const request: ExchangeSpec = {
-    method: spec.method,
+    method,
     url,
     headers,
     ...(built.body !== undefined ? { body: built.body } : {}),
@@ -128,7 +197,34 @@ async function runApi(check: CheckDefinition<ApiRequest>, ctx: ExecutionContext)
   };
   const exchange = await performExchange(request, ctx);
   await diagnoseExchange(check, request, exchange, ctx);
-  return exchangeOutcome(check, exchange, reported, ctx, exchange.body.toString('utf8'));
+  const text = exchange.body.toString('utf8');
+  const outcome = exchangeOutcome(check, exchange, reported, ctx, text);
+  if (spec.tearDownScript && runtime && exchange.status !== undefined && outcome.error === undefined) {
+    const response = {
+      status: exchange.status,
+      statusText: exchange.statusText,
+      headers: exchange.headers,
+      body: text,
+      timings: exchange.timingPhases,
+    };
+    const scriptRequest = { method, url, headers: toRecord(headers), body: built.body ?? '' };
+    const run = await runScript(
+      { kind: 'tearDownScript', code: spec.tearDownScript, runtime, timeoutMs: check.maxResponseTime, request: scriptRequest, response, environment: variables.entries() },
+      ctx,
+    );
+    if (!run.ok) {
+      const message = run.error ?? 'tearDownScript failed';
+      ctx.jobLog.push(message);
+      if (run.assertion) {
+        outcome.assertionsFailed = true;
+        (outcome.detail.assertions as unknown[]).push({ source: 'TEARDOWN_SCRIPT', property: '', comparison: '', target: '', actual: null, passed: false, error: message });
+      } else {
+        outcome.error = message;
+        outcome.detail.requestError = message;
+      }
+    }
+  }
+  return outcome;
 }
 
 export const apiExecutor: Executor<ApiRequest> = {

@@ -72,6 +72,12 @@ export interface CheckSettings {
   /** Hosts that bypass CHECK_PROXY (NO_PROXY syntax). */
   noProxy?: string;
   userAgent: string;
+  /** Scripts run at once, agent-wide (SCRIPT_CONCURRENCY, default 2). */
+  scriptConcurrency?: number;
+  /** V8 heap limit of a script's process in MB (SCRIPT_MEMORY_MB, default 256). */
+  scriptMemoryMb?: number;
+  /** Where runtimes are installed (RUNTIMES_DIR); default <package root>/runtimes. */
+  runtimesDir?: string;
 }
 
 export interface CheckLimits {

@@ -5,10 +5,17 @@ import type { Executor, ExecutorRegistry } from './executor.js';
 import { apiExecutor } from './api.js';
 import { dnsExecutor } from './dns.js';
 import { icmpExecutor } from './icmp.js';
+import { browserExecutor, multiStepExecutor } from './multi-step.js';
+import { browserPath, listRuntimes, runtimesDir } from '../runtimes/runtimes.js';
 import { tcpExecutor } from './tcp.js';
 import { urlExecutor } from './url.js';
 
-export function defaultRegistry(): ExecutorRegistry {
+export function defaultRegistry(env: Record<string, string | undefined> = process.env): ExecutorRegistry {
   const executors: Executor[] = [urlExecutor as Executor, apiExecutor as Executor, tcpExecutor as Executor, icmpExecutor as Executor, dnsExecutor as Executor];
+  // MULTI_STEP only where runtimes are on disk (not in the uptime image); BROWSER also needs a Chromium; PLAYWRIGHT is not run yet.
+  if (listRuntimes(runtimesDir(env)).runtimes.some((r) => r.stage !== 'REMOVED')) {
+    executors.push(multiStepExecutor as Executor);
+    if (browserPath(env)) executors.push(browserExecutor as Executor);
+  }
   return new Map<CheckType, Executor>(executors.map((e) => [e.checkType, e]));
 }

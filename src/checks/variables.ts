@@ -48,6 +48,11 @@ export class Variables {
     return this.own.get(name) ?? this.agent.get(name);
   }
 
+  /** Every variable by name (the agent's OUTPOST_SECRET_* ones, overridden by the job's): a script's environment. */
+  entries(): Record<string, string> {
+    return { ...Object.fromEntries(this.agent), ...Object.fromEntries(this.own) };
+  }
+
   /** Replaces every `{{NAME}}` in `text`; throws UnknownVariableError naming `field`. */
   interpolate(text: string, field: string): string {
     if (!text.includes('{{')) return text;

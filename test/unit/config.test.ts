@@ -235,6 +235,24 @@ describe('parseArgs', () => {
     });
   });
 
+  it('parses the runtimes command (issue #8), without arguments', () => {
+    expect(parseArgs(['runtimes'])).toEqual({ kind: 'runtimes' });
+    expect(() => parseArgs(['runtimes', 'x'])).toThrow(/unexpected argument "x"/);
+  });
+
+  it('reads the script settings (issue #8) and refuses bad ones with exit 78', () => {
+    const defaults = configFromEnv({}, 'once');
+    expect([defaults.scriptConcurrency, defaults.scriptMemoryMb, defaults.runtimesDir]).toEqual([2, 256, undefined]);
+    expect(configFromEnv({ SCRIPT_CONCURRENCY: '5', SCRIPT_MEMORY_MB: '64', RUNTIMES_DIR: 'rt' }, 'once')).toMatchObject({
+      scriptConcurrency: 5,
+      scriptMemoryMb: 64,
+      runtimesDir: path.resolve('rt'),
+    });
+    for (const env of [{ SCRIPT_CONCURRENCY: '0' }, { SCRIPT_MEMORY_MB: '8' }] as Env[]) {
+      expect(() => configFromEnv(env, 'once')).toThrow(expect.objectContaining({ exitCode: EXIT_CONFIG }));
+    }
+  });
+
   const usage: Array<[string[], string]> = [
     [[], 'no command given'],
     [['bogus'], 'unknown command "bogus"'],

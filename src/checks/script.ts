@@ -1,0 +1,380 @@
+// Runs one user script (an API check's setup/teardown script, a MULTI_STEP
+// script) in its own child Node process (issue #8):
+//
+// - `process.execPath` with `--max-old-space-size` (SCRIPT_MEMORY_MB), in a
+//   fresh temporary directory, `detached` so that its whole process group is
+//   killed on the time limit, on an abort (cap, lease lost, shutdown), and
+//   after it finished;
+// - the runtime's node_modules on NODE_PATH, so `require('playwright-core')`
+//   resolves to the runtime's packages and nothing else;
+// - an environment holding only the job's variables (with the agent's
+//   OUTPOST_SECRET_* ones), the service environment (OUTPOST, CI), the check
+//   proxy (CHECK_PROXY as HTTP(S)_PROXY, NO_PROXY), NODE_EXTRA_CA_CERTS, and
+//   NODE_PATH/HOME/TMPDIR; not PATH, not the agent's API_KEY or anything else;
+//   OUTPOST_SCRIPT_RUN tags every process of the run, so that what left the
+//   group (playwright starts browsers in a group of their own) is killed too;
+// - stdout and stderr captured up to SCRIPT_OUTPUT_LIMIT_BYTES into the
+//   jobLog (results are scrubbed as they leave the queue);
+// - at most SCRIPT_CONCURRENCY scripts at once, agent-wide.
+//
+// The user's code is only ever evaluated in the child: the agent writes it to
+// a file that the harness (script-harness.ts) requires.
+
+import { spawn } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { browserPath, type Runtime } from '../runtimes/runtimes.js';
+import type { ExecutionContext } from './executor.js';
+import { HARNESS_SOURCE, wrapUserScript } from './script-harness.js';
+
+export const SCRIPT_CAP_MS = 240_000;
+export const DEFAULT_SCRIPT_MEMORY_MB = 256;
+export const DEFAULT_SCRIPT_CONCURRENCY = 2;
+export const SCRIPT_OUTPUT_LIMIT_BYTES = 1024 * 1024;
+
+export type ScriptKind = 'MULTI_STEP' | 'BROWSER' | 'setupScript' | 'tearDownScript';
+
+export interface ScriptStep {
+  name: string;
+  passed: boolean;
+  error: string | null;
+  durationMs: number;
+}
+
+export interface ScriptRequestRecord {
+  step: string | null;
+  method: string;
+  url: string;
+  headers: Record<string, string>;
+  status: number | null;
+  statusText: string | null;
+  durationMs: number;
+  passed: boolean;
+  error: string | null;
+}
+
+export interface ScriptRun {
+  /** The script completed without throwing. */
+  ok: boolean;
+  /** Why not: one line, naming the step and script line when known. */
+  error?: string;
+  /** The script failed an `expect` or node:assert assertion (a failure, not an error). */
+  assertion: boolean;
+  /** Killed: time or memory limit, or aborted. */
+  killed?: 'timeout' | 'memory' | 'aborted';
+  step?: string;
+  line?: number;
+  request?: unknown;
+  environment?: Record<string, string>;
+  steps: ScriptStep[];
+  requests: ScriptRequestRecord[];
+  durationMs: number;
+  startedAt: Date;
+  stoppedAt: Date;
+}
+
+export interface ScriptOptions {
+  kind: ScriptKind;
+  code: string;
+  runtime: Runtime;
+  /** Wall-clock limit (capped at SCRIPT_CAP_MS). */
+  timeoutMs: number;
+  request?: unknown;
+  response?: unknown;
+  environment: Record<string, string>;
+}
+
+/** A counting semaphore: SCRIPT_CONCURRENCY scripts at once, agent-wide. */
+class Semaphore {
+  private active = 0;
+  private readonly waiting: Array<() => void> = [];
+  constructor(public limit: number) {}
+
+  async acquire(signal: AbortSignal): Promise<boolean> {
+    if (this.active < this.limit) {
+      this.active++;
+      return true;
+    }
+    return new Promise<boolean>((resolve) => {
+      const grant = () => {
+        signal.removeEventListener('abort', cancel);
+        this.active++;
+        resolve(true);
+      };
+      const cancel = () => {
+        const i = this.waiting.indexOf(grant);
+        if (i >= 0) this.waiting.splice(i, 1);
+        resolve(false);
+      };
+      if (signal.aborted) return resolve(false);
+      this.waiting.push(grant);
+      signal.addEventListener('abort', cancel, { once: true });
+    });
+  }
+
+  release(): void {
+    this.active--;
+    const next = this.waiting.shift();
+    if (next) next();
+  }
+}
+
+const semaphore = new Semaphore(DEFAULT_SCRIPT_CONCURRENCY);
+
+/** Variables that the agent sets for the child and that the job's variables may not replace. */
+const RESERVED = new Set(['OUTPOST_SCRIPT_RUN', 'NODE_PATH', 'NODE_OPTIONS', 'HOME', 'TMPDIR', 'NODE_EXTRA_CA_CERTS', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'no_proxy']);
+
+function childEnvironment(options: ScriptOptions, ctx: ExecutionContext, dir: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(options.environment)) {
+    // A name with '=' or NUL, or a value with NUL, cannot be an environment variable: it stays in `environment` only.
+    if (!RESERVED.has(key) && /^[^=\0]+$/.test(key) && !String(value).includes('\0')) env[key] = String(value);
+  }
+  Object.assign(env, ctx.serviceEnv ?? { OUTPOST: 'true' });
+  const proxy = ctx.settings.checkProxy;
+  if (proxy) {
+    env.HTTP_PROXY = proxy;
+    env.HTTPS_PROXY = proxy;
+    if (ctx.settings.noProxy) env.NO_PROXY = ctx.settings.noProxy;
+  }
+  if (process.env.NODE_EXTRA_CA_CERTS) env.NODE_EXTRA_CA_CERTS = process.env.NODE_EXTRA_CA_CERTS;
+  env.NODE_PATH = options.runtime.nodeModules;
+  env[RUN_TAG] = dir;
+  env.HOME = dir;
+  env.TMPDIR = dir;
+  // playwright-core never downloads a browser on its own (API only here).
+  env.PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD = '1';
+  if (options.kind === 'BROWSER') {
+    const browser = browserPath();
+    if (browser) env.OUTPOST_BROWSER_PATH = browser;
+  }
+  return env;
+}
+
+/** Marks every process of a run (they inherit it): how leftovers are found after the script's group is gone. */
+const RUN_TAG = 'OUTPOST_SCRIPT_RUN';
+
+/**
+ * Kills what a run left behind outside its process group: a browser that
+ * playwright started in a group of its own, its zygotes, a crash handler that
+ * daemonized. They carry the run's tag in their environment, or the run's
+ * folder in their command line (Chromium rewrites its environment area for
+ * its process titles, so the tag alone is not enough). Linux /proc; elsewhere
+ * a no-op. Scans again while it finds something, a few times at most.
+ */
+async function killTagged(dir: string): Promise<void> {
+  const tag = Buffer.from(`${RUN_TAG}=${dir}\0`);
+  const folder = Buffer.from(`${dir}/`);
+  for (let round = 0; round < 5; round++) {
+    let pids: string[];
+    try {
+      pids = (await readdir('/proc')).filter((name) => /^\d+$/.test(name) && Number(name) !== process.pid);
+    } catch {
+      return;
+    }
+    const found = await Promise.all(
+      pids.map(async (pid) => {
+        try {
+          const [environ, cmdline] = await Promise.all([readFile(`/proc/${pid}/environ`).catch(() => Buffer.alloc(0)), readFile(`/proc/${pid}/cmdline`)]);
+          if (!environ.includes(tag) && !cmdline.includes(folder)) return false;
+          process.kill(Number(pid), 'SIGKILL');
+          return true;
+        } catch {
+          return false; // Gone, or not ours.
+        }
+      }),
+    );
+    if (!found.includes(true)) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+function killGroup(pid: number | undefined): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // Already gone.
+  }
+}
+
+/** Bounded capture of the child's output into jobLog lines. */
+class OutputCapture {
+  private bytes = 0;
+  private dropped = 0;
+  private readonly text: string[] = [];
+  constructor(private readonly limit: number) {}
+
+  push(chunk: Buffer): void {
+    const room = this.limit - this.bytes;
+    if (room <= 0) {
+      this.dropped += chunk.length;
+      return;
+    }
+    const kept = chunk.length > room ? chunk.subarray(0, room) : chunk;
+    this.dropped += chunk.length - kept.length;
+    this.bytes += kept.length;
+    this.text.push(kept.toString('utf8'));
+  }
+
+  get all(): string {
+    return this.text.join('');
+  }
+
+  lines(): string[] {
+    const lines = this.all.split('\n');
+    if (lines.at(-1) === '') lines.pop();
+    if (this.dropped > 0) lines.push(`[output truncated: ${this.dropped} more bytes]`);
+    return lines;
+  }
+}
+
+export async function runScript(options: ScriptOptions, ctx: ExecutionContext): Promise<ScriptRun> {
+  const limit = ctx.settings.scriptConcurrency ?? DEFAULT_SCRIPT_CONCURRENCY;
+  if (semaphore.limit !== limit) semaphore.limit = limit;
+  const queuedAt = new Date();
+  const aborted = (): ScriptRun => {
+    const reason = ctx.signal.reason;
+    const now = new Date();
+    return {
+      ok: false,
+      error: `${options.kind} aborted: ${reason instanceof Error ? reason.message : 'the job was aborted'}`,
+      assertion: false,
+      killed: 'aborted',
+      steps: [],
+      requests: [],
+      durationMs: 0,
+      startedAt: queuedAt,
+      stoppedAt: now,
+    };
+  };
+  if (!(await semaphore.acquire(ctx.signal))) return aborted();
+  let dir: string | undefined;
+  try {
+    // 0700: the input file holds the job's variables, secrets included, until the harness has read it.
+    dir = await mkdtemp(path.join(tmpdir(), 'outpost-script-'));
+    return await runChild(options, ctx, dir);
+  } finally {
+    semaphore.release();
+    if (dir) await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+  }
+}
+
+async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: string): Promise<ScriptRun> {
+  const memoryMb = ctx.settings.scriptMemoryMb ?? DEFAULT_SCRIPT_MEMORY_MB;
+  const timeoutMs = Math.max(1, Math.min(options.timeoutMs, SCRIPT_CAP_MS));
+  const harness = path.join(dir, 'harness.cjs');
+  const scriptFile = path.join(dir, 'script.js');
+  const inputFile = path.join(dir, 'input.json');
+  const outputFile = path.join(dir, 'output.json');
+  await Promise.all([
+    writeFile(harness, HARNESS_SOURCE),
+    writeFile(scriptFile, wrapUserScript(options.code)),
+    writeFile(path.join(dir, 'package.json'), '{"type":"commonjs"}\n'),
+    writeFile(
+      inputFile,
+      JSON.stringify({ kind: options.kind, request: options.request ?? null, response: options.response ?? null, environment: options.environment }),
+    ),
+  ]);
+  const startedAt = new Date();
+  const started = performance.now();
+  const output = new OutputCapture(SCRIPT_OUTPUT_LIMIT_BYTES);
+  let killed: ScriptRun['killed'];
+  const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; spawnError?: Error }>((resolve) => {
+    let child: ReturnType<typeof spawn>;
+    try {
+      child = spawn(process.execPath, [`--max-old-space-size=${memoryMb}`, harness, inputFile, outputFile, scriptFile], {
+        cwd: dir,
+        env: childEnvironment(options, ctx, dir),
+        detached: true,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+    } catch (error) {
+      resolve({ code: null, signal: null, spawnError: error as Error });
+      return;
+    }
+    const kill = (why: NonNullable<ScriptRun['killed']>) => {
+      killed ??= why;
+      killGroup(child.pid);
+    };
+    const timer = setTimeout(() => kill('timeout'), timeoutMs);
+    const onAbort = () => kill('aborted');
+    if (ctx.signal.aborted) onAbort();
+    ctx.signal.addEventListener('abort', onAbort, { once: true });
+    child.stdout?.on('data', (chunk: Buffer) => output.push(chunk));
+    child.stderr?.on('data', (chunk: Buffer) => output.push(chunk));
+    let settled = false;
+    const done = (value: { code: number | null; signal: NodeJS.Signals | null; spawnError?: Error }) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      ctx.signal.removeEventListener('abort', onAbort);
+      // Whatever the script started in its group (a browser, a stray child) goes with it.
+      killGroup(child.pid);
+      resolve(value);
+    };
+    // Processes that left the group (a browser) may hold the output pipes open: kill them as soon as the script is gone.
+    child.on('exit', () => void killTagged(dir));
+    child.on('error', (error) => done({ code: null, signal: null, spawnError: error }));
+    child.on('close', (code, signal) => done({ code, signal }));
+  });
+  await killTagged(dir);
+  const stoppedAt = new Date();
+  const durationMs = Math.round(performance.now() - started);
+  const text = output.all;
+  const lines = output.lines();
+  // A V8 heap exhaustion prints its own dump: keep the jobLog short, say it once.
+  const outOfMemory = /heap out of memory|Reached heap limit|Allocation failed/i.test(text);
+  if (outOfMemory) killed ??= 'memory';
+  for (const line of outOfMemory ? lines.filter((l) => !/Mark-Compact|Scavenge|<---|FATAL ERROR|Native stack|^\s*\d+: |^\s*$/.test(l)).slice(0, 20) : lines) {
+    ctx.jobLog.push(line);
+  }
+  const base = { assertion: false, steps: [], requests: [], durationMs, startedAt, stoppedAt };
+  if (killed === 'timeout') return { ...base, ok: false, killed, error: `${options.kind} was killed: it ran past its time limit of ${timeoutMs} ms` };
+  if (killed === 'memory') return { ...base, ok: false, killed, error: `${options.kind} was killed: it exceeded its memory limit of ${memoryMb} MB` };
+  if (killed === 'aborted') {
+    const reason = ctx.signal.reason;
+    return { ...base, ok: false, killed, error: `${options.kind} was killed: ${reason instanceof Error ? reason.message : 'the job was aborted'}` };
+  }
+  if (exit.spawnError) return { ...base, ok: false, error: `${options.kind} could not start: ${exit.spawnError.message}` };
+  let out: {
+    ok: boolean;
+    error?: string;
+    assertion?: boolean;
+    moduleNotFound?: boolean;
+    line?: number | null;
+    step?: string | null;
+    request?: unknown;
+    environment?: Record<string, string>;
+    steps?: ScriptStep[];
+    requests?: ScriptRequestRecord[];
+  };
+  try {
+    out = JSON.parse(await readFile(path.join(dir, 'output.json'), 'utf8')) as typeof out;
+  } catch {
+    const how = exit.signal ? `signal ${exit.signal}` : `exit code ${exit.code}`;
+    return { ...base, ok: false, error: `${options.kind} ended without a result (${how})` };
+  }
+  const run: ScriptRun = {
+    ...base,
+    ok: out.ok,
+    assertion: out.assertion === true,
+    steps: out.steps ?? [],
+    requests: out.requests ?? [],
+    ...(out.request !== undefined ? { request: out.request } : {}),
+    ...(out.environment && typeof out.environment === 'object' ? { environment: out.environment } : {}),
+    ...(typeof out.line === 'number' ? { line: out.line } : {}),
+    ...(out.step ? { step: out.step } : {}),
+  };
+  if (!out.ok) {
+    let message = out.error ?? 'failed';
+    if (out.moduleNotFound) {
+      message += ` (runtime ${options.runtime.name} provides: ${Object.keys(options.runtime.dependencies).join(', ')}, and Node.js built-ins)`;
+    }
+    const where = [out.step ? `step "${out.step}"` : undefined, typeof out.line === 'number' ? `line ${out.line}` : undefined].filter(Boolean).join(', ');
+    run.error = `${options.kind} failed${where ? ` at ${where}` : ''}: ${message}`;
+  }
+  return run;
+}

@@ -1,0 +1,343 @@
+// Scripted checks end to end (issue #8): the real agent in once mode runs
+// MULTI_STEP scripts and API setup/teardown scripts on runtime 2026-04 (its
+// packages installed from its lockfile here, no browser download), against a
+// small local target, and BROWSER scripts with Debian's chromium (.ci/run installs it). Also: time and memory limits, secrets in output, a
+// module the runtime does not have, missing and REMOVED runtimes, and
+// `outpost runtimes`.
+
+import { execFileSync } from 'node:child_process';
+import { createHmac } from 'node:crypto';
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CheckResultEntry } from '../../src/results/result.js';
+import { readRuntime } from '../../src/runtimes/runtimes.js';
+import { cleanEnv, MAIN, REPO, startAgent, tempDir } from '../support/agent-process.js';
+import { startTargetServer, type TargetServer } from '../support/target-server.js';
+
+interface StepDetail {
+  name: string;
+  passed: boolean;
+  error: string | null;
+}
+interface RequestRecord {
+  step: string | null;
+  method: string;
+  url: string;
+  status: number | null;
+  passed: boolean;
+  durationMs: number;
+  headers: Record<string, string>;
+}
+interface MultiStepDetail {
+  requestError: string | null;
+  steps: StepDetail[];
+  requests: RequestRecord[];
+  jobLog: string[];
+}
+interface ApiDetail {
+  requestError: string | null;
+  response: { status: number; body: string } | null;
+  assertions: Array<{ source: string; passed: boolean; error?: string }>;
+  jobLog: string[];
+}
+
+const RUNTIME = '2026-04';
+const RUNTIME_DIR = path.join(REPO, 'runtimes', RUNTIME);
+const SIGNING_KEY = 'signing-key-0123456789';
+const SECRET_TOKEN = 'tok-very-secret-4711';
+const AGENT_SECRET = 'agent-held-secret-9876';
+
+let target: TargetServer;
+let runtimesDir: string;
+/** The agent's TMPDIR: its scripts' folders are made here, so a process left behind would name it. */
+let scriptsTmp: string;
+let stdout = '';
+let stderr = '';
+let exitCode: number | null = null;
+const results = new Map<string, CheckResultEntry>();
+
+const final = (id: string) => {
+  const entry = results.get(id);
+  if (!entry) throw new Error(`no FINAL result for ${id}; stderr: ${stderr.slice(-2000)}`);
+  return entry;
+};
+const multi = (id: string) => final(id).multiStepCheckResult as unknown as MultiStepDetail;
+const api = (id: string) => final(id).apiCheckResult as unknown as ApiDetail;
+
+/** Installs the runtime's packages from its lockfile, once (idempotent), without install scripts or a browser. */
+function installRuntime(): void {
+  const runtime = readRuntime(RUNTIME_DIR);
+  if (typeof runtime !== 'string' && runtime.installed) return;
+  execFileSync('npm', ['ci', '--ignore-scripts', '--no-audit', '--no-fund'], {
+    cwd: RUNTIME_DIR,
+    env: { ...process.env, PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD: '1' },
+    stdio: 'ignore',
+  });
+}
+
+const MULTI_STEP_SCRIPT = `const { request } = require('playwright-core');
+const ctx = await request.newContext({ baseURL: environment.BASE });
+await step('log in', async () => {
+  const res = await ctx.post('/echo', { headers: { Authorization: 'Bearer ' + environment.API_TOKEN }, data: { user: 'ada' } });
+  expect(res).toBeOK();
+  const body = await res.json();
+  expect(body.method).toBe('POST');
+});
+await step('read items', async () => {
+  const [a, b] = await Promise.all([ctx.get('/ok'), ctx.get('/echo?page=2')]);
+  expect(await a.text()).toBe('ok');
+  expect(b.status()).toBe(200);
+});
+await step('check stock', async () => {
+  const res = await ctx.get('/status/503');
+  expect(res.status()).toBe(200);
+});
+await step('never reached', async () => {
+  await ctx.get('/ok');
+});
+`;
+
+beforeAll(async () => {
+  installRuntime();
+  target = await startTargetServer();
+  // A runtimes folder with the real 2026-04 and a REMOVED one.
+  runtimesDir = tempDir('outpost-runtimes-');
+  symlinkSync(RUNTIME_DIR, path.join(runtimesDir, RUNTIME));
+  mkdirSync(path.join(runtimesDir, '2023-02'));
+  writeFileSync(
+    path.join(runtimesDir, '2023-02', 'runtime.json'),
+    JSON.stringify({ name: '2023-02', stage: 'REMOVED', multiStepSupport: true, nodeJsVersion: '18', runtimeEndOfLife: '01/31/2025', description: 'an old one', dependencies: {} }),
+  );
+  const echo = `${target.url}/echo`;
+  const checks = [
+    { id: 'multi-step-fails', checkType: 'MULTI_STEP', runtimeId: RUNTIME, maxResponseTime: 60_000, script: MULTI_STEP_SCRIPT },
+    {
+      id: 'multi-step-passes',
+      checkType: 'MULTI_STEP',
+      runtimeId: RUNTIME,
+      maxResponseTime: 60_000,
+      script: `const { request } = require('playwright-core');\nconst ctx = await request.newContext();\nawait step('ok', async () => { expect(await (await ctx.get('${target.url}/ok')).text()).toBe('ok'); });\nawait ctx.dispose();`,
+    },
+    {
+      id: 'setup-signs',
+      checkType: 'API',
+      runtimeId: RUNTIME,
+      request: {
+        method: 'POST',
+        url: echo,
+        bodyType: 'JSON',
+        body: '{"order":42}',
+        setupScript: `const crypto = require('node:crypto');
+const jwt = require('jsonwebtoken');
+request.headers['X-Signature'] = crypto.createHmac('sha256', environment.SIGNING_KEY).update(request.body).digest('hex');
+request.headers['X-Jwt'] = jwt.sign({ sub: 'ada' }, environment.SIGNING_KEY, { noTimestamp: true });
+request.queryParameters.signed = 'yes';`,
+        tearDownScript: `const body = JSON.parse(response.body);
+expect(response.status).toBe(200);
+expect(body.headers['x-signature']).toBe(request.headers['X-Signature']);`,
+      },
+      environmentVariables: [{ key: 'SIGNING_KEY', value: SIGNING_KEY }],
+      assertions: [
+        { source: 'JSON_BODY', property: '$.headers["x-signature"]', comparison: 'EQUALS', target: createHmac('sha256', SIGNING_KEY).update('{"order":42}').digest('hex') },
+        { source: 'JSON_BODY', property: '$.url', comparison: 'EQUALS', target: '/echo?signed=yes' },
+      ],
+    },
+    {
+      id: 'teardown-fails',
+      checkType: 'API',
+      request: { url: echo, tearDownScript: `\nconst body = JSON.parse(response.body);\nexpect(body.method).toBe('DELETE');` },
+    },
+    { id: 'setup-throws', checkType: 'API', request: { url: echo, setupScript: `\n\nthrow new Error('no token today');` } },
+    { id: 'loops', checkType: 'MULTI_STEP', maxResponseTime: 1500, script: 'while (true) {}' },
+    { id: 'allocates', checkType: 'MULTI_STEP', maxResponseTime: 120_000, script: `const keep = [];\nwhile (true) keep.push({ n: Math.random(), s: 'x'.repeat(64) + Math.random() });` },
+    {
+      id: 'prints-secrets',
+      checkType: 'MULTI_STEP',
+      script: `console.log('token ' + environment.API_TOKEN + ' agent ' + process.env.OUTPOST_SECRET_AGENT);\nconsole.error('env ' + Object.keys(process.env).sort().join(','));`,
+    },
+    { id: 'unknown-module', checkType: 'MULTI_STEP', runtimeId: RUNTIME, script: `const x = 1;\nrequire('left-pad');` },
+    { id: 'missing-runtime', checkType: 'MULTI_STEP', runtimeId: '2031-01', script: 'console.log(1)' },
+    { id: 'removed-runtime', checkType: 'MULTI_STEP', runtimeId: '2023-02', script: 'console.log(1)' },
+    {
+      id: 'browser',
+      checkType: 'BROWSER',
+      maxResponseTime: 90_000,
+      script: `const { chromium } = require('playwright-core');
+const browser = await chromium.launch();
+const page = await browser.newPage();
+await step('open', async () => {
+  const res = await page.goto(environment.BASE + '/ok');
+  expect(res.status()).toBe(200);
+  expect(await page.textContent('body')).toContain('ok');
+});
+await step('find the cart', async () => {
+  expect(await page.title()).toBe('Cart');
+});`,
+    },
+    {
+      id: 'browser-hangs',
+      checkType: 'BROWSER',
+      maxResponseTime: 8_000,
+      script: `const { chromium } = require('playwright-core');
+const browser = await chromium.launch();
+await browser.newPage();
+console.log('launched');
+await new Promise(() => {});`,
+    },
+    { id: 'after-all', checkType: 'URL', request: { url: `${target.url}/ok` } },
+  ];
+  const dir = tempDir();
+  const file = path.join(dir, 'checks.json');
+  writeFileSync(
+    file,
+    JSON.stringify({
+      environmentVariables: [
+        { key: 'BASE', value: target.url },
+        { key: 'API_TOKEN', value: SECRET_TOKEN, secret: true },
+      ],
+      checks,
+    }),
+  );
+  scriptsTmp = tempDir('outpost-scripted-agent-');
+  const proc = startAgent(
+    ['once', file],
+    cleanEnv({ TMPDIR: scriptsTmp, JOB_CONCURRENCY: '4', RUNTIMES_DIR: runtimesDir, SCRIPT_MEMORY_MB: '64', OUTPOST_SECRET_AGENT: AGENT_SECRET, UNRELATED_AGENT_SETTING: 'x' }),
+  );
+  exitCode = (await proc.exit).code;
+  stdout = proc.stdout();
+  stderr = proc.stderr();
+  for (const line of proc.stdoutLines.filter(Boolean)) {
+    const r = JSON.parse(line) as CheckResultEntry;
+    if (r.resultType === 'FINAL') results.set(r.checkId as string, r);
+  }
+}, 240_000);
+
+afterAll(async () => {
+  await target?.close();
+});
+
+describe('MULTI_STEP checks', () => {
+  it('fails at the step whose assertion failed, with each step and request recorded', () => {
+    const entry = final('multi-step-fails');
+    expect(entry).toMatchObject({ hasFailures: true, hasErrors: false });
+    const detail = multi('multi-step-fails');
+    expect(detail.requestError).toMatch(/^MULTI_STEP failed at step "check stock", line 16: expected 503 to be 200/);
+    expect(detail.steps.map((s) => [s.name, s.passed])).toEqual([
+      ['log in', true],
+      ['read items', true],
+      ['check stock', false],
+    ]);
+    expect(detail.requests.map((r) => [r.step, r.method, new URL(r.url).pathname, r.status, r.passed])).toEqual(
+      expect.arrayContaining([
+        ['log in', 'POST', '/echo', 200, true],
+        ['read items', 'GET', '/ok', 200, true],
+        ['read items', 'GET', '/echo', 200, true],
+        ['check stock', 'GET', '/status/503', 503, false],
+      ]),
+    );
+    expect(detail.requests).toHaveLength(4);
+    // The Authorization header is redacted, and the secret in it scrubbed.
+    expect(detail.requests[0]?.headers.Authorization).toBe('*****');
+    expect(JSON.stringify(entry)).not.toContain(SECRET_TOKEN);
+  });
+
+  it('passes when every step passes', () => {
+    expect(final('multi-step-passes')).toMatchObject({ hasFailures: false, hasErrors: false });
+    expect(multi('multi-step-passes').steps).toEqual([expect.objectContaining({ name: 'ok', passed: true })]);
+  });
+
+  it('kills a script that loops forever at its time limit, and the agent goes on', () => {
+    expect(final('loops')).toMatchObject({ hasErrors: true });
+    expect(multi('loops').requestError).toBe('MULTI_STEP was killed: it ran past its time limit of 1500 ms');
+    expect(final('after-all')).toMatchObject({ hasFailures: false, hasErrors: false });
+    expect(exitCode).toBe(1);
+    // No script process is left behind.
+    const processes = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
+    expect(processes).not.toContain(scriptsTmp);
+  });
+
+  it('kills a script that allocates without bound at its memory limit', () => {
+    expect(final('allocates')).toMatchObject({ hasErrors: true });
+    expect(multi('allocates').requestError).toBe('MULTI_STEP was killed: it exceeded its memory limit of 64 MB');
+    expect(multi('allocates').jobLog.join('\n')).not.toMatch(/Mark-Compact/);
+  });
+
+  it('scrubs secrets a script prints, and gives it only its variables and the service environment', () => {
+    const log = multi('prints-secrets').jobLog;
+    expect(log[0]).toBe('token ***** agent *****');
+    expect(stdout).not.toContain(SECRET_TOKEN);
+    expect(stdout).not.toContain(AGENT_SECRET);
+    expect(stderr).not.toContain(SECRET_TOKEN);
+    const env = (log.find((l) => l.startsWith('env ')) ?? '').slice(4).split(',');
+    expect(env).toEqual(expect.arrayContaining(['API_TOKEN', 'BASE', 'OUTPOST', 'OUTPOST_SECRET_AGENT', 'NODE_PATH']));
+    for (const name of ['PATH', 'UNRELATED_AGENT_SETTING', 'RUNTIMES_DIR', 'SCRIPT_MEMORY_MB', 'JOB_CONCURRENCY', 'CI']) expect(env).not.toContain(name);
+  });
+
+  it('names a module the runtime does not have, and what it has', () => {
+    expect(final('unknown-module')).toMatchObject({ hasErrors: true });
+    expect(multi('unknown-module').requestError).toBe(
+      "MULTI_STEP failed at line 2: Cannot find module 'left-pad' (runtime 2026-04 provides: axios, date-fns, jsonwebtoken, lodash, otpauth, playwright-core, uuid, and Node.js built-ins)",
+    );
+  });
+
+  it('refuses a missing or REMOVED runtime with a clear error result', () => {
+    expect(multi('missing-runtime').requestError).toBe('Runtime 2031-01 is not installed on this agent (available: 2026-04)');
+    expect(multi('removed-runtime').requestError).toBe('Runtime 2023-02 has been REMOVED: move the check to a current runtime (available: 2026-04)');
+    expect(final('removed-runtime')).toMatchObject({ hasErrors: true });
+  });
+});
+
+describe('BROWSER checks (Debian chromium, headless)', () => {
+  it('run a page script in steps, failing at the step whose assertion failed', () => {
+    expect(final('browser')).toMatchObject({ hasFailures: true, hasErrors: false });
+    const detail = final('browser').browserCheckResult as unknown as MultiStepDetail;
+    expect(detail.steps.map((s) => [s.name, s.passed])).toEqual([
+      ['open', true],
+      ['find the cart', false],
+    ]);
+    expect(detail.requestError).toBe('BROWSER failed at step "find the cart", line 10: expected "" to be "Cart"');
+  });
+
+  it('kill the browser with the script at the time limit', () => {
+    const detail = final('browser-hangs').browserCheckResult as unknown as MultiStepDetail;
+    expect(detail.jobLog[0]).toBe('launched');
+    expect(detail.requestError).toBe('BROWSER was killed: it ran past its time limit of 8000 ms');
+    // The browser ran with its profile in the script's temporary directory: nothing of it is left.
+    expect(execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' })).not.toContain(scriptsTmp);
+  });
+});
+
+describe('API setup and teardown scripts', () => {
+  it('a setup script signs the request (node:crypto, jsonwebtoken) and changes its query; the teardown asserts on the body', () => {
+    const entry = final('setup-signs');
+    expect(entry, JSON.stringify(entry)).toMatchObject({ hasFailures: false, hasErrors: false });
+    expect(api('setup-signs').assertions.map((a) => a.passed)).toEqual([true, true]);
+    const echoed = JSON.parse(api('setup-signs').response?.body ?? '{}') as { headers: Record<string, string> };
+    expect(echoed.headers['x-jwt']?.split('.')).toHaveLength(3);
+  });
+
+  it('a failing teardown assertion fails the check, naming the line', () => {
+    expect(final('teardown-fails')).toMatchObject({ hasFailures: true, hasErrors: false });
+    expect(api('teardown-fails').assertions.at(-1)).toMatchObject({
+      source: 'TEARDOWN_SCRIPT',
+      passed: false,
+      error: 'tearDownScript failed at line 3: expected "GET" to be "DELETE"',
+    });
+  });
+
+  it('a setup script that throws sends nothing and reports its error and line', () => {
+    expect(final('setup-throws')).toMatchObject({ hasErrors: true });
+    expect(api('setup-throws').requestError).toBe('setupScript failed at line 3: no token today');
+    expect(api('setup-throws').response).toBeNull();
+  });
+});
+
+describe('outpost runtimes', () => {
+  it('lists the runtimes with stage and whether installed', () => {
+    const out = execFileSync(process.execPath, [MAIN, 'runtimes'], { env: cleanEnv({ RUNTIMES_DIR: runtimesDir }), encoding: 'utf8' });
+    expect(out).toContain(`Runtimes in ${runtimesDir}:`);
+    expect(out).toMatch(/2023-02\s+REMOVED\s+installed/);
+    expect(out).toMatch(/2026-04\s+CURRENT\s+installed/);
+  });
+});

@@ -1,0 +1,57 @@
+// The script runner (src/checks/script.ts) on its own: SCRIPT_CONCURRENCY
+// bounds scripts agent-wide, and an abort (shutdown, lost lease) kills the
+// script's process group at once. Runs on a runtime folder without packages.
+
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { ExecutionContext } from '../../src/checks/executor.js';
+import { runScript } from '../../src/checks/script.js';
+import { Variables } from '../../src/checks/variables.js';
+import type { Logger } from '../../src/observability/logger.js';
+import { readRuntime, type Runtime } from '../../src/runtimes/runtimes.js';
+import { tempDir } from '../support/agent-process.js';
+
+function emptyRuntime(): Runtime {
+  const dir = path.join(tempDir('outpost-rt-'), 'bare');
+  mkdirSync(dir);
+  writeFileSync(
+    path.join(dir, 'runtime.json'),
+    JSON.stringify({ name: 'bare', stage: 'CURRENT', multiStepSupport: true, nodeJsVersion: '20', runtimeEndOfLife: '01/01/2030', description: 'no packages', dependencies: {} }),
+  );
+  const runtime = readRuntime(dir);
+  if (typeof runtime === 'string') throw new Error(runtime);
+  return runtime;
+}
+
+function context(signal: AbortSignal, scriptConcurrency: number): ExecutionContext {
+  return {
+    signal,
+    logger: console as unknown as Logger,
+    jobLog: [],
+    variables: new Variables([], {}),
+    settings: { responseBodyLimitBytes: 0, userAgent: 'test', scriptConcurrency },
+  };
+}
+
+describe('script runner', () => {
+  it('runs at most SCRIPT_CONCURRENCY scripts at once', async () => {
+    const runtime = emptyRuntime();
+    const code = `console.log('start ' + Date.now()); await new Promise((r) => setTimeout(r, 300)); console.log('end ' + Date.now());`;
+    const contexts = [1, 2, 3].map(() => context(new AbortController().signal, 1));
+    const runs = await Promise.all(contexts.map((ctx) => runScript({ kind: 'MULTI_STEP', code, runtime, timeoutMs: 20_000, environment: {} }, ctx)));
+    expect(runs.map((r) => r.ok)).toEqual([true, true, true]);
+    const spans = contexts
+      .map((ctx) => ctx.jobLog.map((line) => Number(line.split(' ')[1])) as [number, number])
+      .sort((a, b) => a[0] - b[0]);
+    for (let i = 1; i < spans.length; i++) expect(spans[i]?.[0]).toBeGreaterThanOrEqual(spans[i - 1]?.[1] ?? Number.POSITIVE_INFINITY);
+  });
+
+  it('kills the script when the job is aborted', async () => {
+    const controller = new AbortController();
+    const ctx = context(controller.signal, 2);
+    setTimeout(() => controller.abort(new Error('Aborted: shutting down')), 300);
+    const run = await runScript({ kind: 'MULTI_STEP', code: 'while (true) {}', runtime: emptyRuntime(), timeoutMs: 60_000, environment: {} }, ctx);
+    expect(run).toMatchObject({ ok: false, killed: 'aborted', error: 'MULTI_STEP was killed: Aborted: shutting down' });
+  });
+});

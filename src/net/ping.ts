@@ -5,10 +5,10 @@
 // socket only when it holds CAP_NET_RAW. This module finds the binary, runs it
 // (no shell), parses its output and turns its failures into what to configure.
 
-import { type ChildProcess, spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { startTool } from './tool-process.js';
 
 /** One echo reply. */
 export interface PingReply {
@@ -147,60 +147,13 @@ export interface PingRun {
   aborted: boolean;
 }
 
-const MAX_OUTPUT = 256 * 1024;
-
 /**
  * Runs ping without a shell, in the C locale. On `signal` it is sent SIGINT
  * (iputils then prints its summary), and SIGKILL a second later.
  */
-export function runPing(binary: string, args: string[], signal: AbortSignal): Promise<PingRun> {
-  return new Promise((resolve) => {
-    const run: PingRun = { code: null, signal: null, stdout: '', stderr: '', aborted: false };
-    let killTimer: NodeJS.Timeout | undefined;
-    let settled = false;
-    const settle = () => {
-      if (settled) return;
-      settled = true;
-      if (killTimer) clearTimeout(killTimer);
-      signal.removeEventListener('abort', onAbort);
-      resolve(run);
-    };
-    let child: ChildProcess;
-    try {
-      child = spawn(binary, args, {
-        shell: false,
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C', LANG: 'C' },
-      });
-    } catch (error) {
-      // Node throws (rather than emits) some exec failures, EPERM among them.
-      run.spawnError = error as NodeJS.ErrnoException;
-      return settle();
-    }
-    function onAbort() {
-      run.aborted = true;
-      child.kill('SIGINT');
-      killTimer = setTimeout(() => child.kill('SIGKILL'), 1_000);
-    }
-    child.stdout?.on('data', (chunk: Buffer) => {
-      if (run.stdout.length < MAX_OUTPUT) run.stdout += chunk.toString('utf8');
-    });
-    child.stderr?.on('data', (chunk: Buffer) => {
-      if (run.stderr.length < MAX_OUTPUT) run.stderr += chunk.toString('utf8');
-    });
-    child.once('error', (error: NodeJS.ErrnoException) => {
-      // Raised when the binary could not be executed; 'close' may not follow.
-      run.spawnError = error;
-      settle();
-    });
-    child.once('close', (code, killedBy) => {
-      run.code = code;
-      run.signal = killedBy;
-      settle();
-    });
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
-  });
+export async function runPing(binary: string, args: string[], signal: AbortSignal): Promise<PingRun> {
+  const { stopped, ...run } = await startTool(binary, args, signal, undefined, 256 * 1024).done;
+  return { ...run, aborted: stopped };
 }
 
 /** `net.ipv4.ping_group_range` of this process's network namespace, e.g. [0, 2147483647]; null if unreadable. */

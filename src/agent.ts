@@ -51,16 +51,15 @@ export async function runAgent(
   const events = config.externalObservability
     ? new EventReporter(client, logger, { agentVersion: VERSION, scrubber: secrets.agentScrubber })
     : undefined;
-  // Artifacts of diagnostics (issue #5): written under STATE_DIR/artifacts, uploaded, then removed.
-  const artifacts = config.diagnostics
-    ? await ControlPlaneArtifacts.open(path.join(config.stateDir, 'artifacts'), client, {
-        timeoutMs: config.artifactUploadTimeoutSeconds * 1000,
-        authRetryMs: config.authRetrySeconds * 1000,
-      })
-    : undefined;
+  // Artifacts of diagnostics (issue #5) and of BROWSER scripts (issue #8): written under STATE_DIR/artifacts, uploaded, then removed.
+  const artifacts = await ControlPlaneArtifacts.open(path.join(config.stateDir, 'artifacts'), client, {
+    timeoutMs: config.artifactUploadTimeoutSeconds * 1000,
+    authRetryMs: config.authRetrySeconds * 1000,
+  });
   const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
     secrets,
-    ...(artifacts ? { artifacts } : {}),
+    artifacts,
+    diagnostics: config.diagnostics,
     ...(config.testFault ? { testFault: config.testFault } : {}),
     onExecutorError: (error, job) =>
       events?.report(error, {

@@ -90,7 +90,7 @@ export class ControlPlaneArtifacts implements ArtifactStore {
   }
 }
 
-/** Job folders a local artifacts folder keeps (the newest); each holds at most ~6 MB of diagnostics. */
+/** Job folders a local artifacts folder keeps (the newest); each holds at most ~6 MB of diagnostics, or 25 MB of a script's files. */
 export const LOCAL_ARTIFACT_JOBS_KEPT = 100;
 
 /**

@@ -1,5 +1,6 @@
 // The one signature every check type implements (DESIGN §2).
 
+import type { ArtifactWriter } from '../artifacts/writer.js';
 import type { DiagnosticsHooks } from '../diagnostics/hooks.js';
 import type { Logger } from '../observability/logger.js';
 import type { SecretRegistry } from '../secrets/policy.js';
@@ -61,6 +62,12 @@ export interface ExecutionContext {
    * are off (DIAGNOSTICS=off) and in executor unit tests.
    */
   diagnostics?: DiagnosticsHooks;
+  /**
+   * The attempt's artifact directory, for files a check produces itself (a
+   * BROWSER script's screenshots). Set by the JobQueue whenever it has an
+   * artifact store, diagnostics on or off; absent in executor unit tests.
+   */
+  artifacts?: ArtifactWriter;
 }
 
 /** Agent-wide settings that shape how checks run (README: Environment). */

@@ -5,7 +5,14 @@
 // `environment`, `step`, `expect`), records the requests made through
 // playwright-core's `request.newContext()` contexts, and writes what the
 // script left behind (request, environment, steps, requests, error) as JSON
-// to an output file.
+// to an output file. MULTI_STEP and BROWSER scripts also get `artifact(name)`
+// (a path in the run's artifacts folder), and a BROWSER script that fails
+// leaves a screenshot of every page still open there (failure-<n>.png).
+
+/** At most this many pages are screenshotted at a failure. */
+export const FAILURE_SCREENSHOTS_MAX = 3;
+/** Each failure screenshot gets at most this long (inside the script's time limit). */
+export const FAILURE_SCREENSHOT_TIMEOUT_MS = 5_000;
 
 export const HARNESS_SOURCE = String.raw`'use strict';
 const fs = require('node:fs');
@@ -43,6 +50,40 @@ function expect(actual, negate) {
   return api;
 }
 
+// Artifacts (MULTI_STEP, BROWSER): files a script saves with artifact(name) land in the run's artifacts
+// folder, which the agent hands to the job's artifacts once the script is gone.
+const SAFE_ARTIFACT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+function artifact(name) {
+  if (!input.artifactsDir) throw new Error('artifact() is only available in MULTI_STEP and BROWSER scripts');
+  const n = String(name);
+  if (!SAFE_ARTIFACT.test(n) || n === '.' || n === '..') throw new Error('artifact name ' + JSON.stringify(n) + ' is not a plain file name (letters, digits, . _ -, at most 100)');
+  return require('node:path').join(input.artifactsDir, n);
+}
+// Browsers launched through chromium.launch(): at a failure, every page still open is screenshotted (once).
+const browsers = [];
+const failureShots = [];
+let failureShotsTaken = false;
+async function screenshotFailure() {
+  if (failureShotsTaken || !input.artifactsDir) return;
+  failureShotsTaken = true;
+  let n = 0;
+  for (const browser of browsers) {
+    if (typeof browser.isConnected === 'function' && !browser.isConnected()) continue;
+    for (const context of browser.contexts()) {
+      for (const page of context.pages()) {
+        if (n >= ${FAILURE_SCREENSHOTS_MAX} || page.isClosed()) continue;
+        const name = 'failure-' + ++n + '.png';
+        try {
+          await page.screenshot({ path: artifact(name), timeout: ${FAILURE_SCREENSHOT_TIMEOUT_MS} });
+          failureShots.push({ name, url: page.url() });
+        } catch (error) {
+          failureShots.push({ name, url: page.url(), error: error && error.message ? String(error.message).split('\n')[0] : String(error) });
+        }
+      }
+    }
+  }
+}
+
 const steps = [];
 const requests = [];
 let current = null;
@@ -57,7 +98,11 @@ async function step(name, fn) {
   } catch (error) {
     s.passed = false;
     s.error = error && error.message ? String(error.message).split('\n')[0] : String(error);
-    if (error && typeof error === 'object' && !error.outpostStep) error.outpostStep = s.name;
+    if (error && typeof error === 'object' && !error.outpostStep) {
+      error.outpostStep = s.name;
+      // The page as the failing step left it (before a finally block closes the browser).
+      await screenshotFailure();
+    }
     throw error;
   } finally {
     s.durationMs = Math.round(performance.now() - started);
@@ -115,7 +160,10 @@ if (input.kind === 'MULTI_STEP' || input.kind === 'BROWSER') {
         const opts = Object.assign({ headless: true }, options || {});
         if (!opts.executablePath && process.env.OUTPOST_BROWSER_PATH) opts.executablePath = process.env.OUTPOST_BROWSER_PATH;
         opts.args = flags.concat(opts.args || []);
-        return launch(opts);
+        return launch(opts).then((browser) => {
+          browsers.push(browser);
+          return browser;
+        });
       };
     }
   } catch {
@@ -128,6 +176,7 @@ globalThis.response = input.response;
 globalThis.environment = input.environment;
 globalThis.step = step;
 globalThis.expect = expect;
+if (input.artifactsDir) globalThis.artifact = artifact;
 
 function lineOf(error) {
   const stack = error && typeof error.stack === 'string' ? error.stack : '';
@@ -153,11 +202,13 @@ function lineOf(error) {
       line: lineOf(error),
       step: (error && error.outpostStep) || null,
     };
+    await screenshotFailure();
   }
   out.request = globalThis.request;
   out.environment = globalThis.environment;
   out.steps = steps;
   out.requests = requests;
+  out.failureShots = failureShots;
   fs.writeFileSync(outputFile, JSON.stringify(out));
   process.exit(0);
 })();

@@ -21,10 +21,12 @@
 // a file that the harness (script-harness.ts) requires.
 
 import { spawn } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { constants as fsConstants } from 'node:fs';
+import { copyFile, lstat, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { jobScrubber, scrubArtifactText } from '../artifacts/scrub.js';
 import { browserPath, type Runtime } from '../runtimes/runtimes.js';
 import type { ExecutionContext } from './executor.js';
 import { HARNESS_SOURCE, wrapUserScript } from './script-harness.js';
@@ -33,6 +35,13 @@ export const SCRIPT_CAP_MS = 240_000;
 export const DEFAULT_SCRIPT_MEMORY_MB = 256;
 export const DEFAULT_SCRIPT_CONCURRENCY = 2;
 export const SCRIPT_OUTPUT_LIMIT_BYTES = 1024 * 1024;
+
+/** Files a script run may hand to the job's artifacts (the rest are named in the jobLog). */
+export const SCRIPT_ARTIFACTS_MAX = 10;
+/** The largest single file a script run may hand over. */
+export const SCRIPT_ARTIFACT_MAX_BYTES = 10 * 1024 * 1024;
+/** All of a run's files together. */
+export const SCRIPT_ARTIFACTS_TOTAL_BYTES = 25 * 1024 * 1024;
 
 export type ScriptKind = 'MULTI_STEP' | 'BROWSER' | 'setupScript' | 'tearDownScript';
 
@@ -269,13 +278,16 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
   const scriptFile = path.join(dir, 'script.js');
   const inputFile = path.join(dir, 'input.json');
   const outputFile = path.join(dir, 'output.json');
+  // MULTI_STEP and BROWSER scripts save files here (artifact(name), failure screenshots); handed over after the run.
+  const artifactsDir = collectsArtifacts(options.kind, ctx) ? path.join(dir, 'artifacts') : null;
+  if (artifactsDir) await mkdir(artifactsDir, { mode: 0o700 });
   await Promise.all([
     writeFile(harness, HARNESS_SOURCE),
     writeFile(scriptFile, wrapUserScript(options.code)),
     writeFile(path.join(dir, 'package.json'), '{"type":"commonjs"}\n'),
     writeFile(
       inputFile,
-      JSON.stringify({ kind: options.kind, request: options.request ?? null, response: options.response ?? null, environment: options.environment }),
+      JSON.stringify({ kind: options.kind, request: options.request ?? null, response: options.response ?? null, environment: options.environment, artifactsDir }),
     ),
   ]);
   const startedAt = new Date();
@@ -323,6 +335,8 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
   await killTagged(dir);
   const stoppedAt = new Date();
   const durationMs = Math.round(performance.now() - started);
+  // Nothing of the run is alive any more: its files cannot change while they are handed over.
+  const artifactLines = artifactsDir ? await handOverArtifacts(artifactsDir, ctx) : [];
   const text = output.all;
   const lines = output.lines();
   // A V8 heap exhaustion prints its own dump: keep the jobLog short, say it once.
@@ -332,6 +346,17 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
     ctx.jobLog.push(line);
   }
   const base = { assertion: false, steps: [], requests: [], durationMs, startedAt, stoppedAt };
+  let out: HarnessOutput | null = null;
+  try {
+    out = JSON.parse(await readFile(path.join(dir, 'output.json'), 'utf8')) as HarnessOutput;
+  } catch {
+    out = null;
+  }
+  // After the script's own output, also when it was killed: what it saved before is kept.
+  for (const shot of Array.isArray(out?.failureShots) ? out.failureShots : []) {
+    ctx.jobLog.push(shot.error ? `Failure screenshot ${shot.name} of ${shot.url} could not be taken: ${shot.error}` : `Failure screenshot ${shot.name}: ${shot.url}`);
+  }
+  ctx.jobLog.push(...artifactLines);
   if (killed === 'timeout') return { ...base, ok: false, killed, error: `${options.kind} was killed: it ran past its time limit of ${timeoutMs} ms` };
   if (killed === 'memory') return { ...base, ok: false, killed, error: `${options.kind} was killed: it exceeded its memory limit of ${memoryMb} MB` };
   if (killed === 'aborted') {
@@ -339,21 +364,7 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
     return { ...base, ok: false, killed, error: `${options.kind} was killed: ${reason instanceof Error ? reason.message : 'the job was aborted'}` };
   }
   if (exit.spawnError) return { ...base, ok: false, error: `${options.kind} could not start: ${exit.spawnError.message}` };
-  let out: {
-    ok: boolean;
-    error?: string;
-    assertion?: boolean;
-    moduleNotFound?: boolean;
-    line?: number | null;
-    step?: string | null;
-    request?: unknown;
-    environment?: Record<string, string>;
-    steps?: ScriptStep[];
-    requests?: ScriptRequestRecord[];
-  };
-  try {
-    out = JSON.parse(await readFile(path.join(dir, 'output.json'), 'utf8')) as typeof out;
-  } catch {
+  if (!out) {
     const how = exit.signal ? `signal ${exit.signal}` : `exit code ${exit.code}`;
     return { ...base, ok: false, error: `${options.kind} ended without a result (${how})` };
   }
@@ -377,4 +388,111 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
     run.error = `${options.kind} failed${where ? ` at ${where}` : ''}: ${message}`;
   }
   return run;
+}
+
+/** What the harness writes to output.json. */
+interface HarnessOutput {
+  ok: boolean;
+  error?: string;
+  assertion?: boolean;
+  moduleNotFound?: boolean;
+  line?: number | null;
+  step?: string | null;
+  request?: unknown;
+  environment?: Record<string, string>;
+  steps?: ScriptStep[];
+  requests?: ScriptRequestRecord[];
+  failureShots?: FailureShot[];
+}
+
+interface FailureShot {
+  name: string;
+  url: string;
+  error?: string;
+}
+
+function collectsArtifacts(kind: ScriptKind, ctx: ExecutionContext): boolean {
+  return (kind === 'MULTI_STEP' || kind === 'BROWSER') && ctx.artifacts !== undefined;
+}
+
+const SAFE_ARTIFACT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+const CONTENT_TYPES: Record<string, string> = {
+  '.png': 'image/png',
+  '.jpg': 'image/jpeg',
+  '.jpeg': 'image/jpeg',
+  '.webp': 'image/webp',
+  '.pdf': 'application/pdf',
+  '.zip': 'application/zip',
+  '.webm': 'video/webm',
+  '.har': 'application/json',
+  '.json': 'application/json',
+  '.txt': 'text/plain',
+  '.log': 'text/plain',
+  '.csv': 'text/csv',
+  '.html': 'text/html',
+  '.xml': 'application/xml',
+};
+/** Text files are scrubbed of the job's secrets as they are handed over; images and archives are not (README). */
+const TEXT_TYPES = new Set(['application/json', 'text/plain', 'text/csv', 'text/html', 'application/xml']);
+
+/**
+ * Hands the files a script run left in its artifacts folder to the attempt's
+ * artifact writer (then published like diagnostics' files: uploaded, or kept
+ * locally). Plain files only (no links, no folders), failure screenshots
+ * first, then by name; at most SCRIPT_ARTIFACTS_MAX files,
+ * SCRIPT_ARTIFACT_MAX_BYTES each and SCRIPT_ARTIFACTS_TOTAL_BYTES in all.
+ * Returns jobLog lines for what was left out. Never throws.
+ */
+async function handOverArtifacts(folder: string, ctx: ExecutionContext): Promise<string[]> {
+  const writer = ctx.artifacts;
+  if (!writer) return [];
+  const lines: string[] = [];
+  let names: string[];
+  try {
+    // The folder itself, not a link the script put in its place.
+    if (!(await lstat(folder)).isDirectory()) return [`Artifacts were left out: the script replaced its artifacts folder`];
+    names = await readdir(folder);
+  } catch {
+    return [];
+  }
+  names.sort((a, b) => Number(b.startsWith('failure-')) - Number(a.startsWith('failure-')) || (a < b ? -1 : a > b ? 1 : 0));
+  const scrubber = jobScrubber(ctx.secrets);
+  let count = 0;
+  let total = 0;
+  for (const name of names) {
+    const file = path.join(folder, name);
+    try {
+      const info = await lstat(file);
+      if (!info.isFile() || !SAFE_ARTIFACT.test(name)) {
+        lines.push(`Artifact ${JSON.stringify(name)} was left out: only plain files with plain names are kept`);
+        continue;
+      }
+      if (writer.files.some((f) => f.name === name)) {
+        lines.push(`Artifact ${name} was left out: the attempt has a file of that name already`);
+        continue;
+      }
+      if (count >= SCRIPT_ARTIFACTS_MAX) {
+        lines.push(`Artifact ${name} (${info.size.toLocaleString('en-US')} bytes) was left out: a script run keeps at most ${SCRIPT_ARTIFACTS_MAX} files`);
+        continue;
+      }
+      if (info.size > SCRIPT_ARTIFACT_MAX_BYTES || total + info.size > SCRIPT_ARTIFACTS_TOTAL_BYTES) {
+        const why = info.size > SCRIPT_ARTIFACT_MAX_BYTES ? `over the ${SCRIPT_ARTIFACT_MAX_BYTES.toLocaleString('en-US')}-byte limit per file` : `the run's files would pass ${SCRIPT_ARTIFACTS_TOTAL_BYTES.toLocaleString('en-US')} bytes`;
+        lines.push(`Artifact ${name} (${info.size.toLocaleString('en-US')} bytes) was left out: ${why}`);
+        continue;
+      }
+      const contentType = CONTENT_TYPES[path.extname(name).toLowerCase()] ?? 'application/octet-stream';
+      const target = await writer.pathFor(name);
+      if (TEXT_TYPES.has(contentType)) {
+        await writeFile(target, scrubArtifactText(await readFile(file, 'utf8'), scrubber), { mode: 0o600, flag: 'wx' });
+      } else {
+        await copyFile(file, target, fsConstants.COPYFILE_EXCL);
+      }
+      const attached = await writer.attach(name, contentType);
+      count++;
+      total += attached.size;
+    } catch (error) {
+      lines.push(`Artifact ${name} was left out: ${(error as Error)?.message ?? String(error)}`);
+    }
+  }
+  return lines;
 }

@@ -43,8 +43,9 @@ export async function runLocal(
   // No error events here: local and once modes have no control plane.
   const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
     ...(secrets ? { secrets } : {}),
-    // Diagnostics' artifacts stay in a folder beside the results file (README "Diagnostics and artifacts").
-    ...(config.diagnostics ? { artifacts: new LocalArtifacts(localArtifactsRoot(config.resultsFile, config.stateDir)) } : {}),
+    // Artifacts (diagnostics', BROWSER scripts') stay in a folder beside the results file (README "Diagnostics and artifacts").
+    artifacts: new LocalArtifacts(localArtifactsRoot(config.resultsFile, config.stateDir)),
+    diagnostics: config.diagnostics,
     ...(config.testFault ? { testFault: config.testFault } : {}),
   });
   const sink = new LocalSink(process.stdout, config.resultsFile);

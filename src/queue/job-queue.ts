@@ -54,8 +54,10 @@ export interface QueueOptions {
   /** An executor threw (a bug in it, not a target failure). */
   onExecutorError?: (error: unknown, job: ExecutorErrorInfo) => void;
   testFault?: TestFault;
-  /** Where attempts' artifacts go (issue #5); without it there are no diagnostics. */
+  /** Where attempts' artifacts go (issue #5); without it there are no diagnostics and no script artifacts. */
   artifacts?: ArtifactStore;
+  /** Diagnose network failures into the artifacts (DIAGNOSTICS; default on when `artifacts` is given). */
+  diagnostics?: boolean;
 }
 
 /** A job's variables that can be secrets: the envelope's, and the check's own (local checks files merge them already). */
@@ -291,7 +293,8 @@ export class JobQueue {
         settings: this.settings,
         secrets,
         serviceEnv: serviceEnvironment(prepared.triggerSource),
-        ...(artifacts ? { diagnostics: artifacts.hooks } : {}),
+        ...(artifacts ? { artifacts: artifacts.writer } : {}),
+        ...(artifacts && this.options.diagnostics !== false ? { diagnostics: artifacts.hooks } : {}),
       };
       const running = this.options.testFault === 'executor-throw' ? injectedFault(prepared) : executor.run(check, ctx);
       const outcome = await Promise.race([running, abandoned]);

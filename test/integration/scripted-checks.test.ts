@@ -2,13 +2,17 @@
 // MULTI_STEP scripts and API setup/teardown scripts on runtime 2026-04 (its
 // packages installed from its lockfile here, no browser download), against a
 // small local target, and BROWSER scripts with Debian's chromium (.ci/run installs it). Also: time and memory limits, secrets in output, a
-// module the runtime does not have, missing and REMOVED runtimes, and
-// `outpost runtimes`.
+// module the runtime does not have, missing and REMOVED runtimes,
+// `outpost runtimes`, and a browser check's screenshots as artifacts (a page
+// served here, clicked in Chromium; a failing one screenshotted automatically).
 
 import { execFileSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CheckResultEntry } from '../../src/results/result.js';
 import { readRuntime } from '../../src/runtimes/runtimes.js';
@@ -49,6 +53,9 @@ const SECRET_TOKEN = 'tok-very-secret-4711';
 const AGENT_SECRET = 'agent-held-secret-9876';
 
 let target: TargetServer;
+/** Serves CLICK_PAGE at /page: a button that changes the text of #status. */
+let pageServer: Server;
+let pageUrl = '';
 let runtimesDir: string;
 /** The agent's TMPDIR: its scripts' folders are made here, so a process left behind would name it. */
 let scriptsTmp: string;
@@ -76,6 +83,40 @@ function installRuntime(): void {
   });
 }
 
+const CLICK_PAGE = `<!doctype html>
+<html><head><title>Outpost click test</title></head>
+<body style="font: 32px sans-serif">
+<p id="status">Waiting</p>
+<button id="go" onclick="document.getElementById('status').textContent = 'Clicked'">Go</button>
+</body></html>`;
+
+/** Opens the page, clicks, asserts the new text to be `expected`; the browser is closed in a finally block. */
+const clickScript = (expected: string) => `const { chromium } = require('playwright-core');
+const browser = await chromium.launch();
+try {
+  const page = await browser.newPage();
+  await step('open', async () => {
+    await page.goto(environment.PAGE);
+    expect(await page.textContent('#status')).toBe('Waiting');
+  });
+  await step('click', async () => {
+    await page.click('#go');
+    expect(await page.textContent('#status')).toBe('${expected}');
+  });
+  await page.screenshot({ path: artifact('after-click.png') });
+  require('node:fs').writeFileSync(artifact('notes.txt'), 'clicked with ' + environment.API_TOKEN + '\\n');
+} finally {
+  await browser.close();
+}`;
+
+interface Asset {
+  name: string;
+  url: string;
+  size: number;
+  contentType: string;
+}
+const assets = (id: string) => (final(id).browserCheckResult as unknown as { jobAssets: Asset[] }).jobAssets;
+
 const MULTI_STEP_SCRIPT = `const { request } = require('playwright-core');
 const ctx = await request.newContext({ baseURL: environment.BASE });
 await step('log in', async () => {
@@ -101,6 +142,12 @@ await step('never reached', async () => {
 beforeAll(async () => {
   installRuntime();
   target = await startTargetServer();
+  pageServer = createServer((req, res) => {
+    if (req.url !== '/page') return void res.writeHead(404).end();
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(CLICK_PAGE);
+  });
+  await new Promise<void>((resolve) => pageServer.listen(0, '127.0.0.1', resolve));
+  pageUrl = `http://127.0.0.1:${(pageServer.address() as AddressInfo).port}/page`;
   // A runtimes folder with the real 2026-04 and a REMOVED one.
   runtimesDir = tempDir('outpost-runtimes-');
   symlinkSync(RUNTIME_DIR, path.join(runtimesDir, RUNTIME));
@@ -185,6 +232,8 @@ await browser.newPage();
 console.log('launched');
 await new Promise(() => {});`,
     },
+    { id: 'browser-click', checkType: 'BROWSER', maxResponseTime: 90_000, script: clickScript('Clicked') },
+    { id: 'browser-click-fails', checkType: 'BROWSER', maxResponseTime: 90_000, script: clickScript('Done') },
     { id: 'after-all', checkType: 'URL', request: { url: `${target.url}/ok` } },
   ];
   const dir = tempDir();
@@ -194,6 +243,7 @@ await new Promise(() => {});`,
     JSON.stringify({
       environmentVariables: [
         { key: 'BASE', value: target.url },
+        { key: 'PAGE', value: pageUrl },
         { key: 'API_TOKEN', value: SECRET_TOKEN, secret: true },
       ],
       checks,
@@ -202,7 +252,7 @@ await new Promise(() => {});`,
   scriptsTmp = tempDir('outpost-scripted-agent-');
   const proc = startAgent(
     ['once', file],
-    cleanEnv({ TMPDIR: scriptsTmp, JOB_CONCURRENCY: '4', RUNTIMES_DIR: runtimesDir, SCRIPT_MEMORY_MB: '64', OUTPOST_SECRET_AGENT: AGENT_SECRET, UNRELATED_AGENT_SETTING: 'x' }),
+    cleanEnv({ TMPDIR: scriptsTmp, STATE_DIR: tempDir('outpost-scripted-state-'), JOB_CONCURRENCY: '4', RUNTIMES_DIR: runtimesDir, SCRIPT_MEMORY_MB: '64', OUTPOST_SECRET_AGENT: AGENT_SECRET, UNRELATED_AGENT_SETTING: 'x' }),
   );
   exitCode = (await proc.exit).code;
   stdout = proc.stdout();
@@ -215,6 +265,7 @@ await new Promise(() => {});`,
 
 afterAll(async () => {
   await target?.close();
+  await new Promise((resolve) => (pageServer ? pageServer.close(resolve) : resolve(undefined)));
 });
 
 describe('MULTI_STEP checks', () => {
@@ -304,6 +355,54 @@ describe('BROWSER checks (Debian chromium, headless)', () => {
     expect(detail.jobLog[0]).toBe('launched');
     expect(detail.requestError).toBe('BROWSER was killed: it ran past its time limit of 8000 ms');
     // The browser ran with its profile in the script's temporary directory: nothing of it is left.
+    expect(execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' })).not.toContain(scriptsTmp);
+  });
+});
+
+describe('BROWSER check artifacts', () => {
+  const PNG = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  const local = (asset: Asset | undefined) => {
+    if (!asset) throw new Error('no such asset');
+    expect(asset.url).toMatch(/^file:\/\//);
+    const file = fileURLToPath(asset.url);
+    expect(existsSync(file)).toBe(true);
+    const bytes = readFileSync(file);
+    expect(bytes.length).toBe(asset.size);
+    return bytes;
+  };
+
+  it('a page served here is opened in Chromium, clicked and asserted; the screenshot the script saved is a PNG in jobAssets', () => {
+    const entry = final('browser-click');
+    expect(entry, JSON.stringify(entry)).toMatchObject({ hasFailures: false, hasErrors: false });
+    const detail = entry.browserCheckResult as unknown as MultiStepDetail;
+    expect(detail.steps.map((s) => [s.name, s.passed])).toEqual([
+      ['open', true],
+      ['click', true],
+    ]);
+    const list = assets('browser-click');
+    expect(list.map((a) => [a.name, a.contentType])).toEqual([
+      ['after-click.png', 'image/png'],
+      ['notes.txt', 'text/plain'],
+    ]);
+    const png = local(list[0]);
+    expect(png.subarray(0, 8).equals(PNG)).toBe(true);
+    expect(png.length).toBeGreaterThan(1000);
+    // A text artifact is scrubbed of the job's secrets.
+    expect(local(list[1]).toString('utf8')).toBe('clicked with *****\n');
+  });
+
+  it('a failing step leaves a screenshot of the page as it failed, taken before the script closed the browser', () => {
+    const entry = final('browser-click-fails');
+    expect(entry).toMatchObject({ hasFailures: true, hasErrors: false });
+    const detail = entry.browserCheckResult as unknown as MultiStepDetail;
+    expect(detail.requestError).toBe('BROWSER failed at step "click", line 11: expected "Clicked" to be "Done"');
+    const list = assets('browser-click-fails');
+    expect(list.map((a) => a.name)).toEqual(['failure-1.png']);
+    expect(local(list[0]).subarray(0, 8).equals(PNG)).toBe(true);
+    expect(detail.jobLog).toContain(`Failure screenshot failure-1.png: ${pageUrl}`);
+    // The earlier failing browser check got one too; the killed one has none.
+    expect(assets('browser').map((a) => a.name)).toEqual(['failure-1.png']);
+    expect(assets('browser-hangs')).toEqual([]);
     expect(execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' })).not.toContain(scriptsTmp);
   });
 });

@@ -1,10 +1,10 @@
 # Outpost — the full image: URL, API, TCP, DNS and ICMP checks, plus runtime
-# 2026-04 (the packages scripted checks import) installed from its lockfile.
+# 2026-04 (the packages scripted checks import) installed from its lockfile and
+# Debian's chromium for BROWSER checks.
 #
 #   docker build -t outpost .
 #
-# Chromium is not in this image yet: the script runner and its browser arrive
-# with the runtimes issue (#8); playwright-core never downloads a browser.
+# playwright-core never downloads a browser: BROWSER checks launch /usr/bin/chromium.
 # README "Running in Docker and Kubernetes" explains every choice below.
 # The stages `build`, `deps` and `runtime-2026-04` are word for word the same in
 # Dockerfile, Dockerfile.uptime, Dockerfile.dev and docker/migration/Dockerfile,
@@ -46,6 +46,15 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=warn
 
 # ---- the image ----
 FROM ${BASE_IMAGE}
+# Chromium for BROWSER checks (headless, started by the script runner with
+# --no-sandbox and the flags in src/checks/script-harness.ts) and fonts-liberation
+# so pages render text. Its own layer, first in the stage and word for word the
+# same in Dockerfile, Dockerfile.dev and docker/migration/Dockerfile, so the
+# three images share it and a change to the tools below does not reinstall it.
+RUN set -eux; \
+    apt-get update; \
+    apt-get install -y --no-install-recommends chromium fonts-liberation; \
+    rm -rf /var/lib/apt/lists/*
 # iputils ping for ICMP checks, stripped of its file capability (it runs on ICMP
 # datagram sockets, see net.ipv4.ping_group_range); tracepath, traceroute and
 # tcpdump (allowed to capture only where the container keeps NET_RAW) for

@@ -134,6 +134,18 @@ describe('Dockerfiles', () => {
     }
   });
 
+  it('install Chromium (no recommends) as the first layer of the full, dev and migration images, word for word, and not in the uptime image', () => {
+    const chromium = (key: ImageKey) => final(key).lines.filter((l) => /apt-get install .*\bchromium\b/.test(l));
+    const reference = final('full').lines[0] ?? '';
+    expect(reference).toMatch(/^RUN .*apt-get install -y --no-install-recommends chromium fonts-liberation;/);
+    for (const key of ['full', 'dev', 'migration'] as const) {
+      expect(final(key).from, IMAGES[key].dockerfile).toBe(final('full').from);
+      expect(final(key).lines[0], `${IMAGES[key].dockerfile}: the final stage starts with the same Chromium layer`).toBe(reference);
+      expect(chromium(key), IMAGES[key].dockerfile).toEqual([reference]);
+    }
+    expect(chromium('uptime')).toEqual([]);
+  });
+
   it('copy only paths that exist in the repository', () => {
     for (const key of keys) {
       for (const s of parsed[key].stages) {

@@ -140,11 +140,11 @@ describe('the images', () => {
     expect(image.Config.Labels['io.outpost.runtimes']).toBe(IMAGES[key].runtimes.join(','));
   });
 
-  it.each(BUILD_ORDER)('%s: ping without file capabilities, tcpdump with cap_net_raw only, the trace tools, no browser', async (key) => {
+  it.each(BUILD_ORDER)('%s: ping without file capabilities, tcpdump with cap_net_raw only, the trace tools, no downloaded browser, Debian\'s chromium except in uptime', async (key) => {
     const script = [
       'getcap /usr/bin/ping; echo "ping-mode $(stat -c %a /usr/bin/ping)"',
       'getcap /usr/bin/tcpdump',
-      'for t in tracepath traceroute tcpdump ip tini node; do command -v $t >/dev/null && echo "has $t"; done',
+      'for t in tracepath traceroute tcpdump ip tini node chromium; do command -v $t >/dev/null && echo "has $t"; done',
       'ls -d /var/lib/outpost/.cache/ms-playwright /root/.cache/ms-playwright 2>/dev/null; echo "uid $(id -u) gid $(id -g)"',
     ].join('; ');
     const run = await podman(['run', '--rm', '--entrypoint', 'sh', IMAGES[key].tag, '-c', script]);
@@ -154,6 +154,9 @@ describe('the images', () => {
     expect(lines).toContain('ping-mode 755');
     expect(lines).toContain('/usr/bin/tcpdump cap_net_raw=ep');
     for (const tool of ['tracepath', 'traceroute', 'tcpdump', 'ip', 'tini', 'node']) expect(lines).toContain(`has ${tool}`);
+    // BROWSER checks: Debian's chromium in the full, dev and migration images only; playwright's own download nowhere.
+    if (key === 'uptime') expect(lines).not.toContain('has chromium');
+    else expect(lines).toContain('has chromium');
     expect(lines).not.toContainEqual(expect.stringMatching(/ms-playwright/));
     expect(lines).toContain('uid 10001 gid 10001');
   });
@@ -188,6 +191,10 @@ describe('the images', () => {
     const run = await podman(['run', '--rm', '--entrypoint', 'sh', IMAGES.uptime.tag, '-c', 'ls /app; for t in npm npx gcc make python3; do command -v $t && echo "has $t"; done; true']);
     expect(run.code).toBe(0);
     expect(run.stdout.split('\n').filter(Boolean).sort()).toEqual(['dist', 'examples', 'node_modules', 'package.json']);
+  });
+
+  it('uptime: less than half the size of the full image (which carries Chromium)', () => {
+    expect(built.uptime.size * 2, `uptime ${built.uptime.size} bytes, full ${built.full.size} bytes`).toBeLessThan(built.full.size);
   });
 
   it('dev: compiles C and C++ as uid 10001, with make and python3 for node-gyp', async () => {
@@ -279,6 +286,46 @@ describe('the README docker run line (full image)', () => {
   }, 240_000);
 });
 
+describe('BROWSER checks (full image)', () => {
+  it('runs a page script on Debian\'s chromium as uid 10001, headless, with every capability dropped, and passes', async () => {
+    const file = checksFile([
+      {
+        id: 'browser-in-container',
+        name: 'page',
+        checkType: 'BROWSER',
+        runtimeId: '2026-04',
+        maxResponseTime: 90_000,
+        script: `const { chromium } = require('playwright-core');
+const browser = await chromium.launch();
+const page = await browser.newPage();
+await step('open the target', async () => {
+  const res = await page.goto(${JSON.stringify(`${targetUrl}/ok`)});
+  expect(res.status()).toBe(200);
+  expect(await page.textContent('body')).toContain('ok');
+});
+await step('render a page with text', async () => {
+  await page.setContent('<title>Outpost</title><h1 style="font-family: sans-serif">Outpost</h1>');
+  expect(await page.title()).toBe('Outpost');
+  const png = await page.screenshot();
+  expect(png.length > 1000).toBe(true);
+  console.log('chromium ' + browser.version() + ', screenshot ' + png.length + ' bytes');
+});
+await browser.close();`,
+      },
+    ]);
+    const run = await runOnce(IMAGES.full.tag, file, ['--cap-drop', 'ALL']);
+    const [result] = resultLines(run.stdout);
+    expect(run.code, `${run.stdout}\n${withoutSystemdNoise(run.stderr)}`).toBe(0);
+    expect(result, run.stdout).toMatchObject({ checkType: 'BROWSER', hasErrors: false, hasFailures: false });
+    const detail = result?.browserCheckResult as { steps: Array<{ name: string; passed: boolean }>; requestError: unknown };
+    expect(detail.steps.map((s) => [s.name, s.passed])).toEqual([
+      ['open the target', true],
+      ['render a page with text', true],
+    ]);
+    expect(detail.requestError ?? null).toBeNull();
+  }, 180_000);
+});
+
 describe('uptime image', () => {
   let agent: StartedTestContainer | undefined;
   afterAll(async () => {
@@ -322,6 +369,15 @@ describe('uptime image', () => {
     expect(supported, run.stderr).toEqual(expect.arrayContaining(['URL', 'API', 'TCP', 'DNS', 'ICMP']));
     expect(supported).not.toContain('MULTI_STEP');
     expect(run.stderr).not.toMatch(/\n\s+at /);
+  }, 120_000);
+
+  it('has no Chromium, so a BROWSER check of a checks file is refused the same way', async () => {
+    const file = checksFile([{ id: 'page', name: 'page', checkType: 'BROWSER', runtimeId: '2026-04', script: 'console.log(1)' }]);
+    const run = await runOnce(IMAGES.uptime.tag, file);
+    expect(run.code, `${run.stdout}\n${withoutSystemdNoise(run.stderr)}`).toBe(78);
+    const supported = /BROWSER is not supported by this agent \(supported: ([A-Z_, ]+)\)/.exec(run.stderr)?.[1]?.split(', ');
+    expect(supported, run.stderr).toEqual(expect.arrayContaining(['URL', 'API', 'TCP', 'DNS', 'ICMP']));
+    expect(supported).not.toContain('BROWSER');
   }, 120_000);
 });
 

@@ -191,7 +191,7 @@ export type Command =
   | { kind: 'help' }
   | { kind: 'version' }
   | { kind: 'runtimes' }
-  | { kind: 'run'; mode: Mode; checksFile?: string; resultsFile?: string };
+  | { kind: 'run'; mode: Mode; checksFile?: string; resultsFile?: string; uptimeOnly?: boolean };
 
 export const USAGE = `Usage: outpost <command> [options]
 
@@ -203,6 +203,8 @@ Commands:
 
 Options:
   --results <file.jsonl>     local and once: also append each result as one JSON line to this file
+  --uptime-only              run only URL, API, TCP, DNS and ICMP checks, as the uptime image does:
+                             scripted types are neither advertised nor run
   -h, --help                 show this help
   -v, --version              print the version
 
@@ -229,9 +231,12 @@ export function parseArgs(argv: string[]): Command {
   }
   let checksFile: string | undefined;
   let resultsFile: string | undefined;
+  let uptimeOnly = false;
   for (let i = 0; i < rest.length; i++) {
     const arg = rest[i] as string;
-    if (arg === '--results' || arg.startsWith('--results=')) {
+    if (arg === '--uptime-only') {
+      uptimeOnly = true;
+    } else if (arg === '--results' || arg.startsWith('--results=')) {
       const value = arg.includes('=') ? arg.slice('--results='.length) : rest[++i];
       if (!value) throw new ConfigError('--results needs a file path', EXIT_USAGE);
       resultsFile = path.resolve(value);
@@ -245,10 +250,10 @@ export function parseArgs(argv: string[]): Command {
   }
   if (command === 'agent') {
     if (resultsFile) throw new ConfigError('--results is for local and once modes; agent mode reports to the control plane', EXIT_USAGE);
-    return { kind: 'run', mode: 'agent' };
+    return { kind: 'run', mode: 'agent', ...(uptimeOnly ? { uptimeOnly } : {}) };
   }
   if (!checksFile) throw new ConfigError(`${command} needs a checks file: outpost ${command} <checks.json>`, EXIT_USAGE);
-  return { kind: 'run', mode: command, checksFile, ...(resultsFile ? { resultsFile } : {}) };
+  return { kind: 'run', mode: command, checksFile, ...(resultsFile ? { resultsFile } : {}), ...(uptimeOnly ? { uptimeOnly } : {}) };
 }
 
 /** What executors need to know of the configuration. */

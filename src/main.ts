@@ -4,7 +4,7 @@
 // problems 64 (EX_USAGE); never a stack trace.
 
 import { runAgent } from './agent.js';
-import { defaultRegistry } from './checks/registry.js';
+import { defaultRegistry, uptimeOnly } from './checks/registry.js';
 import { ConfigError, configFromEnv, EXIT_CONFIG, parseArgs, USAGE } from './config.js';
 import { ChecksFileError } from './local/checks-file.js';
 import { runLocal } from './local/local-mode.js';
@@ -67,7 +67,7 @@ async function main(): Promise<void> {
   const { logger, flush } = createLogger(config.logLevel, config.mode === 'agent' ? 'stdout' : 'stderr', secrets.scrubLogLine);
   secrets.attachLogger(logger);
   if (config.testFault) logger.warn({ testFault: config.testFault }, 'OUTPOST_TEST_FAULT is set: a test hook is active and every check fails');
-  const registry = defaultRegistry();
+  const registry = command.uptimeOnly ? uptimeOnly(defaultRegistry()) : defaultRegistry();
   // Error events (agent mode, EXTERNAL_OBSERVABILITY=on): set once the agent runs.
   let events: EventReporter | undefined;
   process.on('uncaughtException', (error) => {

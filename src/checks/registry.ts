@@ -10,6 +10,14 @@ import { browserPath, listRuntimes, runtimesDir } from '../runtimes/runtimes.js'
 import { tcpExecutor } from './tcp.js';
 import { urlExecutor } from './url.js';
 
+/** The check types of the uptime image and of `--uptime-only`. */
+export const UPTIME_CHECK_TYPES: readonly CheckType[] = ['URL', 'API', 'TCP', 'DNS', 'ICMP'];
+
+/** Only the uptime types of a registry (`outpost … --uptime-only`). */
+export function uptimeOnly(registry: ExecutorRegistry): ExecutorRegistry {
+  return new Map([...registry].filter(([type]) => UPTIME_CHECK_TYPES.includes(type)));
+}
+
 export function defaultRegistry(env: Record<string, string | undefined> = process.env): ExecutorRegistry {
   const executors: Executor[] = [urlExecutor as Executor, apiExecutor as Executor, tcpExecutor as Executor, icmpExecutor as Executor, dnsExecutor as Executor];
   // MULTI_STEP only where runtimes are on disk (not in the uptime image); BROWSER also needs a Chromium; PLAYWRIGHT is not run yet.

@@ -204,4 +204,20 @@ describe('agent mode against the fake control plane', () => {
     while ((await probe(port, '/-/readiness')).status !== 200 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     expect((await probe(port, '/-/readiness')).status).toBe(200);
   });
+
+  it('advertises and runs only the uptime types with --uptime-only', async () => {
+    const cp = await h.controlPlane();
+    const url = cp.addJob(urlCheck(`${h.target.url}/ok`));
+    const proc = h.start(['agent', '--uptime-only'], { API_URL: cp.url, API_KEY: cp.apiKey, CLAIM_WAIT_SECONDS: '1' });
+    await cp.waitFor(() => cp.resultsFor(url).length === 1, 15_000, 'the URL result');
+    for (const claim of cp.claims) {
+      expect(claim.checkTypes).toEqual(['URL', 'API', 'TCP', 'ICMP', 'DNS']);
+      expect(claim.runtimes).toEqual([]);
+    }
+    // A scripted job is never handed to it; a control plane that did would get an error result naming the types.
+    const scripted = cp.addJob({ id: 'ms', checkType: 'MULTI_STEP', script: 'x' });
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(cp.jobs.get(scripted)?.claims).toBe(0);
+    expect(proc.proc.exitCode).toBeNull();
+  });
 });

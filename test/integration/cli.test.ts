@@ -136,6 +136,14 @@ describe('outpost CLI', () => {
     expect(line).toBe(`outpost: ${file}: check "broken" at $.checks[1].request.url: must use http or https (got gopher)`);
   });
 
+  it('--uptime-only refuses a scripted check in a checks file, naming the uptime types', async () => {
+    const file = checksFile({ checks: [{ id: 'steps', checkType: 'MULTI_STEP', script: 'await step("a", async () => {})' }] });
+    const line = await expectOneLineFailure(run(['once', file, '--uptime-only']), 78);
+    expect(line).toBe(
+      `outpost: ${file}: check "steps" at $.checks[0].checkType: MULTI_STEP is not supported by this agent (supported: URL, API, TCP, ICMP, DNS)`,
+    );
+  });
+
   it('a checks file with several problems → exit 78 listing them all, no stack trace', async () => {
     const registry = defaultRegistry();
     const unsupported = CHECK_TYPES.find((t) => !registry.has(t)) as string;

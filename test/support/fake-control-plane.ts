@@ -104,7 +104,7 @@ export class FakeControlPlane {
   conflictingResults = 0;
   /** Most jobs ever leased to one agent at once, and the claims that saw it. */
   maxOutstanding = 0;
-  readonly claims: Array<{ max: number; waitSeconds: number; given: number; outstandingBefore: number }> = [];
+  readonly claims: Array<{ max: number; waitSeconds: number; given: number; outstandingBefore: number; checkTypes: string[]; runtimes: string[] }> = [];
   validKeys: Set<string>;
   leaseMs: number;
   private faults: Fault[] = [];
@@ -437,7 +437,7 @@ export class FakeControlPlane {
       s.claims++;
       given.push({ ...s.job, leaseExpiresAt: new Date(s.leaseExpiresAt).toISOString() });
     }
-    this.claims.push({ max: body.max, waitSeconds: body.waitSeconds, given: given.length, outstandingBefore });
+    this.claims.push({ max: body.max, waitSeconds: body.waitSeconds, given: given.length, outstandingBefore, checkTypes: agent.checkTypes, runtimes: agent.runtimes });
     this.maxOutstanding = Math.max(this.maxOutstanding, this.outstanding(agentId));
     this.send(req, res, 200, { jobs: given });
   }

@@ -55,6 +55,7 @@ export async function runAgent(
   const artifacts = await ControlPlaneArtifacts.open(path.join(config.stateDir, 'artifacts'), client, {
     timeoutMs: config.artifactUploadTimeoutSeconds * 1000,
     authRetryMs: config.authRetrySeconds * 1000,
+    onUploadFailed: (error) => events?.report(error, { origin: 'upload' }),
   });
   const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
     secrets,

@@ -41,6 +41,8 @@ export interface ControlPlaneStoreOptions {
   /** Bound on publishing one attempt's artifacts (ARTIFACT_UPLOAD_TIMEOUT_SECONDS). */
   timeoutMs: number;
   authRetryMs: number;
+  /** Told of every upload that failed after trying (for error events); not of files over the size limit. */
+  onUploadFailed?: (error: Error) => void;
 }
 
 /** Agent mode: STATE_DIR/artifacts/<jobId>/<attempt>/, uploaded and then removed. */
@@ -73,6 +75,7 @@ export class ControlPlaneArtifacts implements ArtifactStore {
         const outcome = await uploadArtifact(this.client, file, { jobId, logger, signal: bounded, authRetryMs: this.options.authRetryMs });
         if (!outcome.ok) {
           published.jobLog.push(outcome.line);
+          if (outcome.attempts > 0) this.options.onUploadFailed?.(Object.assign(new Error(outcome.line), { name: 'ArtifactUploadError' }));
           continue;
         }
         published.assets.push(outcome.asset);

@@ -83,5 +83,10 @@ describe.skipIf(unavailable !== undefined)(`diagnostics in agent mode${unavailab
     expect(typeof failed?.size).toBe('number');
     expect(JSON.parse(String(failed?.body))).toMatchObject({ statusCode: 400, message: 'injected fault' });
     expect(existsSync(path.join(state, 'artifacts', jobId))).toBe(false);
+    // Each failed upload is also an error event (batched: flushed within 5 s), with no target in it.
+    await cp.waitFor(() => cp.events.filter((e) => e.name === 'ArtifactUploadError').length === 2, 15_000, 'two upload events');
+    const events = cp.events.filter((e) => e.name === 'ArtifactUploadError');
+    expect(events.map((e) => (e as { origin?: string }).origin)).toEqual(['upload', 'upload']);
+    expect(JSON.stringify(events)).not.toContain(`127.0.0.1:${port}`);
   }, 60_000);
 });

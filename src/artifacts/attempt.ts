@@ -69,6 +69,8 @@ export class AttemptArtifacts {
 
   /** Drops the attempt's files unpublished. */
   discard(): Promise<void> {
+    // Nothing was written: no directory to remove, and no failing lstat/rmdir per check.
+    if (!this.writer.created) return Promise.resolve();
     return this.store.discard(this.writer.dir);
   }
 }

@@ -41,6 +41,11 @@ export class ArtifactWriter {
 
   constructor(readonly dir: string) {}
 
+  /** Whether the directory was created (by pathFor); most attempts never write a file. */
+  get created(): boolean {
+    return this.made;
+  }
+
   /** Files attached so far, in order. */
   get files(): readonly ArtifactFile[] {
     return this.attached;

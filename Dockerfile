@@ -83,7 +83,7 @@ LABEL org.opencontainers.image.title="Outpost" \
       io.outpost.image.variant="full" \
       io.outpost.runtimes="2026-04"
 ENV NODE_ENV=production \
-    NODE_OPTIONS="--max-semi-space-size=8" \
+    NODE_OPTIONS="--max-semi-space-size=4" \
     STATE_DIR=/var/lib/outpost \
     TINI_SUBREAPER=1
 VOLUME ["/var/lib/outpost"]

@@ -5,6 +5,7 @@
 // ms), longer than V8's default 16 MB semi-space lasts at a few thousand checks
 // a second, so they get promoted and linger as old-space garbage until a major
 // GC. The live set stays small (≈ 15–20 MB after a full GC at 256 in flight); a
-// smaller young generation keeps peak RSS under 200 MB there for a few percent
-// more CPU. Measured side by side in the issue notes of #2.
-export const RECOMMENDED_NODE_OPTIONS = '--max-semi-space-size=8';
+// smaller young generation keeps peak RSS under 200 MB there at the same
+// throughput: 188–194 MB with 4, 193–202 MB with 8, 213–245 MB with Node's
+// default. Measured side by side in the issue notes of #2.
+export const RECOMMENDED_NODE_OPTIONS = '--max-semi-space-size=4';

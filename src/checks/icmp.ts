@@ -10,7 +10,7 @@
 
 import { getegid, getgroups, getuid } from 'node:process';
 import { performance } from 'node:perf_hooks';
-import { type IpFamily, type ResolvedTarget, resolveTarget } from '../net/ip-family.js';
+import { type IpFamily, MAX_HOSTNAME_LENGTH, type ResolvedTarget, resolveTarget } from '../net/ip-family.js';
 import {
   explainPingFailure,
   type LatencyStats,
@@ -39,7 +39,6 @@ export interface IcmpRequest {
   maxPacketLossThreshold: number;
 }
 
-export const MAX_HOSTNAME_LENGTH = 253;
 export const DEFAULT_PING_COUNT = 10;
 export const MAX_PING_COUNT = 50;
 /** Seconds between echo requests (iputils' default floor for unprivileged users is 0.2 s on older versions). */
@@ -120,24 +119,6 @@ export function evaluateLatency(assertion: Assertion, latency: LatencyStats): As
   return evaluate(assertion, latency[property as keyof LatencyStats]);
 }
 
-function resolveAbortable(host: string, family: IpFamily, signal: AbortSignal): Promise<ResolvedTarget> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    resolveTarget(host, family).then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
-}
-
 function abortText(signal: AbortSignal, elapsedMs: number, what: string): string {
   const reason = signal.reason;
   if (reason instanceof JobAbortedError && reason.reason !== 'timeout') return reason.message;
@@ -171,7 +152,7 @@ async function runIcmp(check: CheckDefinition<IcmpRequest>, ctx: ExecutionContex
     code = 'ENOENT';
   } else if (error === undefined) {
     try {
-      resolved = await resolveAbortable(spec.hostname, spec.ipFamily, signal);
+      resolved = await resolveTarget(spec.hostname, spec.ipFamily, signal);
       if (resolved.fallback) ctx.jobLog.push(resolved.fallback);
       if (resolved.address !== spec.hostname.replace(/^\[(.*)\]$/, '$1')) {
         ctx.jobLog.push(`Resolved ${spec.hostname} to ${resolved.address} (IPv${resolved.family})`);

@@ -13,7 +13,7 @@
 
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { type IpFamily, type ResolvedTarget, resolveTarget } from '../net/ip-family.js';
+import { type IpFamily, MAX_HOSTNAME_LENGTH, type ResolvedTarget, resolveTarget } from '../net/ip-family.js';
 import { type AssertionOutcome, evaluate } from './assertions.js';
 import type { CheckDefinition } from './definition.js';
 import { describeError, errorCode, JobAbortedError } from './errors.js';
@@ -32,7 +32,6 @@ export interface TcpRequest {
   idleTimeoutMs: number;
 }
 
-export const MAX_HOSTNAME_LENGTH = 253;
 export const MAX_DATA_LENGTH = 65_536;
 export const DEFAULT_READ_LIMIT_BYTES = 65_536;
 export const MAX_READ_LIMIT_BYTES = 1_048_576;
@@ -96,25 +95,6 @@ function abortMessage(signal: AbortSignal): string | undefined {
   const reason = signal.reason;
   if (reason instanceof JobAbortedError && reason.reason !== 'timeout') return reason.message;
   return undefined;
-}
-
-/** Resolves the target, or rejects when `signal` aborts first (a lookup cannot be cancelled, only abandoned). */
-function resolveAbortable(host: string, family: IpFamily, signal: AbortSignal): Promise<ResolvedTarget> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    resolveTarget(host, family).then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
 }
 
 type EndReason = 'connect-only' | 'closed' | 'idle' | 'limit' | 'no-banner' | 'reset' | 'time-limit';
@@ -262,7 +242,7 @@ async function runTcp(check: CheckDefinition<TcpRequest>, ctx: ExecutionContext)
   let code: string | undefined;
   let exchanged: Exchange | undefined;
   try {
-    resolved = await resolveAbortable(spec.hostname, spec.ipFamily, signal);
+    resolved = await resolveTarget(spec.hostname, spec.ipFamily, signal);
     timings.dns = round(resolved.lookupMs);
     if (resolved.fallback) ctx.jobLog.push(resolved.fallback);
     if (resolved.address !== spec.hostname.replace(/^\[(.*)\]$/, '$1')) {

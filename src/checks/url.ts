@@ -160,4 +160,3 @@ export const urlExecutor: Executor<UrlRequest> = {
   run: runUrl,
 };
 
-export { displayUrl };

@@ -8,6 +8,9 @@ import net from 'node:net';
 
 export type IpFamily = 'IPv4' | 'IPv6';
 
+/** The longest DNS name (RFC 1035), the bound for every `hostname` field. */
+export const MAX_HOSTNAME_LENGTH = 253;
+
 export interface ResolvedTarget {
   address: string;
   family: 4 | 6;
@@ -60,7 +63,20 @@ const stripBrackets = (host: string) => host.replace(/^\[(.*)\]$/, '$1');
  * IPv4 when the name has no AAAA record or IPv6 cannot be routed from here.
  * Errors from the final lookup (ENOTFOUND…) are thrown as Node raises them.
  */
-export async function resolveTarget(rawHost: string, family: IpFamily): Promise<ResolvedTarget> {
+export function resolveTarget(rawHost: string, family: IpFamily, signal?: AbortSignal): Promise<ResolvedTarget> {
+  if (!signal) return resolveNow(rawHost, family);
+  // A lookup cannot be cancelled, only abandoned: reject when the signal aborts first.
+  return new Promise((done, fail) => {
+    if (signal.aborted) return fail(signal.reason);
+    const onAbort = () => fail(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    resolveNow(rawHost, family)
+      .then(done, fail)
+      .finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+async function resolveNow(rawHost: string, family: IpFamily): Promise<ResolvedTarget> {
   const host = stripBrackets(rawHost);
   const literal = net.isIP(host);
   if (literal !== 0) {

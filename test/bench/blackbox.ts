@@ -13,7 +13,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { freePort } from '../support/nginx.js';
+import { onFreePort, stopEscalating } from '../support/daemon.js';
 
 export interface Blackbox {
   url: string;
@@ -81,16 +81,7 @@ async function waitUntilServing(port: number, exited: () => string | undefined, 
 }
 
 export async function startBlackbox(binary: string, options: BlackboxOptions = {}): Promise<Blackbox> {
-  let lastError: Error | undefined;
-  for (let attempt = 0; attempt < 3; attempt++) {
-    try {
-      return await startOnce(binary, await freePort(), options);
-    } catch (error) {
-      lastError = error as Error;
-      if (!/address already in use/i.test(lastError.message)) throw lastError;
-    }
-  }
-  throw lastError ?? new Error('blackbox exporter did not start');
+  return onFreePort((port) => startOnce(binary, port, options), /address already in use/i, 'blackbox exporter');
 }
 
 async function startOnce(binary: string, port: number, options: BlackboxOptions): Promise<Blackbox> {
@@ -125,11 +116,7 @@ async function startOnce(binary: string, port: number, options: BlackboxOptions)
     stopped = true;
     process.removeListener('exit', killOnExit);
     if (exitDescription === undefined) {
-      for (const [signal, waitMs] of [['SIGTERM', 5_000], ['SIGKILL', 2_000]] as const) {
-        child.kill(signal);
-        const done = await Promise.race([exited.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), waitMs).unref())]);
-        if (done) break;
-      }
+      await stopEscalating([['SIGTERM', 5_000], ['SIGKILL', 2_000]], (signal) => child.kill(signal), exited);
     }
     rmSync(dir, { recursive: true, force: true });
   };

@@ -11,6 +11,7 @@ import { type Nginx, startNginx } from '../support/nginx.js';
 import { startTargetServer, type TargetServer } from '../support/target-server.js';
 import { startTinyproxy, type Tinyproxy } from '../support/tinyproxy.js';
 import { createTestPki, type TestPki } from '../support/tls.js';
+import { BOOKSTORE } from '../support/bookstore.js';
 
 interface ApiDetail {
   request: { url: string; headers: Array<{ key: string; value: string }>; body: string };
@@ -30,17 +31,6 @@ interface ApiDetail {
 }
 
 const BIG_BYTES = 50 * 1024 * 1024;
-const BOOKSTORE = {
-  store: {
-    book: [
-      { category: 'reference', author: 'Nigel Rees', title: 'Sayings of the Century', price: 8.95 },
-      { category: 'fiction', author: 'Evelyn Waugh', title: 'Sword of Honour', price: 12.99 },
-      { category: 'fiction', author: 'Herman Melville', title: 'Moby Dick', isbn: '0-553-21311-3', price: 8.99 },
-      { category: 'fiction', author: 'J. R. R. Tolkien', title: 'The Lord of the Rings', isbn: '0-395-19395-8', price: 22.99 },
-    ],
-    bicycle: { color: 'red', price: 399 },
-  },
-};
 
 let plain: Nginx;
 let valid: Nginx;

@@ -22,6 +22,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { decode, encode, type Packet, RECURSION_DESIRED } from 'dns-packet';
+import { onFreePort, stopEscalating } from './daemon.js';
 import { findExecutable, freePort } from './nginx.js';
 
 export interface ZoneSpec {
@@ -237,11 +238,7 @@ async function startNamedOnce(binary: string, port: number, zones: ZoneSpec[]): 
     if (stopped) return;
     stopped = true;
     if (exitDescription === undefined) {
-      for (const [signal, waitMs] of [['SIGTERM', 5_000], ['SIGKILL', 2_000]] as const) {
-        child.kill(signal);
-        const done = await Promise.race([exited.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), waitMs).unref())]);
-        if (done) break;
-      }
+      await stopEscalating([['SIGTERM', 5_000], ['SIGKILL', 2_000]], (signal) => child.kill(signal), exited);
     }
     rmSync(dir, { recursive: true, force: true });
   };
@@ -272,17 +269,8 @@ async function startNamedOnce(binary: string, port: number, zones: ZoneSpec[]): 
 export async function startNamed(zones: ZoneSpec[] = defaultZones()): Promise<DnsServer> {
   const binary = findExecutable('named');
   if (!binary) throw new Error('named is not installed: apt-get install -y bind9 (.ci/run installs it; tests do not)');
-  let lastError: Error | undefined;
-  // A free TCP port may have its UDP twin taken, or be taken before named binds; try a few.
-  for (let attempt = 0; attempt < 3; attempt++) {
-    try {
-      return await startNamedOnce(binary, await freePort(), zones);
-    } catch (error) {
-      lastError = error as Error;
-      if (!/address in use|does not serve/i.test(lastError.message)) throw lastError;
-    }
-  }
-  throw lastError ?? new Error('named did not start');
+  // A free TCP port may have its UDP twin taken, or be taken before named binds.
+  return onFreePort((port) => startNamedOnce(binary, port, zones), /address in use|does not serve/i, 'named');
 }
 
 // ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import { accessSync, chmodSync, constants, mkdirSync, mkdtempSync, readFileSync,
 import net, { type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { onFreePort, stopEscalating } from './daemon.js';
 
 export interface Nginx {
   /** Base URL, e.g. http://127.0.0.1:41234 (no trailing slash). */
@@ -195,17 +196,13 @@ async function startOnce(binary: string, port: number, options: NginxOptions): P
     if (stopped) return;
     stopped = true;
     if (exitDescription === undefined && child.pid) {
+      const pid = child.pid;
       // SIGQUIT: graceful (workers finish their requests, logs are flushed); then harder.
-      for (const [signal, waitMs] of [['SIGQUIT', 5_000], ['SIGTERM', 2_000], ['SIGKILL', 2_000]] as const) {
-        try {
-          if (signal === 'SIGKILL') killAll(child.pid, signal);
-          else process.kill(child.pid, signal);
-        } catch {
-          break;
-        }
-        const done = await Promise.race([exited.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), waitMs).unref())]);
-        if (done) break;
-      }
+      await stopEscalating(
+        [['SIGQUIT', 5_000], ['SIGTERM', 2_000], ['SIGKILL', 2_000]],
+        (signal) => (signal === 'SIGKILL' ? killAll(pid, signal) : process.kill(pid, signal)),
+        exited,
+      );
     }
     rmSync(dir, { recursive: true, force: true });
   };
@@ -228,15 +225,6 @@ export async function startNginx(options: NginxOptions = {}): Promise<Nginx> {
   if (!binary) {
     throw new Error('nginx is not installed: apt-get install -y nginx-light (the bench and .ci/run install it; tests do not)');
   }
-  let lastError: Error | undefined;
-  // A free port can be taken between the probe and nginx's bind; try a few.
-  for (let attempt = 0; attempt < 3; attempt++) {
-    try {
-      return await startOnce(binary, await freePort(), options);
-    } catch (error) {
-      lastError = error as Error;
-      if (!/Address already in use/i.test(lastError.message)) throw lastError;
-    }
-  }
-  throw lastError ?? new Error('nginx did not start');
+  // A free port can be taken between the probe and nginx's bind.
+  return onFreePort((port) => startOnce(binary, port, options), /Address already in use/i, 'nginx');
 }

@@ -1,0 +1,44 @@
+// What the test daemons (nginx, named, blackbox_exporter) share: starting on
+// a free port with a retry when it was taken meanwhile, and stopping with
+// escalating signals.
+
+import { freePort } from './nginx.js';
+
+/**
+ * Calls `start` with a free port; when it fails with a message matching
+ * `portTaken` (the port went to someone else between probe and bind), tries
+ * again with another, three times in all.
+ */
+export async function onFreePort<T>(start: (port: number) => Promise<T>, portTaken: RegExp, what: string): Promise<T> {
+  let lastError: Error | undefined;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      return await start(await freePort());
+    } catch (error) {
+      lastError = error as Error;
+      if (!portTaken.test(lastError.message)) throw lastError;
+    }
+  }
+  throw lastError ?? new Error(`${what} did not start`);
+}
+
+/**
+ * Sends each signal in turn (through `send`, which may address a process
+ * group), waiting up to its time for `exited`; stops early once it has, or
+ * when `send` throws (the process is gone).
+ */
+export async function stopEscalating(
+  steps: ReadonlyArray<readonly [NodeJS.Signals, number]>,
+  send: (signal: NodeJS.Signals) => void,
+  exited: Promise<void>,
+): Promise<void> {
+  for (const [signal, waitMs] of steps) {
+    try {
+      send(signal);
+    } catch {
+      return;
+    }
+    const done = await Promise.race([exited.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), waitMs).unref())]);
+    if (done) return;
+  }
+}

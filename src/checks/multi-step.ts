@@ -7,6 +7,7 @@ import type { CheckDefinition } from './definition.js';
 import type { ExecutionContext, Executor, Outcome } from './executor.js';
 import type { Fields } from './fields.js';
 import { runScript, SCRIPT_CAP_MS } from './script.js';
+import { BROWSER_TIMEOUT_GRACE_MS, MULTI_STEP_TIMEOUT_GRACE_MS } from './script-harness.js';
 
 export interface ScriptedRequest {
   script: string;
@@ -14,6 +15,8 @@ export interface ScriptedRequest {
 }
 
 export const MAX_SCRIPT_LENGTH = 1_000_000;
+/** Starting the child process and handing over its files, beyond the script's own time. */
+const PROCESS_START_MS = 2_000;
 
 /** `script` sits on the check (as the service has it) or, also accepted, in `request`. */
 export function parseScriptedRequest(fields: Fields, check: Fields): ScriptedRequest {
@@ -24,7 +27,7 @@ export function parseScriptedRequest(fields: Fields, check: Fields): ScriptedReq
 }
 
 function detail(ctx: ExecutionContext, extra: Record<string, unknown>): Record<string, unknown> {
-  return { assertions: [], request: null, response: null, requestError: null, steps: [], requests: [], jobLog: ctx.jobLog, jobAssets: [], ...extra };
+  return { assertions: [], request: null, response: null, requestError: null, failingStep: null, steps: [], requests: [], jobLog: ctx.jobLog, jobAssets: [], ...extra };
 }
 
 type ScriptedType = 'MULTI_STEP' | 'BROWSER';
@@ -57,16 +60,25 @@ async function runScripted(checkType: ScriptedType, member: ScriptedMember, chec
     ...(failure !== undefined && !run.assertion ? { error: failure } : {}),
     assertionsFailed: failure !== undefined && run.assertion,
     member,
-    detail: detail(ctx, { runtimeId: runtime.name, requestError: failure ?? null, steps: run.steps, requests: run.requests }),
+    detail: detail(ctx, {
+      runtimeId: runtime.name,
+      requestError: failure ?? null,
+      failingStep: run.step ?? null,
+      steps: run.steps,
+      requests: run.requests,
+      ...(checkType === 'BROWSER' ? { pageErrors: run.pageErrors ?? [], consoleMessages: run.consoleMessages ?? [] } : {}),
+    }),
   };
 }
 
 export const multiStepExecutor: Executor<ScriptedRequest> = {
   checkType: 'MULTI_STEP',
   member: 'multiStepCheckResult',
-  // The script's wall-clock limit is maxResponseTime (4 min cap); the queue's cap allows for process start and teardown.
-  limits: { degradedMs: 60_000, maxMs: SCRIPT_CAP_MS, capMs: SCRIPT_CAP_MS + 10_000 },
+  // The script's wall-clock limit is maxResponseTime (4 min cap); the queue's cap allows for the run's
+  // own stop at its limit, process start and teardown.
+  limits: { degradedMs: 60_000, maxMs: SCRIPT_CAP_MS, capMs: SCRIPT_CAP_MS + MULTI_STEP_TIMEOUT_GRACE_MS + 10_000 },
   assertionSources: [],
+  expectedMs: (check) => Math.min(check.maxResponseTime, SCRIPT_CAP_MS) + MULTI_STEP_TIMEOUT_GRACE_MS + PROCESS_START_MS,
   parseRequest: parseScriptedRequest,
   target: (request) => `script on runtime ${request.runtimeId ?? 'CURRENT'}`,
   run: runMultiStep,
@@ -80,8 +92,9 @@ export const multiStepExecutor: Executor<ScriptedRequest> = {
 export const browserExecutor: Executor<ScriptedRequest> = {
   checkType: 'BROWSER',
   member: 'browserCheckResult',
-  limits: { degradedMs: 60_000, maxMs: SCRIPT_CAP_MS, capMs: SCRIPT_CAP_MS + 10_000 },
+  limits: { degradedMs: 60_000, maxMs: SCRIPT_CAP_MS, capMs: SCRIPT_CAP_MS + BROWSER_TIMEOUT_GRACE_MS + 10_000 },
   assertionSources: [],
+  expectedMs: (check) => Math.min(check.maxResponseTime, SCRIPT_CAP_MS) + BROWSER_TIMEOUT_GRACE_MS + PROCESS_START_MS,
   parseRequest: parseScriptedRequest,
   target: (request) => `browser script on runtime ${request.runtimeId ?? 'CURRENT'}`,
   run: (check, ctx) => runScripted('BROWSER', 'browserCheckResult', check, ctx),

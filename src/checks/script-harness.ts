@@ -7,20 +7,48 @@
 // script left behind (request, environment, steps, requests, error) as JSON
 // to an output file. MULTI_STEP and BROWSER scripts also get `artifact(name)`
 // (a path in the run's artifacts folder), and a BROWSER script that fails
-// leaves a screenshot of every page still open there (failure-<n>.png).
+// leaves a screenshot of every page still open there (failure-<n>.png) and
+// the network log of each browser context (failure-network-<n>.har). A BROWSER
+// script's pages' uncaught errors and console messages are recorded too.
+// A watchdog thread ends the run's process group if the agent dies first.
 
 /** At most this many pages are screenshotted at a failure. */
 export const FAILURE_SCREENSHOTS_MAX = 3;
 /** Each failure screenshot gets at most this long (inside the script's time limit). */
 export const FAILURE_SCREENSHOT_TIMEOUT_MS = 5_000;
+/** At most this many page errors, and this many console messages, are kept; the rest are counted. */
+export const PAGE_EVENTS_MAX = 100;
+/** A page error's message or a console message's text is cut to this many characters. */
+export const PAGE_EVENT_TEXT_MAX = 1_000;
+/** Closing a context to write its HAR at a failure gets at most this long. */
+export const HAR_CLOSE_TIMEOUT_MS = 5_000;
+/** After its time limit a BROWSER run has this long to save screenshots and HARs before the agent kills it. */
+export const BROWSER_TIMEOUT_GRACE_MS = 15_000;
+/** A MULTI_STEP run's time to write what it did after its time limit. */
+export const MULTI_STEP_TIMEOUT_GRACE_MS = 2_000;
+/** How often the watchdog looks whether the agent is still the harness's parent. */
+export const ORPHAN_POLL_MS = 500;
 
 export const HARNESS_SOURCE = String.raw`'use strict';
 const fs = require('node:fs');
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { performance } = require('node:perf_hooks');
+const path = require('node:path');
 const [inputFile, outputFile, scriptFile] = process.argv.slice(2);
 const input = JSON.parse(fs.readFileSync(inputFile, 'utf8'));
 fs.unlinkSync(inputFile);
+
+// If the agent dies (kill -9), nobody kills this run at its limit: a thread of its own, which a busy
+// script cannot starve, ends the run's process group (this process leads it) once the parent is gone.
+{
+  const { Worker } = require('node:worker_threads');
+  const watchdog = new Worker(
+    'const { workerData } = require("node:worker_threads");' +
+      'setInterval(() => { if (process.ppid !== workerData.parent) { try { process.kill(-workerData.group, "SIGKILL"); } catch {} process.kill(workerData.group, "SIGKILL"); } }, ${ORPHAN_POLL_MS});',
+    { eval: true, workerData: { parent: process.ppid, group: process.pid } },
+  );
+  watchdog.unref();
+}
 
 class ExpectationError extends Error {
   constructor(message) { super(message); this.name = 'ExpectationError'; }
@@ -59,28 +87,103 @@ function artifact(name) {
   if (!SAFE_ARTIFACT.test(n) || n === '.' || n === '..') throw new Error('artifact name ' + JSON.stringify(n) + ' is not a plain file name (letters, digits, . _ -, at most 100)');
   return require('node:path').join(input.artifactsDir, n);
 }
-// Browsers launched through chromium.launch(): at a failure, every page still open is screenshotted (once).
-const browsers = [];
+// Contexts of browsers launched through chromium: at a failure, every page still open is screenshotted (once).
+const contexts = [];
 const failureShots = [];
 let failureShotsTaken = false;
 async function screenshotFailure() {
   if (failureShotsTaken || !input.artifactsDir) return;
   failureShotsTaken = true;
   let n = 0;
-  for (const browser of browsers) {
-    if (typeof browser.isConnected === 'function' && !browser.isConnected()) continue;
-    for (const context of browser.contexts()) {
-      for (const page of context.pages()) {
-        if (n >= ${FAILURE_SCREENSHOTS_MAX} || page.isClosed()) continue;
-        const name = 'failure-' + ++n + '.png';
-        try {
-          await page.screenshot({ path: artifact(name), timeout: ${FAILURE_SCREENSHOT_TIMEOUT_MS} });
-          failureShots.push({ name, url: page.url() });
-        } catch (error) {
-          failureShots.push({ name, url: page.url(), error: error && error.message ? String(error.message).split('\n')[0] : String(error) });
-        }
+  for (const context of contexts) {
+    for (const page of context.pages()) {
+      if (n >= ${FAILURE_SCREENSHOTS_MAX} || page.isClosed()) continue;
+      const name = 'failure-' + ++n + '.png';
+      try {
+        await page.screenshot({ path: artifact(name), timeout: ${FAILURE_SCREENSHOT_TIMEOUT_MS} });
+        failureShots.push({ name, url: page.url() });
+      } catch (error) {
+        failureShots.push({ name, url: page.url(), error: error && error.message ? String(error.message).split('\n')[0] : String(error) });
       }
     }
+  }
+}
+
+// What the pages of launched browsers report: uncaught errors and console messages (bounded).
+const pageErrors = [];
+const consoleMessages = [];
+const pageEventsDropped = { pageErrors: 0, consoleMessages: 0 };
+const cut = (text) => { const t = String(text); return t.length > ${PAGE_EVENT_TEXT_MAX} ? t.slice(0, ${PAGE_EVENT_TEXT_MAX - 3}) + '...' : t; };
+function keep(list, key, entry) {
+  if (list.length >= ${PAGE_EVENTS_MAX}) pageEventsDropped[key]++;
+  else list.push(entry);
+}
+const watchedPages = new WeakSet();
+function watchPage(page) {
+  if (watchedPages.has(page)) return;
+  watchedPages.add(page);
+  page.on('pageerror', (error) => keep(pageErrors, 'pageErrors', {
+    step: current ? current.name : null,
+    url: page.url(),
+    name: error && error.name ? String(error.name) : 'Error',
+    message: cut(error && error.message !== undefined ? error.message : error),
+  }));
+  page.on('console', (message) => {
+    const at = message.location() || {};
+    keep(consoleMessages, 'consoleMessages', {
+      step: current ? current.name : null,
+      type: message.type(),
+      text: cut(message.text()),
+      url: at.url || page.url(),
+      line: typeof at.lineNumber === 'number' ? at.lineNumber : null,
+    });
+  });
+}
+// Every context of a launched browser: its pages watched, and (unless the script asks for its own) its
+// network recorded into a HAR outside the artifacts folder, handed over only if the script fails.
+const harDir = input.artifactsDir ? path.join(path.dirname(input.artifactsDir), 'har') : null;
+const hars = [];
+function harOption(options) {
+  const opts = Object.assign({}, options || {});
+  if (harDir && !opts.recordHar) {
+    fs.mkdirSync(harDir, { recursive: true, mode: 0o700 });
+    const name = 'network-' + (hars.length + 1) + '.har';
+    hars.push(name);
+    opts.recordHar = { path: path.join(harDir, name), content: 'omit' };
+  }
+  return opts;
+}
+function watchContext(context) {
+  contexts.push(context);
+  for (const page of context.pages()) watchPage(page);
+  context.on('page', watchPage);
+  return context;
+}
+function watchBrowser(browser) {
+  const newContext = browser.newContext.bind(browser);
+  // browser.newPage() makes its context through this too.
+  browser.newContext = async (options) => watchContext(await newContext(harOption(options)));
+  // A HAR is written when its context closes, not when the browser does.
+  const close = browser.close.bind(browser);
+  browser.close = async (options) => {
+    await closeContexts(browser.contexts());
+    return close(options);
+  };
+  return browser;
+}
+function closeContexts(list) {
+  return Promise.race([
+    Promise.all(list.map((c) => c.close().catch(() => undefined))),
+    new Promise((resolve) => setTimeout(resolve, ${HAR_CLOSE_TIMEOUT_MS}).unref()),
+  ]);
+}
+// At a failure: the open contexts are closed so that their HARs are written, then moved to the artifacts.
+async function keepHars() {
+  if (!harDir) return;
+  await closeContexts(contexts);
+  for (const name of hars) {
+    // Without replacing a file the script saved under that name.
+    try { fs.linkSync(path.join(harDir, name), path.join(input.artifactsDir, 'failure-' + name)); } catch {}
   }
 }
 
@@ -93,9 +196,12 @@ async function step(name, fn) {
   const previous = current;
   current = s;
   const started = performance.now();
+  stepStarts.set(s, started);
   try {
     return await fn();
   } catch (error) {
+    // A step the time limit already ended stays as the deadline marked it.
+    if (!stepStarts.has(s)) throw error;
     s.passed = false;
     s.error = error && error.message ? String(error.message).split('\n')[0] : String(error);
     if (error && typeof error === 'object' && !error.outpostStep) {
@@ -105,7 +211,7 @@ async function step(name, fn) {
     }
     throw error;
   } finally {
-    s.durationMs = Math.round(performance.now() - started);
+    if (stepStarts.delete(s)) s.durationMs = Math.round(performance.now() - started);
     current = previous;
   }
 }
@@ -154,17 +260,17 @@ if (input.kind === 'MULTI_STEP' || input.kind === 'BROWSER') {
     pw.request.newContext = async (...args) => instrument(await newContext(...args));
     if (input.kind === 'BROWSER') {
       // The agent's Chromium, headless, without a sandbox (an unprivileged container has none to give).
-      const launch = pw.chromium.launch.bind(pw.chromium);
       const flags = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
-      pw.chromium.launch = (options) => {
+      const withDefaults = (options) => {
         const opts = Object.assign({ headless: true }, options || {});
         if (!opts.executablePath && process.env.OUTPOST_BROWSER_PATH) opts.executablePath = process.env.OUTPOST_BROWSER_PATH;
         opts.args = flags.concat(opts.args || []);
-        return launch(opts).then((browser) => {
-          browsers.push(browser);
-          return browser;
-        });
+        return opts;
       };
+      const launch = pw.chromium.launch.bind(pw.chromium);
+      pw.chromium.launch = (options) => launch(withDefaults(options)).then(watchBrowser);
+      const launchPersistent = pw.chromium.launchPersistentContext.bind(pw.chromium);
+      pw.chromium.launchPersistentContext = (userDataDir, options) => launchPersistent(userDataDir, harOption(withDefaults(options))).then(watchContext);
     }
   } catch {
     // Without playwright-core the script fails where it requires it, with a clear error.
@@ -186,11 +292,43 @@ function lineOf(error) {
   return m ? Number(m[1]) : null;
 }
 
+// BROWSER and MULTI_STEP runs stop themselves at their time limit, keeping what shows why (steps so far,
+// screenshots of the pages as they hung, HARs) within input.evidenceMs; the agent kills the run only after that.
+const stepStarts = new WeakMap();
+let deadlineTimer = null;
+const deadline = input.softDeadlineMs
+  ? new Promise((_, reject) => {
+      deadlineTimer = setTimeout(() => {
+        const error = new Error('ran past its time limit of ' + input.softDeadlineMs + ' ms');
+        error.outpostTimeout = true;
+        error.outpostStep = current ? current.name : null;
+        const now = performance.now();
+        for (const s of steps) {
+          if (!stepStarts.has(s)) continue;
+          s.passed = false;
+          s.error = 'the time limit was reached during this step';
+          s.durationMs = Math.round(now - stepStarts.get(s));
+          stepStarts.delete(s);
+        }
+        reject(error);
+      }, input.softDeadlineMs);
+    })
+  : null;
+
+// An API script awaiting a promise that never settles leaves nothing to run: Node would exit without a word.
+process.once('beforeExit', () => {
+  fs.writeFileSync(outputFile, JSON.stringify({
+    ok: false,
+    error: 'the script ended while still awaiting a promise that never settles',
+    request: globalThis.request, environment: globalThis.environment, steps, requests,
+  }));
+});
+
 (async () => {
   let out = { ok: true };
   try {
     const run = require(scriptFile);
-    await run();
+    await (deadline ? Promise.race([run(), deadline]) : run());
   } catch (error) {
     const isError = error instanceof Error || (error && typeof error === 'object' && 'message' in error);
     out = {
@@ -199,16 +337,27 @@ function lineOf(error) {
       errorName: isError && error.name ? String(error.name) : null,
       assertion: Boolean(isError && (error.name === 'ExpectationError' || error.code === 'ERR_ASSERTION')),
       moduleNotFound: Boolean(isError && error.code === 'MODULE_NOT_FOUND'),
-      line: lineOf(error),
+      timedOut: Boolean(isError && error.outpostTimeout),
+      line: isError && error.outpostTimeout ? null : lineOf(error),
       step: (error && error.outpostStep) || null,
     };
-    await screenshotFailure();
+    const evidence = (async () => {
+      await screenshotFailure();
+      await keepHars();
+    })();
+    await (out.timedOut ? Promise.race([evidence, new Promise((resolve) => setTimeout(resolve, input.evidenceMs))]) : evidence);
   }
+  clearTimeout(deadlineTimer);
   out.request = globalThis.request;
   out.environment = globalThis.environment;
   out.steps = steps;
   out.requests = requests;
   out.failureShots = failureShots;
+  if (input.kind === 'BROWSER') {
+    out.pageErrors = pageErrors;
+    out.consoleMessages = consoleMessages;
+    out.pageEventsDropped = pageEventsDropped;
+  }
   fs.writeFileSync(outputFile, JSON.stringify(out));
   process.exit(0);
 })();

@@ -28,8 +28,9 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { jobScrubber, scrubArtifactText } from '../artifacts/scrub.js';
 import { browserPath, type Runtime } from '../runtimes/runtimes.js';
+import { redactHar } from '../secrets/har.js';
 import type { ExecutionContext } from './executor.js';
-import { HARNESS_SOURCE, wrapUserScript } from './script-harness.js';
+import { BROWSER_TIMEOUT_GRACE_MS, HARNESS_SOURCE, MULTI_STEP_TIMEOUT_GRACE_MS, PAGE_EVENTS_MAX, wrapUserScript } from './script-harness.js';
 
 export const SCRIPT_CAP_MS = 240_000;
 export const DEFAULT_SCRIPT_MEMORY_MB = 256;
@@ -64,6 +65,24 @@ export interface ScriptRequestRecord {
   error: string | null;
 }
 
+/** An uncaught error in a page of a BROWSER script's browser. */
+export interface PageError {
+  step: string | null;
+  url: string;
+  name: string;
+  message: string;
+}
+
+/** A console message of a page of a BROWSER script's browser. */
+export interface ConsoleMessage {
+  step: string | null;
+  /** log, debug, info, error, warning, … (playwright's names). */
+  type: string;
+  text: string;
+  url: string;
+  line: number | null;
+}
+
 export interface ScriptRun {
   /** The script completed without throwing. */
   ok: boolean;
@@ -79,6 +98,10 @@ export interface ScriptRun {
   environment?: Record<string, string>;
   steps: ScriptStep[];
   requests: ScriptRequestRecord[];
+  /** BROWSER only. */
+  pageErrors?: PageError[];
+  /** BROWSER only. */
+  consoleMessages?: ConsoleMessage[];
   durationMs: number;
   startedAt: Date;
   stoppedAt: Date;
@@ -274,6 +297,7 @@ export async function runScript(options: ScriptOptions, ctx: ExecutionContext): 
 async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: string): Promise<ScriptRun> {
   const memoryMb = ctx.settings.scriptMemoryMb ?? DEFAULT_SCRIPT_MEMORY_MB;
   const timeoutMs = Math.max(1, Math.min(options.timeoutMs, SCRIPT_CAP_MS));
+  const graceMs = timeoutGraceMs(options.kind);
   const harness = path.join(dir, 'harness.cjs');
   const scriptFile = path.join(dir, 'script.js');
   const inputFile = path.join(dir, 'input.json');
@@ -287,7 +311,16 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
     writeFile(path.join(dir, 'package.json'), '{"type":"commonjs"}\n'),
     writeFile(
       inputFile,
-      JSON.stringify({ kind: options.kind, request: options.request ?? null, response: options.response ?? null, environment: options.environment, artifactsDir }),
+      JSON.stringify({
+        kind: options.kind,
+        request: options.request ?? null,
+        response: options.response ?? null,
+        environment: options.environment,
+        artifactsDir,
+        // The harness stops at the limit itself and keeps its evidence; the agent kills it graceMs later.
+        softDeadlineMs: graceMs > 0 ? timeoutMs : null,
+        evidenceMs: Math.max(0, graceMs - 1_000),
+      }),
     ),
   ]);
   const startedAt = new Date();
@@ -311,7 +344,7 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
       killed ??= why;
       killGroup(child.pid);
     };
-    const timer = setTimeout(() => kill('timeout'), timeoutMs);
+    const timer = setTimeout(() => kill('timeout'), timeoutMs + graceMs);
     const onAbort = () => kill('aborted');
     if (ctx.signal.aborted) onAbort();
     ctx.signal.addEventListener('abort', onAbort, { once: true });
@@ -357,7 +390,13 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
     ctx.jobLog.push(shot.error ? `Failure screenshot ${shot.name} of ${shot.url} could not be taken: ${shot.error}` : `Failure screenshot ${shot.name}: ${shot.url}`);
   }
   ctx.jobLog.push(...artifactLines);
-  if (killed === 'timeout') return { ...base, ok: false, killed, error: `${options.kind} was killed: it ran past its time limit of ${timeoutMs} ms` };
+  const dropped = out?.pageEventsDropped;
+  if (dropped?.pageErrors) ctx.jobLog.push(`${dropped.pageErrors} more page errors were not kept (at most ${PAGE_EVENTS_MAX})`);
+  if (dropped?.consoleMessages) ctx.jobLog.push(`${dropped.consoleMessages} more console messages were not kept (at most ${PAGE_EVENTS_MAX})`);
+  if (killed === 'timeout' || out?.timedOut === true) {
+    const at = out?.step ? ` at step "${out.step}"` : '';
+    return { ...evidence(out, base), ok: false, killed: 'timeout', error: `${options.kind} was stopped${at}: it ran past its time limit of ${timeoutMs} ms` };
+  }
   if (killed === 'memory') return { ...base, ok: false, killed, error: `${options.kind} was killed: it exceeded its memory limit of ${memoryMb} MB` };
   if (killed === 'aborted') {
     const reason = ctx.signal.reason;
@@ -369,15 +408,12 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
     return { ...base, ok: false, error: `${options.kind} ended without a result (${how})` };
   }
   const run: ScriptRun = {
-    ...base,
+    ...evidence(out, base),
     ok: out.ok,
     assertion: out.assertion === true,
-    steps: out.steps ?? [],
-    requests: out.requests ?? [],
     ...(out.request !== undefined ? { request: out.request } : {}),
     ...(out.environment && typeof out.environment === 'object' ? { environment: out.environment } : {}),
     ...(typeof out.line === 'number' ? { line: out.line } : {}),
-    ...(out.step ? { step: out.step } : {}),
   };
   if (!out.ok) {
     let message = out.error ?? 'failed';
@@ -390,12 +426,34 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
   return run;
 }
 
+function timeoutGraceMs(kind: ScriptKind): number {
+  if (kind === 'BROWSER') return BROWSER_TIMEOUT_GRACE_MS;
+  if (kind === 'MULTI_STEP') return MULTI_STEP_TIMEOUT_GRACE_MS;
+  return 0;
+}
+
+type RunBase = Pick<ScriptRun, 'assertion' | 'steps' | 'requests' | 'durationMs' | 'startedAt' | 'stoppedAt'>;
+
+/** What a run recorded (steps, requests, its pages' errors and console), also when it stopped at its limit. */
+function evidence(out: HarnessOutput | null, base: RunBase): RunBase & Pick<ScriptRun, 'step' | 'pageErrors' | 'consoleMessages'> {
+  if (!out) return base;
+  return {
+    ...base,
+    steps: Array.isArray(out.steps) ? out.steps : [],
+    requests: Array.isArray(out.requests) ? out.requests : [],
+    ...(out.step ? { step: out.step } : {}),
+    ...(Array.isArray(out.pageErrors) ? { pageErrors: out.pageErrors } : {}),
+    ...(Array.isArray(out.consoleMessages) ? { consoleMessages: out.consoleMessages } : {}),
+  };
+}
+
 /** What the harness writes to output.json. */
 interface HarnessOutput {
   ok: boolean;
   error?: string;
   assertion?: boolean;
   moduleNotFound?: boolean;
+  timedOut?: boolean;
   line?: number | null;
   step?: string | null;
   request?: unknown;
@@ -403,6 +461,9 @@ interface HarnessOutput {
   steps?: ScriptStep[];
   requests?: ScriptRequestRecord[];
   failureShots?: FailureShot[];
+  pageErrors?: PageError[];
+  consoleMessages?: ConsoleMessage[];
+  pageEventsDropped?: { pageErrors?: number; consoleMessages?: number };
 }
 
 interface FailureShot {
@@ -483,7 +544,13 @@ async function handOverArtifacts(folder: string, ctx: ExecutionContext): Promise
       const contentType = CONTENT_TYPES[path.extname(name).toLowerCase()] ?? 'application/octet-stream';
       const target = await writer.pathFor(name);
       if (TEXT_TYPES.has(contentType)) {
-        await writeFile(target, scrubArtifactText(await readFile(file, 'utf8'), scrubber), { mode: 0o600, flag: 'wx' });
+        let text = await readFile(file, 'utf8');
+        if (path.extname(name).toLowerCase() === '.har') {
+          const redacted = redactHar(text);
+          if (redacted === null) lines.push(`Artifact ${name} is not valid JSON: kept with the job's secrets scrubbed, but its headers could not be redacted`);
+          else text = redacted;
+        }
+        await writeFile(target, scrubArtifactText(text, scrubber), { mode: 0o600, flag: 'wx' });
       } else {
         await copyFile(file, target, fsConstants.COPYFILE_EXCL);
       }

@@ -13,7 +13,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { CheckResultEntry } from '../../src/results/result.js';
 import { readRuntime } from '../../src/runtimes/runtimes.js';
 import { cleanEnv, MAIN, REPO, startAgent, tempDir } from '../support/agent-process.js';
@@ -35,6 +35,7 @@ interface RequestRecord {
 }
 interface MultiStepDetail {
   requestError: string | null;
+  failingStep: string | null;
   steps: StepDetail[];
   requests: RequestRecord[];
   jobLog: string[];
@@ -87,20 +88,26 @@ const CLICK_PAGE = `<!doctype html>
 <html><head><title>Outpost click test</title></head>
 <body style="font: 32px sans-serif">
 <p id="status">Waiting</p>
-<button id="go" onclick="document.getElementById('status').textContent = 'Clicked'">Go</button>
+<button id="go" onclick="document.getElementById('status').textContent = 'Clicked'; setTimeout(() => { throw new RangeError('late click handler'); })">Go</button>
+<script>console.log('page ready'); console.warn('deprecated thing');</script>
 </body></html>`;
 
-/** Opens the page, clicks, asserts the new text to be `expected`; the browser is closed in a finally block. */
+/**
+ * Opens the page (every request carrying the secret token in two headers), clicks, asserts the new
+ * text to be `expected`; the browser is closed in a finally block.
+ */
 const clickScript = (expected: string) => `const { chromium } = require('playwright-core');
 const browser = await chromium.launch();
 try {
-  const page = await browser.newPage();
+  const page = await browser.newPage({ extraHTTPHeaders: { Authorization: 'Bearer ' + environment.API_TOKEN, 'X-Token': environment.API_TOKEN } });
   await step('open', async () => {
     await page.goto(environment.PAGE);
     expect(await page.textContent('#status')).toBe('Waiting');
   });
   await step('click', async () => {
+    await page.evaluate((token) => console.log('token ' + token), environment.API_TOKEN);
     await page.click('#go');
+    await page.waitForTimeout(50);
     expect(await page.textContent('#status')).toBe('${expected}');
   });
   await page.screenshot({ path: artifact('after-click.png') });
@@ -116,6 +123,11 @@ interface Asset {
   contentType: string;
 }
 const assets = (id: string) => (final(id).browserCheckResult as unknown as { jobAssets: Asset[] }).jobAssets;
+interface BrowserDetail extends MultiStepDetail {
+  pageErrors: Array<{ step: string | null; url: string; name: string; message: string }>;
+  consoleMessages: Array<{ step: string | null; type: string; text: string; url: string; line: number | null }>;
+}
+const browserDetail = (id: string) => final(id).browserCheckResult as unknown as BrowserDetail;
 
 const MULTI_STEP_SCRIPT = `const { request } = require('playwright-core');
 const ctx = await request.newContext({ baseURL: environment.BASE });
@@ -228,12 +240,27 @@ await step('find the cart', async () => {
       maxResponseTime: 8_000,
       script: `const { chromium } = require('playwright-core');
 const browser = await chromium.launch();
-await browser.newPage();
+const page = await browser.newPage();
 console.log('launched');
-await new Promise(() => {});`,
+await step('open', async () => { await page.goto(environment.PAGE); });
+await step('wait', async () => { await new Promise(() => {}); });`,
     },
     { id: 'browser-click', checkType: 'BROWSER', maxResponseTime: 90_000, script: clickScript('Clicked') },
     { id: 'browser-click-fails', checkType: 'BROWSER', maxResponseTime: 90_000, script: clickScript('Done') },
+    {
+      id: 'browser-trace',
+      checkType: 'BROWSER',
+      maxResponseTime: 90_000,
+      script: `const { chromium } = require('playwright-core');
+const browser = await chromium.launch();
+const context = await browser.newContext();
+await context.tracing.start({ screenshots: true, snapshots: true });
+const page = await context.newPage();
+await page.goto(environment.PAGE);
+await page.click('#go');
+await context.tracing.stop({ path: artifact('trace.zip') });
+await browser.close();`,
+    },
     { id: 'after-all', checkType: 'URL', request: { url: `${target.url}/ok` } },
   ];
   const dir = tempDir();
@@ -300,7 +327,7 @@ describe('MULTI_STEP checks', () => {
 
   it('kills a script that loops forever at its time limit, and the agent goes on', () => {
     expect(final('loops')).toMatchObject({ hasErrors: true });
-    expect(multi('loops').requestError).toBe('MULTI_STEP was killed: it ran past its time limit of 1500 ms');
+    expect(multi('loops').requestError).toBe('MULTI_STEP was stopped: it ran past its time limit of 1500 ms');
     expect(final('after-all')).toMatchObject({ hasFailures: false, hasErrors: false });
     expect(exitCode).toBe(1);
     // No script process is left behind.
@@ -350,10 +377,18 @@ describe('BROWSER checks (Debian chromium, headless)', () => {
     expect(detail.requestError).toBe('BROWSER failed at step "find the cart", line 10: expected "" to be "Cart"');
   });
 
-  it('kill the browser with the script at the time limit', () => {
+  it('stop a script at its time limit, keeping what it recorded, and kill the browser with it', () => {
+    expect(final('browser-hangs')).toMatchObject({ hasErrors: true });
     const detail = final('browser-hangs').browserCheckResult as unknown as MultiStepDetail;
     expect(detail.jobLog[0]).toBe('launched');
-    expect(detail.requestError).toBe('BROWSER was killed: it ran past its time limit of 8000 ms');
+    expect(detail.requestError).toBe('BROWSER was stopped at step "wait": it ran past its time limit of 8000 ms');
+    expect(detail.failingStep).toBe('wait');
+    expect(detail.steps).toEqual([
+      expect.objectContaining({ name: 'open', passed: true }),
+      expect.objectContaining({ name: 'wait', passed: false, error: 'the time limit was reached during this step' }),
+    ]);
+    // The page as it hung, and its network log.
+    expect(assets('browser-hangs').map((a) => a.name)).toEqual(['failure-1.png', 'failure-network-1.har']);
     // The browser ran with its profile in the script's temporary directory: nothing of it is left.
     expect(execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' })).not.toContain(scriptsTmp);
   });
@@ -395,15 +430,66 @@ describe('BROWSER check artifacts', () => {
     const entry = final('browser-click-fails');
     expect(entry).toMatchObject({ hasFailures: true, hasErrors: false });
     const detail = entry.browserCheckResult as unknown as MultiStepDetail;
-    expect(detail.requestError).toBe('BROWSER failed at step "click", line 11: expected "Clicked" to be "Done"');
+    expect(detail.requestError).toBe('BROWSER failed at step "click", line 13: expected "Clicked" to be "Done"');
     const list = assets('browser-click-fails');
-    expect(list.map((a) => a.name)).toEqual(['failure-1.png']);
+    expect(detail.failingStep).toBe('click');
+    expect(list.map((a) => [a.name, a.contentType])).toEqual([
+      ['failure-1.png', 'image/png'],
+      ['failure-network-1.har', 'application/json'],
+    ]);
     expect(local(list[0]).subarray(0, 8).equals(PNG)).toBe(true);
     expect(detail.jobLog).toContain(`Failure screenshot failure-1.png: ${pageUrl}`);
-    // The earlier failing browser check got one too; the killed one has none.
-    expect(assets('browser').map((a) => a.name)).toEqual(['failure-1.png']);
-    expect(assets('browser-hangs')).toEqual([]);
+    // The earlier failing browser check got one too.
+    expect(assets('browser').map((a) => a.name)).toEqual(['failure-1.png', 'failure-network-1.har']);
     expect(execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' })).not.toContain(scriptsTmp);
+  });
+
+  it('a failing run keeps the network log as a HAR, with sensitive headers redacted and secrets scrubbed', () => {
+    const har = local(assets('browser-click-fails')[1]).toString('utf8');
+    expect(har).not.toContain(SECRET_TOKEN);
+    const entries = (JSON.parse(har) as { log: { entries: Array<{ request: { method: string; url: string; headers: Array<{ name: string; value: string }> }; response: { status: number } }> } }).log.entries;
+    const page = entries.find((e) => e.request.url === pageUrl);
+    expect(page, har.slice(0, 2000)).toBeDefined();
+    expect(page?.request.method).toBe('GET');
+    expect(page?.response.status).toBe(200);
+    const header = (name: string) => page?.request.headers.find((h) => h.name.toLowerCase() === name.toLowerCase())?.value;
+    expect(header('Authorization')).toBe('*****');
+    expect(header('X-Token')).toBe('*****');
+  });
+
+  it("a script's own trace is kept as a zip", () => {
+    expect(final('browser-trace')).toMatchObject({ hasFailures: false, hasErrors: false });
+    const list = assets('browser-trace');
+    expect(list.map((a) => [a.name, a.contentType])).toEqual([['trace.zip', 'application/zip']]);
+    const zip = local(list[0]);
+    expect(zip.subarray(0, 4).equals(Buffer.from([0x50, 0x4b, 0x03, 0x04]))).toBe(true);
+    // The archive names Playwright's trace files.
+    expect(zip.toString('latin1')).toContain('trace.trace');
+    expect(zip.toString('latin1')).toContain('trace.network');
+  });
+});
+
+describe('BROWSER pages: errors and console messages', () => {
+  it('a passing run records its pages\' uncaught errors and console messages, by step, secrets scrubbed', () => {
+    const detail = browserDetail('browser-click');
+    expect(detail.failingStep).toBeNull();
+    expect(detail.pageErrors).toEqual([{ step: 'click', url: pageUrl, name: 'RangeError', message: 'late click handler' }]);
+    expect(detail.consoleMessages).toEqual(
+      expect.arrayContaining([
+        { step: 'open', type: 'log', text: 'page ready', url: pageUrl, line: expect.any(Number) },
+        { step: 'open', type: 'warning', text: 'deprecated thing', url: pageUrl, line: expect.any(Number) },
+        expect.objectContaining({ step: 'click', type: 'log', text: 'token *****' }),
+      ]),
+    );
+    // A passing run keeps no network log.
+    expect(assets('browser-click').map((a) => a.name)).not.toContain('failure-network-1.har');
+    expect(JSON.stringify(final('browser-click'))).not.toContain(SECRET_TOKEN);
+  });
+
+  it('a failing run records them too', () => {
+    const detail = browserDetail('browser-click-fails');
+    expect(detail.pageErrors.map((e) => e.message)).toEqual(['late click handler']);
+    expect(detail.consoleMessages.map((m) => m.text)).toEqual(expect.arrayContaining(['page ready', 'deprecated thing', 'token *****']));
   });
 });
 
@@ -439,4 +525,36 @@ describe('outpost runtimes', () => {
     expect(out).toMatch(/2023-02\s+REMOVED\s+installed/);
     expect(out).toMatch(/2026-04\s+CURRENT\s+installed/);
   });
+});
+
+describe('a script run whose agent is killed with SIGKILL', () => {
+  it('ends itself and its browser within a second or two: nothing is left to run unbounded', async () => {
+    const tmp = tempDir('outpost-orphaned-');
+    const dir = tempDir();
+    const file = path.join(dir, 'checks.json');
+    const script = `const { chromium } = require('playwright-core');
+const browser = await chromium.launch();
+const page = await browser.newPage();
+await page.goto(environment.PAGE);
+for (;;) {}`;
+    writeFileSync(
+      file,
+      JSON.stringify({
+        environmentVariables: [{ key: 'PAGE', value: pageUrl }],
+        checks: [{ id: 'busy-browser', checkType: 'BROWSER', maxResponseTime: 120_000, script }],
+      }),
+    );
+    const proc = startAgent(['once', file], cleanEnv({ TMPDIR: tmp, STATE_DIR: tempDir('outpost-orphaned-state-'), RUNTIMES_DIR: runtimesDir }));
+    const ours = () =>
+      execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' })
+        .split('\n')
+        .filter((line) => line.includes(tmp));
+    // The harness and Chromium (its profile is in the run's folder) are running, and the page has loaded.
+    await vi.waitFor(() => expect(ours().filter((line) => line.includes('chromium')).length).toBeGreaterThan(1), { timeout: 30_000, interval: 100 });
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(ours().some((line) => line.includes('harness.cjs'))).toBe(true);
+    proc.kill('SIGKILL');
+    expect((await proc.exit).signal).toBe('SIGKILL');
+    await vi.waitFor(() => expect(ours()).toEqual([]), { timeout: 5_000, interval: 100 });
+  }, 60_000);
 });

@@ -1,6 +1,8 @@
 // The script runner (src/checks/script.ts) on its own: SCRIPT_CONCURRENCY
-// bounds scripts agent-wide, and an abort (shutdown, lost lease) kills the
-// script's process group at once. Runs on a runtime folder without packages.
+// bounds scripts agent-wide, an abort (shutdown, lost lease) kills the
+// script's process group at once, a MULTI_STEP run stopped at its time limit
+// keeps its steps, and a script awaiting forever is named as such. Runs on a
+// runtime folder without packages.
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -53,5 +55,24 @@ describe('script runner', () => {
     setTimeout(() => controller.abort(new Error('Aborted: shutting down')), 300);
     const run = await runScript({ kind: 'MULTI_STEP', code: 'while (true) {}', runtime: emptyRuntime(), timeoutMs: 60_000, environment: {} }, ctx);
     expect(run).toMatchObject({ ok: false, killed: 'aborted', error: 'MULTI_STEP was killed: Aborted: shutting down' });
+  });
+
+  it('stops a MULTI_STEP run at its time limit and keeps the steps it finished, and the one the limit ended', async () => {
+    const ctx = context(new AbortController().signal, 2);
+    const code = `await step('quick', async () => {});\nawait step('slow', async () => { await new Promise((r) => setTimeout(r, 60_000)); });`;
+    const run = await runScript({ kind: 'MULTI_STEP', code, runtime: emptyRuntime(), timeoutMs: 1_000, environment: {} }, ctx);
+    expect(run).toMatchObject({ ok: false, killed: 'timeout', step: 'slow', error: 'MULTI_STEP was stopped at step "slow": it ran past its time limit of 1000 ms' });
+    expect(run.steps).toEqual([
+      { name: 'quick', passed: true, error: null, durationMs: expect.any(Number) },
+      { name: 'slow', passed: false, error: 'the time limit was reached during this step', durationMs: expect.any(Number) },
+    ]);
+    // The steps come from the harness's own output: it stopped itself rather than being killed.
+    expect(run.steps[1]?.durationMs).toBeGreaterThan(500);
+  });
+
+  it('names a setup script that awaits a promise that never settles', async () => {
+    const ctx = context(new AbortController().signal, 2);
+    const run = await runScript({ kind: 'setupScript', code: 'await new Promise(() => {});', runtime: emptyRuntime(), timeoutMs: 10_000, environment: {} }, ctx);
+    expect(run).toMatchObject({ ok: false, error: 'setupScript failed: the script ended while still awaiting a promise that never settles' });
   });
 });

@@ -73,7 +73,7 @@ WORKDIR /app
 COPY --from=deps /src/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY package.json ./
-COPY examples ./examples
+COPY docs/examples ./examples
 COPY --from=runtime-2026-04 /runtimes/2026-04 ./runtimes/2026-04
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="Outpost" \

@@ -307,7 +307,7 @@ describe('local mode', () => {
   it('runs the bundled examples (npm start) and every example check passes', async () => {
     const port = await freePort();
     const dir = tempDir();
-    const original = readFileSync(path.join(REPO, 'examples/checks.json'), 'utf8');
+    const original = readFileSync(path.join(REPO, 'docs/examples/checks.json'), 'utf8');
     expect(original).toContain('127.0.0.1:8081');
     const file = path.join(dir, 'checks.json');
     writeFileSync(file, original.replaceAll('127.0.0.1:8081', `127.0.0.1:${port}`));

@@ -56,12 +56,16 @@ export class ControlPlaneSource {
     while (!signal.aborted) {
       await queue.waitForFreeSlot(signal);
       if (signal.aborted) break;
-      if (spool.isFull()) {
+      // Jobs already claimed will add their results too: counted, so that a slow disk (a job's slot
+      // frees before its result is synced) cannot let claims run past the spool's bound.
+      const incoming = this.inProgress.size;
+      if (spool.isFull(incoming)) {
         if (!this.spoolPaused) {
-          logger.warn({ spooled: spool.results, bytes: spool.bytes }, 'spool is full: claiming paused until it drains');
+          logger.warn({ spooled: spool.results, incoming, bytes: spool.bytes }, 'spool is full: claiming paused until it drains');
           this.spoolPaused = true;
         }
-        await spool.waitUntilDrained(signal);
+        if (spool.isFull()) await spool.waitUntilDrained(signal);
+        else await this.oneSpooled(signal);
         continue;
       }
       if (this.spoolPaused) {
@@ -92,6 +96,18 @@ export class ControlPlaneSource {
       }
       for (const job of jobs) this.accept(job);
     }
+  }
+
+  /** Resolves when one of the jobs in progress has its result spooled (or the source stops). */
+  private async oneSpooled(signal: AbortSignal): Promise<void> {
+    if (this.inProgress.size === 0 || signal.aborted) return;
+    let onAbort: (() => void) | undefined;
+    const aborted = new Promise<void>((resolve) => {
+      onAbort = resolve;
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+    await Promise.race([...this.inProgress, aborted]);
+    if (onAbort) signal.removeEventListener('abort', onAbort);
   }
 
   private accept(job: Job): void {

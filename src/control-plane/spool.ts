@@ -118,9 +118,12 @@ export class Spool {
     return this.totalBytes;
   }
 
-  /** True while claiming must pause (DESIGN §2: backpressure rather than dropping results). */
-  isFull(): boolean {
-    return this.totalResults >= this.limits.maxResults || this.totalBytes >= this.limits.maxBytes;
+  /**
+   * True while claiming must pause (DESIGN §2: backpressure rather than dropping results);
+   * `incoming` counts results already on their way (claimed jobs not yet spooled).
+   */
+  isFull(incoming = 0): boolean {
+    return this.totalResults + incoming >= this.limits.maxResults || this.totalBytes >= this.limits.maxBytes;
   }
 
   /** Resolves when the spool is below 90 % of both bounds. */

@@ -177,7 +177,9 @@ describe('agent mode against the fake control plane', () => {
     await proc.waitForLog((l) => String(l.msg).startsWith('spool is full'), 20_000, 'the spool-full line');
     await new Promise((r) => setTimeout(r, 1_000));
     const claimed = [...cp.jobs.values()].filter((s) => s.claims > 0).length;
-    expect(claimed).toBeLessThan(12);
+    // Claims stop once spooled plus claimed-but-unspooled results reach 4: at most 3 + one claim of 2,
+    // however slowly the disk syncs (a job's slot frees before its result is on disk).
+    expect(claimed).toBeLessThanOrEqual(5);
     expect(claimed).toBeGreaterThanOrEqual(4);
     cp.clearFaults();
     await cp.waitFor(() => ids.every((id) => cp.resultsFor(id).length === 1), 60_000, 'all results after draining');

@@ -24,7 +24,7 @@ import { exchangeOutcome, notSentOutcome } from './url.js';
 import { urlCredentials } from '../secrets/policy.js';
 import { UnknownVariableError, Variables } from './variables.js';
 import { resolveRuntime, type Runtime, RuntimeError, runtimesDir } from '../runtimes/runtimes.js';
-import { MAX_SCRIPT_LENGTH } from './multi-step.js';
+import { MAX_SCRIPT_LENGTH } from './scripted.js';
 import { runScript } from './script.js';
 
 export interface ApiRequest {
@@ -53,8 +53,9 @@ function parseApiRequest(fields: Fields, check: Fields): ApiRequest {
   const basicAuth = fields.has('basicAuth')
     ? { username: auth.string('username', { default: '' }) ?? '', password: auth.string('password', { default: '' }) ?? '' }
     : undefined;
-  const setupScript = fields.string('setupScript', { maxLength: MAX_SCRIPT_LENGTH });
-  const tearDownScript = fields.string('tearDownScript', { maxLength: MAX_SCRIPT_LENGTH });
+  // In `request` (DESIGN §4), or at check level like a scripted check's `script`.
+  const setupScript = (check.has('setupScript') ? check : fields).string('setupScript', { maxLength: MAX_SCRIPT_LENGTH });
+  const tearDownScript = (check.has('tearDownScript') ? check : fields).string('tearDownScript', { maxLength: MAX_SCRIPT_LENGTH });
   const runtimeId = check.string('runtimeId', { minLength: 1, maxLength: 100 });
   return {
     method: parseMethod(fields),

@@ -71,7 +71,7 @@ export function parseCheck(raw: unknown, path: string, registry: ExecutorRegistr
   const { limits } = executor;
   const maxResponseTime = fields.integer('maxResponseTime', {
     min: 0,
-    max: limits.capMs,
+    max: limits.maxResponseTimeLimitMs ?? limits.capMs,
     default: limits.maxMs,
     unit: 'ms',
   });

@@ -90,8 +90,10 @@ export interface CheckSettings {
 export interface CheckLimits {
   degradedMs: number;
   maxMs: number;
-  /** Hard per-job timeout; also the upper bound for maxResponseTime. */
+  /** Hard per-job timeout; also the upper bound for maxResponseTime unless maxResponseTimeLimitMs is set. */
   capMs: number;
+  /** The largest maxResponseTime a check may set, where that is below capMs (scripts: capMs leaves room for their teardown). */
+  maxResponseTimeLimitMs?: number;
 }
 
 export interface Executor<Request = unknown> {

@@ -5,8 +5,8 @@ import type { Executor, ExecutorRegistry } from './executor.js';
 import { apiExecutor } from './api.js';
 import { dnsExecutor } from './dns.js';
 import { icmpExecutor } from './icmp.js';
-import { browserExecutor, multiStepExecutor } from './multi-step.js';
-import { browserPath, listRuntimes, runtimesDir } from '../runtimes/runtimes.js';
+import { browserExecutor, multiStepExecutor, playwrightExecutor } from './scripted.js';
+import { browserPath, hasSuiteRunner, listRuntimes, runtimesDir } from '../runtimes/runtimes.js';
 import { tcpExecutor } from './tcp.js';
 import { urlExecutor } from './url.js';
 
@@ -20,10 +20,15 @@ export function uptimeOnly(registry: ExecutorRegistry): ExecutorRegistry {
 
 export function defaultRegistry(env: Record<string, string | undefined> = process.env): ExecutorRegistry {
   const executors: Executor[] = [urlExecutor as Executor, apiExecutor as Executor, tcpExecutor as Executor, icmpExecutor as Executor, dnsExecutor as Executor];
-  // MULTI_STEP only where runtimes are on disk (not in the uptime image); BROWSER also needs a Chromium; PLAYWRIGHT is not run yet.
-  if (listRuntimes(runtimesDir(env)).runtimes.some((r) => r.stage !== 'REMOVED')) {
+  // MULTI_STEP only where runtimes are on disk (not in the uptime image); BROWSER also needs a Chromium;
+  // PLAYWRIGHT a Chromium and a runtime with @playwright/test installed.
+  const runtimes = listRuntimes(runtimesDir(env)).runtimes.filter((r) => r.stage !== 'REMOVED');
+  if (runtimes.length > 0) {
     executors.push(multiStepExecutor as Executor);
-    if (browserPath(env)) executors.push(browserExecutor as Executor);
+    if (browserPath(env)) {
+      executors.push(browserExecutor as Executor);
+      if (runtimes.some((r) => r.installed && hasSuiteRunner(r))) executors.push(playwrightExecutor as Executor);
+    }
   }
   return new Map<CheckType, Executor>(executors.map((e) => [e.checkType, e]));
 }

@@ -82,7 +82,7 @@ function expect(actual, negate) {
 // folder, which the agent hands to the job's artifacts once the script is gone.
 const SAFE_ARTIFACT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 function artifact(name) {
-  if (!input.artifactsDir) throw new Error('artifact() is only available in MULTI_STEP and BROWSER scripts');
+  if (!input.artifactsDir) throw new Error('artifact() is only available in MULTI_STEP, BROWSER and PLAYWRIGHT scripts');
   const n = String(name);
   if (!SAFE_ARTIFACT.test(n) || n === '.' || n === '..') throw new Error('artifact name ' + JSON.stringify(n) + ' is not a plain file name (letters, digits, . _ -, at most 100)');
   return require('node:path').join(input.artifactsDir, n);
@@ -103,7 +103,7 @@ async function screenshotFailure() {
         await page.screenshot({ path: artifact(name), timeout: ${FAILURE_SCREENSHOT_TIMEOUT_MS} });
         failureShots.push({ name, url: page.url() });
       } catch (error) {
-        failureShots.push({ name, url: page.url(), error: error && error.message ? String(error.message).split('\n')[0] : String(error) });
+        failureShots.push({ name, url: page.url(), error: error && error.message ? errorText(error.message) : String(error) });
       }
     }
   }
@@ -135,7 +135,8 @@ function watchPage(page) {
       type: message.type(),
       text: cut(message.text()),
       url: at.url || page.url(),
-      line: typeof at.lineNumber === 'number' ? at.lineNumber : null,
+      // 1-based like script errors' lines; the browser's 0:0 means no position (a failed resource load).
+      line: typeof at.lineNumber === 'number' && (at.lineNumber > 0 || at.columnNumber > 0) ? at.lineNumber + 1 : null,
     });
   });
 }
@@ -187,6 +188,9 @@ async function keepHars() {
   }
 }
 
+// The agent's Chromium runs headless, without a sandbox (an unprivileged container has none to give).
+const CHROMIUM_FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
+
 const steps = [];
 const requests = [];
 let current = null;
@@ -203,7 +207,7 @@ async function step(name, fn) {
     // A step the time limit already ended stays as the deadline marked it.
     if (!stepStarts.has(s)) throw error;
     s.passed = false;
-    s.error = error && error.message ? String(error.message).split('\n')[0] : String(error);
+    s.error = error && error.message ? errorText(error.message) : String(error);
     if (error && typeof error === 'object' && !error.outpostStep) {
       error.outpostStep = s.name;
       // The page as the failing step left it (before a finally block closes the browser).
@@ -242,7 +246,7 @@ function instrument(context) {
           record.passed = res.ok();
           return res;
         } catch (error) {
-          record.error = error && error.message ? String(error.message).split('\n')[0] : String(error);
+          record.error = error && error.message ? errorText(error.message) : String(error);
           throw error;
         } finally {
           record.durationMs = Math.round(performance.now() - started);
@@ -259,12 +263,10 @@ if (input.kind === 'MULTI_STEP' || input.kind === 'BROWSER') {
     const newContext = pw.request.newContext.bind(pw.request);
     pw.request.newContext = async (...args) => instrument(await newContext(...args));
     if (input.kind === 'BROWSER') {
-      // The agent's Chromium, headless, without a sandbox (an unprivileged container has none to give).
-      const flags = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
       const withDefaults = (options) => {
         const opts = Object.assign({ headless: true }, options || {});
         if (!opts.executablePath && process.env.OUTPOST_BROWSER_PATH) opts.executablePath = process.env.OUTPOST_BROWSER_PATH;
-        opts.args = flags.concat(opts.args || []);
+        opts.args = CHROMIUM_FLAGS.concat(opts.args || []);
         return opts;
       };
       const launch = pw.chromium.launch.bind(pw.chromium);
@@ -283,6 +285,15 @@ globalThis.environment = input.environment;
 globalThis.step = step;
 globalThis.expect = expect;
 if (input.artifactsDir) globalThis.artifact = artifact;
+
+// A message over several lines (node:assert's "Expected values to be strictly equal: · 1 !== 2", playwright's
+// with its call log, require's with its stack) is kept up to that log, its lines joined, at most 500 characters.
+function errorText(message) {
+  const lines = String(message).replace(/\u001b\[[0-9;]*m/g, '').split('\n');
+  const end = lines.findIndex((l) => /^\s*(Call log|Require stack):/.test(l));
+  const text = (end < 0 ? lines : lines.slice(0, end)).map((l) => l.trim().replace(/\s+/g, ' ')).filter(Boolean).join(' · ');
+  return text.length > 500 ? text.slice(0, 497) + '...' : text;
+}
 
 function lineOf(error) {
   const stack = error && typeof error.stack === 'string' ? error.stack : '';
@@ -324,7 +335,107 @@ process.once('beforeExit', () => {
   }));
 });
 
+// PLAYWRIGHT: the suite the agent wrote into suite/ runs under @playwright/test's own runner (a child in
+// this process group), with a configuration of ours: one worker, no retries, the check's time limit as
+// the global timeout, the agent's Chromium, a screenshot of each failing test; its JSON report becomes
+// the output (one step per test).
+// Messages name the suite's files relative to the suite, not by the run's temporary path.
+const plain = (text) => String(text).replace(/\u001b\[[0-9;]*m/g, '').split(suiteDir + path.sep).join('');
+function summary(message) {
+  // "expect(locator).toHaveText(expected) failed · Expected: "Done" · Received: "Clicked"", without the call log.
+  return errorText(plain(message)).replace(/^Error: /, '');
+}
+function collectTests(suite, titles, stoppedAtLimit, into) {
+  for (const spec of suite.specs || []) {
+    for (const test of spec.tests || []) {
+      const result = (test.results || [])[(test.results || []).length - 1] || {};
+      const error = result.error || (result.errors || [])[0];
+      const at = (error && error.location) || { file: spec.file, line: spec.line };
+      const file = String(at.file || spec.file || '');
+      // At the global timeout the runner reports the test it interrupted, and those it never started, as
+      // skipped: they did not pass. (A test the suite itself skips carries a skip annotation.)
+      const skippedOnPurpose = (test.annotations || []).concat(result.annotations || []).some((a) => a.type === 'skip' || a.type === 'fixme');
+      const interrupted = result.status === 'interrupted' || (stoppedAtLimit && test.status === 'skipped' && !skippedOnPurpose);
+      into.push({
+        name: titles.concat(spec.title).filter(Boolean).join(' › '),
+        passed: !interrupted && (test.status === 'expected' || test.status === 'flaky' || test.status === 'skipped'),
+        status: interrupted ? 'interrupted' : result.status || test.status,
+        error: error ? summary(error.message || error.value || '') : interrupted ? 'the time limit was reached before this test finished' : null,
+        durationMs: Math.round(result.duration || 0),
+        location: (path.isAbsolute(file) ? path.relative(suiteDir, file) : file) + ':' + (at.line || spec.line),
+        screenshots: (result.attachments || []).filter((a) => a.name === 'screenshot' && a.path).map((a) => a.path),
+      });
+    }
+  }
+  for (const child of suite.suites || []) collectTests(child, titles.concat(child.title), stoppedAtLimit, into);
+}
+const suiteDir = path.join(path.dirname(scriptFile), 'suite');
+async function runSuite() {
+  const base = path.dirname(scriptFile);
+  const report = path.join(base, 'report.json');
+  const config = path.join(base, 'playwright.config.cjs');
+  const launchOptions = { args: CHROMIUM_FLAGS };
+  if (process.env.OUTPOST_BROWSER_PATH) launchOptions.executablePath = process.env.OUTPOST_BROWSER_PATH;
+  fs.writeFileSync(config, 'module.exports = ' + JSON.stringify({
+    testDir: suiteDir,
+    testMatch: input.suite.specs,
+    workers: 1,
+    retries: 0,
+    timeout: input.suite.timeoutMs,
+    globalTimeout: input.suite.timeoutMs,
+    reporter: [['list'], ['json', { outputFile: report }]],
+    outputDir: path.join(base, 'test-results'),
+    use: { headless: true, screenshot: 'only-on-failure', trace: 'off', video: 'off', launchOptions },
+  }) + ';\n');
+  const { spawn } = require('node:child_process');
+  // The runner and its worker get the script's heap limit too; their output (the list reporter's) is the jobLog.
+  const env = Object.assign({}, process.env, { FORCE_COLOR: '0', NODE_OPTIONS: '--max-old-space-size=' + input.suite.memoryMb });
+  const runner = spawn(process.execPath, [input.suite.cli, 'test', '--config', config], { cwd: suiteDir, env, stdio: ['ignore', 'inherit', 'inherit'] });
+  const exit = await new Promise((resolve) => {
+    runner.on('error', (error) => resolve({ error }));
+    runner.on('exit', (code, signal) => resolve({ code, signal }));
+  });
+  let parsed = null;
+  try { parsed = JSON.parse(fs.readFileSync(report, 'utf8')); } catch {}
+  if (!parsed) {
+    const how = exit.error ? exit.error.message : exit.signal ? 'signal ' + exit.signal : 'exit code ' + exit.code;
+    return { ok: false, error: 'the Playwright runner ended without a report (' + how + ')' };
+  }
+  // A load error's first line says it ("SyntaxError: check.spec.ts: Unexpected token (2:24)"); its code frame is in the jobLog.
+  const globalErrors = (parsed.errors || []).map((e) => plain(e.message || e.value || '').split('\n')[0]);
+  const timedOut = globalErrors.find((e) => /^Timed out waiting .* for the (test suite|entire test run) to run/.test(e));
+  const tests = [];
+  for (const suite of parsed.suites || []) collectTests(suite, [suite.title], Boolean(timedOut), tests);
+  let shot = 0;
+  for (const test of tests) {
+    for (const file of test.screenshots) {
+      if (shot >= ${FAILURE_SCREENSHOTS_MAX}) break;
+      const name = 'failure-' + ++shot + '.png';
+      try { fs.copyFileSync(file, artifact(name)); failureShots.push({ name, url: test.name }); } catch {}
+    }
+    delete test.screenshots;
+  }
+  steps.push(...tests);
+  const stats = parsed.stats || {};
+  const counts = { expected: stats.expected || 0, unexpected: stats.unexpected || 0, flaky: stats.flaky || 0, skipped: stats.skipped || 0 };
+  const failed = tests.find((t) => !t.passed);
+  if (timedOut) return { ok: false, timedOut: true, error: timedOut, step: failed ? failed.name : null, tests: counts };
+  if (globalErrors.length > 0) return { ok: false, error: globalErrors[0], moduleNotFound: /Cannot find module/.test(globalErrors[0]), tests: counts };
+  if (failed) return { ok: false, assertion: true, error: failed.error || failed.status, step: failed.name, line: null, location: failed.location, tests: counts };
+  if (tests.length === 0) return { ok: false, error: 'the suite has no tests', tests: counts };
+  return { ok: true, tests: counts };
+}
+
 (async () => {
+  if (input.kind === 'PLAYWRIGHT') {
+    const out = await runSuite().catch((error) => ({ ok: false, error: String(error && error.message ? error.message : error).split('\n')[0] }));
+    out.environment = globalThis.environment;
+    out.steps = steps;
+    out.requests = [];
+    out.failureShots = failureShots;
+    fs.writeFileSync(outputFile, JSON.stringify(out));
+    process.exit(0);
+  }
   let out = { ok: true };
   try {
     const run = require(scriptFile);
@@ -333,7 +444,7 @@ process.once('beforeExit', () => {
     const isError = error instanceof Error || (error && typeof error === 'object' && 'message' in error);
     out = {
       ok: false,
-      error: isError ? String(error.message).split('\n')[0] : 'thrown: ' + show(error),
+      error: isError ? errorText(error.message) : 'thrown: ' + show(error),
       errorName: isError && error.name ? String(error.name) : null,
       assertion: Boolean(isError && (error.name === 'ExpectationError' || error.code === 'ERR_ASSERTION')),
       moduleNotFound: Boolean(isError && error.code === 'MODULE_NOT_FOUND'),

@@ -44,13 +44,37 @@ export const SCRIPT_ARTIFACT_MAX_BYTES = 10 * 1024 * 1024;
 /** All of a run's files together. */
 export const SCRIPT_ARTIFACTS_TOTAL_BYTES = 25 * 1024 * 1024;
 
-export type ScriptKind = 'MULTI_STEP' | 'BROWSER' | 'setupScript' | 'tearDownScript';
+export type ScriptKind = 'MULTI_STEP' | 'BROWSER' | 'PLAYWRIGHT' | 'setupScript' | 'tearDownScript';
+
+/** A file of a PLAYWRIGHT suite besides its spec (`script`): a helper, a fixture, test data, more specs. */
+export interface SuiteFile {
+  /** Relative, plain segments (checked when the check is parsed). */
+  path: string;
+  content: string;
+}
+
+/** The spec a PLAYWRIGHT check's `script` becomes; files named like specs run too. */
+export const SUITE_SPEC_FILE = 'check.spec.ts';
+/** Playwright's own default testMatch. */
+export const SUITE_SPEC_PATTERN = /\.(spec|test)\.(c|m)?[jt]sx?$/;
 
 export interface ScriptStep {
   name: string;
   passed: boolean;
   error: string | null;
   durationMs: number;
+  /** PLAYWRIGHT (a step is a test): passed, failed, timedOut, skipped, interrupted. */
+  status?: string;
+  /** PLAYWRIGHT: where the test failed, or where it is (`check.spec.ts:12`). */
+  location?: string;
+}
+
+/** PLAYWRIGHT: the runner's count of tests by outcome. */
+export interface SuiteCounts {
+  expected: number;
+  unexpected: number;
+  flaky: number;
+  skipped: number;
 }
 
 export interface ScriptRequestRecord {
@@ -102,6 +126,8 @@ export interface ScriptRun {
   pageErrors?: PageError[];
   /** BROWSER only. */
   consoleMessages?: ConsoleMessage[];
+  /** PLAYWRIGHT only. */
+  tests?: SuiteCounts;
   durationMs: number;
   startedAt: Date;
   stoppedAt: Date;
@@ -116,6 +142,8 @@ export interface ScriptOptions {
   request?: unknown;
   response?: unknown;
   environment: Record<string, string>;
+  /** PLAYWRIGHT: files of the suite besides `code` (the spec). */
+  files?: SuiteFile[];
 }
 
 /** A counting semaphore: SCRIPT_CONCURRENCY scripts at once, agent-wide. */
@@ -178,7 +206,7 @@ function childEnvironment(options: ScriptOptions, ctx: ExecutionContext, dir: st
   env.TMPDIR = dir;
   // playwright-core never downloads a browser on its own (API only here).
   env.PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD = '1';
-  if (options.kind === 'BROWSER') {
+  if (options.kind === 'BROWSER' || options.kind === 'PLAYWRIGHT') {
     const browser = browserPath();
     if (browser) env.OUTPOST_BROWSER_PATH = browser;
   }
@@ -232,6 +260,9 @@ function killGroup(pid: number | undefined): void {
   }
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the escape character is what is matched.
+const ANSI_SGR = /\u001b\[[0-9;]*m/g;
+
 /** Bounded capture of the child's output into jobLog lines. */
 class OutputCapture {
   private bytes = 0;
@@ -251,8 +282,9 @@ class OutputCapture {
     this.text.push(kept.toString('utf8'));
   }
 
+  /** The output as text, without terminal colour codes (Playwright's reporters and expect print them). */
   get all(): string {
-    return this.text.join('');
+    return this.text.join('').replace(ANSI_SGR, '');
   }
 
   lines(): string[] {
@@ -305,9 +337,10 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
   // MULTI_STEP and BROWSER scripts save files here (artifact(name), failure screenshots); handed over after the run.
   const artifactsDir = collectsArtifacts(options.kind, ctx) ? path.join(dir, 'artifacts') : null;
   if (artifactsDir) await mkdir(artifactsDir, { mode: 0o700 });
+  const suite = options.kind === 'PLAYWRIGHT' ? await writeSuite(dir, options) : null;
   await Promise.all([
     writeFile(harness, HARNESS_SOURCE),
-    writeFile(scriptFile, wrapUserScript(options.code)),
+    writeFile(scriptFile, suite ? '' : wrapUserScript(options.code)),
     writeFile(path.join(dir, 'package.json'), '{"type":"commonjs"}\n'),
     writeFile(
       inputFile,
@@ -318,7 +351,9 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
         environment: options.environment,
         artifactsDir,
         // The harness stops at the limit itself and keeps its evidence; the agent kills it graceMs later.
-        softDeadlineMs: graceMs > 0 ? timeoutMs : null,
+        // (A suite's runner stops itself: its global timeout is the limit.)
+        softDeadlineMs: graceMs > 0 && !suite ? timeoutMs : null,
+        suite: suite && { ...suite, timeoutMs, memoryMb },
         evidenceMs: Math.max(0, graceMs - 1_000),
       }),
     ),
@@ -394,7 +429,7 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
   if (dropped?.pageErrors) ctx.jobLog.push(`${dropped.pageErrors} more page errors were not kept (at most ${PAGE_EVENTS_MAX})`);
   if (dropped?.consoleMessages) ctx.jobLog.push(`${dropped.consoleMessages} more console messages were not kept (at most ${PAGE_EVENTS_MAX})`);
   if (killed === 'timeout' || out?.timedOut === true) {
-    const at = out?.step ? ` at step "${out.step}"` : '';
+    const at = out?.step ? ` at ${stepWord(options.kind)} "${out.step}"` : '';
     return { ...evidence(out, base), ok: false, killed: 'timeout', error: `${options.kind} was stopped${at}: it ran past its time limit of ${timeoutMs} ms` };
   }
   if (killed === 'memory') return { ...base, ok: false, killed, error: `${options.kind} was killed: it exceeded its memory limit of ${memoryMb} MB` };
@@ -420,14 +455,42 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
     if (out.moduleNotFound) {
       message += ` (runtime ${options.runtime.name} provides: ${Object.keys(options.runtime.dependencies).join(', ')}, and Node.js built-ins)`;
     }
-    const where = [out.step ? `step "${out.step}"` : undefined, typeof out.line === 'number' ? `line ${out.line}` : undefined].filter(Boolean).join(', ');
+    const where = [
+      out.step ? `${stepWord(options.kind)} "${out.step}"` : undefined,
+      typeof out.line === 'number' ? `line ${out.line}` : out.location ? out.location : undefined,
+    ]
+      .filter(Boolean)
+      .join(', ');
     run.error = `${options.kind} failed${where ? ` at ${where}` : ''}: ${message}`;
   }
   return run;
 }
 
+/**
+ * Writes a PLAYWRIGHT suite into `dir/suite`: the spec (`check.spec.ts`) and its files. Returns the
+ * runner's path in the runtime and the specs to run.
+ */
+async function writeSuite(dir: string, options: ScriptOptions): Promise<{ cli: string; specs: string[] }> {
+  const suiteDir = path.join(dir, 'suite');
+  await mkdir(suiteDir, { mode: 0o700 });
+  await writeFile(path.join(suiteDir, SUITE_SPEC_FILE), options.code);
+  const specs = [SUITE_SPEC_FILE];
+  for (const file of options.files ?? []) {
+    const target = path.join(suiteDir, file.path);
+    await mkdir(path.dirname(target), { recursive: true, mode: 0o700 });
+    await writeFile(target, file.content, { flag: 'wx' });
+    if (SUITE_SPEC_PATTERN.test(file.path)) specs.push(file.path);
+  }
+  return { cli: path.join(options.runtime.nodeModules, '@playwright', 'test', 'cli.js'), specs };
+}
+
+/** What a PLAYWRIGHT result's steps are. */
+function stepWord(kind: ScriptKind): string {
+  return kind === 'PLAYWRIGHT' ? 'test' : 'step';
+}
+
 function timeoutGraceMs(kind: ScriptKind): number {
-  if (kind === 'BROWSER') return BROWSER_TIMEOUT_GRACE_MS;
+  if (kind === 'BROWSER' || kind === 'PLAYWRIGHT') return BROWSER_TIMEOUT_GRACE_MS;
   if (kind === 'MULTI_STEP') return MULTI_STEP_TIMEOUT_GRACE_MS;
   return 0;
 }
@@ -435,7 +498,7 @@ function timeoutGraceMs(kind: ScriptKind): number {
 type RunBase = Pick<ScriptRun, 'assertion' | 'steps' | 'requests' | 'durationMs' | 'startedAt' | 'stoppedAt'>;
 
 /** What a run recorded (steps, requests, its pages' errors and console), also when it stopped at its limit. */
-function evidence(out: HarnessOutput | null, base: RunBase): RunBase & Pick<ScriptRun, 'step' | 'pageErrors' | 'consoleMessages'> {
+function evidence(out: HarnessOutput | null, base: RunBase): RunBase & Pick<ScriptRun, 'step' | 'pageErrors' | 'consoleMessages' | 'tests'> {
   if (!out) return base;
   return {
     ...base,
@@ -444,6 +507,7 @@ function evidence(out: HarnessOutput | null, base: RunBase): RunBase & Pick<Scri
     ...(out.step ? { step: out.step } : {}),
     ...(Array.isArray(out.pageErrors) ? { pageErrors: out.pageErrors } : {}),
     ...(Array.isArray(out.consoleMessages) ? { consoleMessages: out.consoleMessages } : {}),
+    ...(out.tests && typeof out.tests === 'object' ? { tests: out.tests } : {}),
   };
 }
 
@@ -464,6 +528,9 @@ interface HarnessOutput {
   pageErrors?: PageError[];
   consoleMessages?: ConsoleMessage[];
   pageEventsDropped?: { pageErrors?: number; consoleMessages?: number };
+  /** PLAYWRIGHT: where the first failing test failed. */
+  location?: string;
+  tests?: SuiteCounts;
 }
 
 interface FailureShot {
@@ -473,7 +540,7 @@ interface FailureShot {
 }
 
 function collectsArtifacts(kind: ScriptKind, ctx: ExecutionContext): boolean {
-  return (kind === 'MULTI_STEP' || kind === 'BROWSER') && ctx.artifacts !== undefined;
+  return (kind === 'MULTI_STEP' || kind === 'BROWSER' || kind === 'PLAYWRIGHT') && ctx.artifacts !== undefined;
 }
 
 const SAFE_ARTIFACT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;

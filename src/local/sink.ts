@@ -9,7 +9,13 @@ const MARKS = { passed: '\x1b[32m✔ PASSED \x1b[0m', degraded: '\x1b[33m▲ DEG
 
 export function readableLine(result: CheckResultEntry): string {
   const outcome = resultOutcome(result);
-  const detail = (result.apiCheckResult ?? result.tcpCheckResult ?? result.dnsCheckResult ?? result.icmpCheckResult ?? {}) as {
+  const detail = (result.apiCheckResult ??
+    result.tcpCheckResult ??
+    result.dnsCheckResult ??
+    result.icmpCheckResult ??
+    result.multiStepCheckResult ??
+    result.browserCheckResult ??
+    {}) as {
     response?: { status?: number; statusText?: string } | null;
     requestError?: string | null;
     request?: { url?: string };

@@ -115,6 +115,14 @@ export function resolveRuntime(runtimeId: string | undefined, dir: string = runt
   return runtime;
 }
 
+/** The package PLAYWRIGHT checks run their suites with. */
+export const SUITE_RUNNER_PACKAGE = '@playwright/test';
+
+/** The runtime lists @playwright/test and has it installed. */
+export function hasSuiteRunner(runtime: Runtime): boolean {
+  return SUITE_RUNNER_PACKAGE in runtime.dependencies && existsSync(path.join(runtime.nodeModules, SUITE_RUNNER_PACKAGE, 'cli.js'));
+}
+
 /** Runtimes a claim may advertise: installed and not REMOVED. */
 export function usableRuntimeNames(dir: string = runtimesDir()): string[] {
   return listRuntimes(dir)

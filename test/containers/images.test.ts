@@ -324,6 +324,33 @@ await browser.close();`,
     ]);
     expect(detail.requestError ?? null).toBeNull();
   }, 180_000);
+
+  it('runs a @playwright/test suite (PLAYWRIGHT) with its helper file as uid 10001, every capability dropped', async () => {
+    const file = checksFile([
+      {
+        id: 'suite-in-container',
+        name: 'suite',
+        checkType: 'PLAYWRIGHT',
+        runtimeId: '2026-04',
+        maxResponseTime: 90_000,
+        script: `import { test, expect } from '@playwright/test';
+import { target } from './helpers/target';
+test('the target answers', async ({ page }) => {
+  const res = await page.goto(target('/ok'));
+  expect(res?.status()).toBe(200);
+  await expect(page.locator('body')).toContainText('ok');
+});`,
+        files: [{ path: 'helpers/target.ts', content: `export const target = (path: string) => ${JSON.stringify(targetUrl)} + path;\n` }],
+      },
+    ]);
+    const run = await runOnce(IMAGES.full.tag, file, ['--cap-drop', 'ALL']);
+    const [result] = resultLines(run.stdout);
+    expect(run.code, `${run.stdout}\n${withoutSystemdNoise(run.stderr)}`).toBe(0);
+    expect(result, run.stdout).toMatchObject({ checkType: 'PLAYWRIGHT', hasErrors: false, hasFailures: false });
+    const detail = result?.browserCheckResult as { steps: Array<{ name: string; passed: boolean }>; tests: unknown };
+    expect(detail.steps.map((s) => [s.name, s.passed])).toEqual([['check.spec.ts › the target answers', true]]);
+    expect(detail.tests).toEqual({ expected: 1, unexpected: 0, flaky: 0, skipped: 0 });
+  }, 180_000);
 });
 
 describe('uptime image', () => {

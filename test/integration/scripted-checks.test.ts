@@ -129,6 +129,24 @@ interface BrowserDetail extends MultiStepDetail {
 }
 const browserDetail = (id: string) => final(id).browserCheckResult as unknown as BrowserDetail;
 
+/** A Playwright suite: one test passes, one (in a describe block) fails its assertion; a helper from `files`. */
+const PLAYWRIGHT_SPEC = `import { test, expect } from '@playwright/test';
+import { clickPage } from './helpers/pages';
+
+test('opens the page', async ({ page }) => {
+  await page.goto(clickPage());
+  await expect(page.locator('#status')).toHaveText('Waiting');
+});
+
+test.describe('button', () => {
+  test('says done', async ({ page }) => {
+    await page.goto(clickPage());
+    await page.click('#go');
+    await expect(page.locator('#status')).toHaveText('Done', { timeout: 1_000 });
+  });
+});
+`;
+
 const MULTI_STEP_SCRIPT = `const { request } = require('playwright-core');
 const ctx = await request.newContext({ baseURL: environment.BASE });
 await step('log in', async () => {
@@ -163,6 +181,12 @@ beforeAll(async () => {
   // A runtimes folder with the real 2026-04 and a REMOVED one.
   runtimesDir = tempDir('outpost-runtimes-');
   symlinkSync(RUNTIME_DIR, path.join(runtimesDir, RUNTIME));
+  // One without @playwright/test (its packages, none, are installed).
+  mkdirSync(path.join(runtimesDir, '2025-10', 'node_modules'), { recursive: true });
+  writeFileSync(
+    path.join(runtimesDir, '2025-10', 'runtime.json'),
+    JSON.stringify({ name: '2025-10', stage: 'DEPRECATED', multiStepSupport: true, nodeJsVersion: '20', runtimeEndOfLife: '10/31/2027', description: 'no packages', dependencies: {} }),
+  );
   mkdirSync(path.join(runtimesDir, '2023-02'));
   writeFileSync(
     path.join(runtimesDir, '2023-02', 'runtime.json'),
@@ -208,6 +232,15 @@ expect(body.headers['x-signature']).toBe(request.headers['X-Signature']);`,
       request: { url: echo, tearDownScript: `\nconst body = JSON.parse(response.body);\nexpect(body.method).toBe('DELETE');` },
     },
     { id: 'setup-throws', checkType: 'API', request: { url: echo, setupScript: `\n\nthrow new Error('no token today');` } },
+    // Scripts at check level, beside `request`, are taken too.
+    {
+      id: 'scripts-at-check-level',
+      checkType: 'API',
+      request: { url: echo },
+      setupScript: `request.headers['X-From-Setup'] = 'yes';`,
+      tearDownScript: `expect(JSON.parse(response.body).headers['x-from-setup']).toBe('no');`,
+    },
+    { id: 'node-assert', checkType: 'MULTI_STEP', script: `const assert = require('node:assert');\nawait step('compare', async () => { assert.strictEqual(1 + 1, 3); });` },
     { id: 'loops', checkType: 'MULTI_STEP', maxResponseTime: 1500, script: 'while (true) {}' },
     { id: 'allocates', checkType: 'MULTI_STEP', maxResponseTime: 120_000, script: `const keep = [];\nwhile (true) keep.push({ n: Math.random(), s: 'x'.repeat(64) + Math.random() });` },
     {
@@ -261,6 +294,31 @@ await page.click('#go');
 await context.tracing.stop({ path: artifact('trace.zip') });
 await browser.close();`,
     },
+    {
+      id: 'playwright-suite',
+      checkType: 'PLAYWRIGHT',
+      runtimeId: RUNTIME,
+      maxResponseTime: 90_000,
+      script: PLAYWRIGHT_SPEC,
+      files: [
+        { path: 'helpers/pages.ts', content: "export const clickPage = () => process.env.PAGE as string;\n" },
+        { path: 'more.spec.ts', content: "import { test } from '@playwright/test';\ntest('prints', async () => { console.log('token ' + process.env.API_TOKEN); });\n" },
+      ],
+    },
+    {
+      id: 'playwright-passes',
+      checkType: 'PLAYWRIGHT',
+      maxResponseTime: 90_000,
+      script: `import { test, expect } from '@playwright/test';\ntest('opens', async ({ page }) => {\n  await page.goto(process.env.PAGE!);\n  await expect(page.locator('#status')).toHaveText('Waiting');\n});\ntest.skip('not today', async () => {});`,
+    },
+    { id: 'playwright-syntax', checkType: 'PLAYWRIGHT', script: `import { test } from '@playwright/test';\ntest('x', async () => { let = ; });` },
+    {
+      id: 'playwright-slow',
+      checkType: 'PLAYWRIGHT',
+      maxResponseTime: 6_000,
+      script: `import { test } from '@playwright/test';\ntest('waits', async ({ page }) => {\n  await page.goto(process.env.PAGE!);\n  await page.waitForTimeout(120_000);\n});`,
+    },
+    { id: 'playwright-no-runner', checkType: 'PLAYWRIGHT', runtimeId: '2025-10', script: `import { test } from '@playwright/test';` },
     { id: 'after-all', checkType: 'URL', request: { url: `${target.url}/ok` } },
   ];
   const dir = tempDir();
@@ -352,16 +410,21 @@ describe('MULTI_STEP checks', () => {
     for (const name of ['PATH', 'UNRELATED_AGENT_SETTING', 'RUNTIMES_DIR', 'SCRIPT_MEMORY_MB', 'JOB_CONCURRENCY', 'CI']) expect(env).not.toContain(name);
   });
 
+  it("keeps a node:assert message's lines, so the values compared are in the error", () => {
+    expect(final('node-assert')).toMatchObject({ hasFailures: true, hasErrors: false });
+    expect(multi('node-assert').requestError).toBe('MULTI_STEP failed at step "compare", line 2: Expected values to be strictly equal: · 2 !== 3');
+  });
+
   it('names a module the runtime does not have, and what it has', () => {
     expect(final('unknown-module')).toMatchObject({ hasErrors: true });
     expect(multi('unknown-module').requestError).toBe(
-      "MULTI_STEP failed at line 2: Cannot find module 'left-pad' (runtime 2026-04 provides: axios, date-fns, jsonwebtoken, lodash, otpauth, playwright-core, uuid, and Node.js built-ins)",
+      "MULTI_STEP failed at line 2: Cannot find module 'left-pad' (runtime 2026-04 provides: @playwright/test, axios, date-fns, jsonwebtoken, lodash, otpauth, playwright-core, uuid, and Node.js built-ins)",
     );
   });
 
   it('refuses a missing or REMOVED runtime with a clear error result', () => {
-    expect(multi('missing-runtime').requestError).toBe('Runtime 2031-01 is not installed on this agent (available: 2026-04)');
-    expect(multi('removed-runtime').requestError).toBe('Runtime 2023-02 has been REMOVED: move the check to a current runtime (available: 2026-04)');
+    expect(multi('missing-runtime').requestError).toBe('Runtime 2031-01 is not installed on this agent (available: 2025-10, 2026-04)');
+    expect(multi('removed-runtime').requestError).toBe('Runtime 2023-02 has been REMOVED: move the check to a current runtime (available: 2025-10, 2026-04)');
     expect(final('removed-runtime')).toMatchObject({ hasErrors: true });
   });
 });
@@ -476,8 +539,9 @@ describe('BROWSER pages: errors and console messages', () => {
     expect(detail.pageErrors).toEqual([{ step: 'click', url: pageUrl, name: 'RangeError', message: 'late click handler' }]);
     expect(detail.consoleMessages).toEqual(
       expect.arrayContaining([
-        { step: 'open', type: 'log', text: 'page ready', url: pageUrl, line: expect.any(Number) },
-        { step: 'open', type: 'warning', text: 'deprecated thing', url: pageUrl, line: expect.any(Number) },
+        // Line 6 of CLICK_PAGE, counted from 1 like script errors' lines.
+        { step: 'open', type: 'log', text: 'page ready', url: pageUrl, line: 6 },
+        { step: 'open', type: 'warning', text: 'deprecated thing', url: pageUrl, line: 6 },
         expect.objectContaining({ step: 'click', type: 'log', text: 'token *****' }),
       ]),
     );
@@ -508,6 +572,15 @@ describe('API setup and teardown scripts', () => {
       source: 'TEARDOWN_SCRIPT',
       passed: false,
       error: 'tearDownScript failed at line 3: expected "GET" to be "DELETE"',
+    });
+  });
+
+  it('takes setupScript and tearDownScript at check level too', () => {
+    expect(final('scripts-at-check-level')).toMatchObject({ hasFailures: true, hasErrors: false });
+    expect(api('scripts-at-check-level').assertions.at(-1)).toMatchObject({
+      source: 'TEARDOWN_SCRIPT',
+      passed: false,
+      error: 'tearDownScript failed at line 1: expected "yes" to be "no"',
     });
   });
 
@@ -557,4 +630,64 @@ for (;;) {}`;
     expect((await proc.exit).signal).toBe('SIGKILL');
     await vi.waitFor(() => expect(ours()).toEqual([]), { timeout: 5_000, interval: 100 });
   }, 60_000);
+});
+
+describe('PLAYWRIGHT checks (a @playwright/test suite on Debian chromium)', () => {
+  interface SuiteDetail extends MultiStepDetail {
+    steps: Array<StepDetail & { status: string; location: string; durationMs: number }>;
+    tests: { expected: number; unexpected: number; flaky: number; skipped: number } | null;
+  }
+  const suite = (id: string) => final(id).browserCheckResult as unknown as SuiteDetail;
+
+  it('runs every spec of the suite, one step per test, failing at the test whose assertion failed, with its screenshot', () => {
+    expect(final('playwright-suite')).toMatchObject({ checkType: 'PLAYWRIGHT', hasFailures: true, hasErrors: false });
+    const detail = suite('playwright-suite');
+    expect(detail.requestError).toBe(
+      'PLAYWRIGHT failed at test "check.spec.ts › button › says done", check.spec.ts:13: expect(locator).toHaveText(expected) failed · Locator: locator(\'#status\') · Expected: "Done" · Received: "Clicked" · Timeout: 1000ms',
+    );
+    expect(detail.failingStep).toBe('check.spec.ts › button › says done');
+    expect(detail.steps.map((s) => [s.name, s.passed, s.status, s.location])).toEqual([
+      ['check.spec.ts › opens the page', true, 'passed', 'check.spec.ts:4'],
+      ['check.spec.ts › button › says done', false, 'failed', 'check.spec.ts:13'],
+      ['more.spec.ts › prints', true, 'passed', 'more.spec.ts:2'],
+    ]);
+    expect(detail.tests).toEqual({ expected: 2, unexpected: 1, flaky: 0, skipped: 0 });
+    const list = assets('playwright-suite');
+    expect(list.map((a) => [a.name, a.contentType])).toEqual([['failure-1.png', 'image/png']]);
+    expect(detail.jobLog).toContain('Failure screenshot failure-1.png: check.spec.ts › button › says done');
+    // The runner's own report is the jobLog: plain text, the secret a test printed scrubbed.
+    expect(detail.jobLog).toContain('token *****');
+    expect(detail.jobLog.join('\n')).not.toContain('\u001b[');
+    expect(detail.jobLog.join('\n')).toMatch(/1 failed/);
+    expect(JSON.stringify(final('playwright-suite'))).not.toContain(SECRET_TOKEN);
+  });
+
+  it('passes when every test passes; a test the suite skips is counted, not failed', () => {
+    expect(final('playwright-passes')).toMatchObject({ hasFailures: false, hasErrors: false });
+    const detail = suite('playwright-passes');
+    expect(detail.steps.map((s) => [s.name, s.passed, s.status])).toEqual([
+      ['check.spec.ts › opens', true, 'passed'],
+      ['check.spec.ts › not today', true, 'skipped'],
+    ]);
+    expect(detail.tests).toEqual({ expected: 1, unexpected: 0, flaky: 0, skipped: 1 });
+    expect(assets('playwright-passes')).toEqual([]);
+  });
+
+  it('a spec that does not load is an error naming the file and position', () => {
+    expect(final('playwright-syntax')).toMatchObject({ hasErrors: true });
+    expect(suite('playwright-syntax').requestError).toBe("PLAYWRIGHT failed: SyntaxError: check.spec.ts: Unexpected reserved word 'let'. (2:24)");
+  });
+
+  it('stops the suite at its time limit, naming the test it interrupted', () => {
+    expect(final('playwright-slow')).toMatchObject({ hasErrors: true });
+    const detail = suite('playwright-slow');
+    expect(detail.requestError).toBe('PLAYWRIGHT was stopped at test "check.spec.ts › waits": it ran past its time limit of 6000 ms');
+    expect(detail.steps).toEqual([expect.objectContaining({ name: 'check.spec.ts › waits', passed: false, status: 'interrupted', error: 'the time limit was reached before this test finished' })]);
+    expect(execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' })).not.toContain(scriptsTmp);
+  });
+
+  it('a runtime without @playwright/test is a clear error naming those that have it', () => {
+    expect(final('playwright-no-runner')).toMatchObject({ hasErrors: true });
+    expect(suite('playwright-no-runner').requestError).toBe('Runtime 2025-10 has no @playwright/test, which PLAYWRIGHT checks run with (runtimes that have it: 2026-04)');
+  });
 });

@@ -3,7 +3,7 @@
 
 import type { EnvironmentVariable } from '../control-plane/protocol.js';
 import { type Assertion, parseAssertions } from './assertions.js';
-import type { Executor, ExecutorRegistry } from './executor.js';
+import { type Executor, type ExecutorRegistry, unsupportedReason } from './executor.js';
 import { DefinitionError, Fields } from './fields.js';
 import { parseRetryStrategy, type RetryStrategy } from './retry.js';
 
@@ -62,7 +62,7 @@ export function parseCheck(raw: unknown, path: string, registry: ExecutorRegistr
   if (checkType !== undefined && executor === undefined) {
     fields.fail(
       fields.at('checkType'),
-      `${checkType} is not supported by this agent (supported: ${[...registry.keys()].join(', ')})`,
+      `${checkType} is not supported by this agent (supported: ${[...registry.keys()].join(', ')})${why(registry, checkType)}`,
     );
   }
   fields.assertValid();
@@ -107,4 +107,9 @@ export function parseCheck(raw: unknown, path: string, registry: ExecutorRegistr
   };
   fields.assertValid();
   return { check, executor };
+}
+
+function why(registry: ExecutorRegistry, checkType: CheckType): string {
+  const reason = unsupportedReason(registry, checkType);
+  return reason ? `: ${reason}` : '';
 }

@@ -1,34 +1,49 @@
 // The executors this agent build supports. Later check types register here.
 
 import type { CheckType } from './definition.js';
-import type { Executor, ExecutorRegistry } from './executor.js';
+import { type Executor, type ExecutorRegistry, explainUnsupported } from './executor.js';
 import { apiExecutor } from './api.js';
 import { dnsExecutor } from './dns.js';
 import { icmpExecutor } from './icmp.js';
 import { browserExecutor, multiStepExecutor, playwrightExecutor } from './scripted.js';
-import { browserPath, hasSuiteRunner, listRuntimes, runtimesDir } from '../runtimes/runtimes.js';
+import { browserPath, hasSuiteRunner, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from '../runtimes/runtimes.js';
 import { tcpExecutor } from './tcp.js';
 import { urlExecutor } from './url.js';
 
 /** The check types of the uptime image and of `--uptime-only`. */
 export const UPTIME_CHECK_TYPES: readonly CheckType[] = ['URL', 'API', 'TCP', 'DNS', 'ICMP'];
 
+const SCRIPTED_TYPES: readonly CheckType[] = ['MULTI_STEP', 'BROWSER', 'PLAYWRIGHT'];
+
 /** Only the uptime types of a registry (`outpost … --uptime-only`). */
 export function uptimeOnly(registry: ExecutorRegistry): ExecutorRegistry {
-  return new Map([...registry].filter(([type]) => UPTIME_CHECK_TYPES.includes(type)));
+  const reasons = new Map<CheckType, string>([['HEARTBEAT', HEARTBEAT_REASON]]);
+  for (const type of SCRIPTED_TYPES) reasons.set(type, 'this agent runs with --uptime-only (URL, API, TCP, DNS and ICMP checks only)');
+  return explainUnsupported(new Map([...registry].filter(([type]) => UPTIME_CHECK_TYPES.includes(type))), reasons);
 }
+
+const HEARTBEAT_REASON = 'heartbeats are received by the service, not run by agents';
 
 export function defaultRegistry(env: Record<string, string | undefined> = process.env): ExecutorRegistry {
   const executors: Executor[] = [urlExecutor as Executor, apiExecutor as Executor, tcpExecutor as Executor, icmpExecutor as Executor, dnsExecutor as Executor];
+  const reasons = new Map<CheckType, string>([['HEARTBEAT', HEARTBEAT_REASON]]);
   // MULTI_STEP only where runtimes are on disk (not in the uptime image); BROWSER also needs a Chromium;
   // PLAYWRIGHT a Chromium and a runtime with @playwright/test installed.
-  const runtimes = listRuntimes(runtimesDir(env)).runtimes.filter((r) => r.stage !== 'REMOVED');
-  if (runtimes.length > 0) {
+  const dir = runtimesDir(env);
+  const runtimes = listRuntimes(dir).runtimes.filter((r) => r.stage !== 'REMOVED');
+  const chromium = browserPath(env);
+  if (runtimes.length === 0) {
+    for (const type of SCRIPTED_TYPES) reasons.set(type, `no runtime is installed in ${dir} (RUNTIMES_DIR)`);
+  } else {
     executors.push(multiStepExecutor as Executor);
-    if (browserPath(env)) {
+    if (!chromium) {
+      const where = env.BROWSER_PATH?.trim() ? `BROWSER_PATH (${env.BROWSER_PATH.trim()}) does not exist` : 'set BROWSER_PATH, or install Debian\'s chromium';
+      for (const type of ['BROWSER', 'PLAYWRIGHT'] as const) reasons.set(type, `no Chromium to run it: ${where}`);
+    } else {
       executors.push(browserExecutor as Executor);
       if (runtimes.some((r) => r.installed && hasSuiteRunner(r))) executors.push(playwrightExecutor as Executor);
+      else reasons.set('PLAYWRIGHT', `no runtime in ${dir} has ${SUITE_RUNNER_PACKAGE} installed`);
     }
   }
-  return new Map<CheckType, Executor>(executors.map((e) => [e.checkType, e]));
+  return explainUnsupported(new Map<CheckType, Executor>(executors.map((e) => [e.checkType, e])), reasons);
 }

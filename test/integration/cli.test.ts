@@ -5,7 +5,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CHECK_TYPES } from '../../src/checks/definition.js';
+import { CHECK_TYPES, type CheckType } from '../../src/checks/definition.js';
+import { unsupportedReason } from '../../src/checks/executor.js';
 import { defaultRegistry } from '../../src/checks/registry.js';
 import { type AgentProcess, cleanEnv, REPO, startAgent, tempDir } from '../support/agent-process.js';
 
@@ -140,20 +141,21 @@ describe('outpost CLI', () => {
     const file = checksFile({ checks: [{ id: 'steps', checkType: 'MULTI_STEP', script: 'await step("a", async () => {})' }] });
     const line = await expectOneLineFailure(run(['once', file, '--uptime-only']), 78);
     expect(line).toBe(
-      `outpost: ${file}: check "steps" at $.checks[0].checkType: MULTI_STEP is not supported by this agent (supported: URL, API, TCP, ICMP, DNS)`,
+      `outpost: ${file}: check "steps" at $.checks[0].checkType: MULTI_STEP is not supported by this agent (supported: URL, API, TCP, ICMP, DNS): this agent runs with --uptime-only (URL, API, TCP, DNS and ICMP checks only)`,
     );
   });
 
   it('a checks file with several problems → exit 78 listing them all, no stack trace', async () => {
     const registry = defaultRegistry();
     const unsupported = CHECK_TYPES.find((t) => !registry.has(t)) as string;
+    const reason = unsupportedReason(registry, unsupported as CheckType);
     const file = checksFile({ checks: [{ id: 'a', checkType: unsupported }, { id: 'b', checkType: 'URL', request: {} }] });
     const proc = run(['local', file]);
     expect((await proc.exit).code).toBe(78);
     const lines = stderrLines(proc);
     expect(lines[0]).toBe(`outpost: ${file}: 2 problems:`);
     expect(lines.slice(1).map((l) => l.trim())).toEqual([
-      `check "a" at $.checks[0].checkType: ${unsupported} is not supported by this agent (supported: ${[...registry.keys()].join(', ')})`,
+      `check "a" at $.checks[0].checkType: ${unsupported} is not supported by this agent (supported: ${[...registry.keys()].join(', ')}): ${reason}`,
       'check "b" at $.checks[1].request.url: is required',
     ]);
     expect(proc.stderr()).not.toMatch(/\n\s+at /);

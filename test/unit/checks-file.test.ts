@@ -5,7 +5,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CHECK_TYPES } from '../../src/checks/definition.js';
+import { CHECK_TYPES, type CheckType } from '../../src/checks/definition.js';
+import { unsupportedReason } from '../../src/checks/executor.js';
 import { defaultRegistry } from '../../src/checks/registry.js';
 import type { UrlRequest } from '../../src/checks/url.js';
 import { ChecksFileError, loadChecksFile, parseChecksFile } from '../../src/local/checks-file.js';
@@ -172,7 +173,7 @@ describe('parseChecksFile: problems', () => {
     expect(supported).toContain('URL');
     const message = problems({ checks: [{ id: 'db', checkType: unsupported, request: { hostname: 'db', port: 5432 } }] });
     expect(message).toBe(
-      `checks.json: check "db" at $.checks[0].checkType: ${unsupported} is not supported by this agent (supported: ${supported.join(', ')})`,
+      `checks.json: check "db" at $.checks[0].checkType: ${unsupported} is not supported by this agent (supported: ${supported.join(', ')}): ${unsupportedReason(registry, unsupported as CheckType)}`,
     );
   });
 
@@ -208,5 +209,33 @@ describe('loadChecksFile', () => {
   it('names a missing file and the reason', async () => {
     const file = path.join(tmpdir(), 'outpost-no-such-dir', 'checks.json');
     await expect(loadChecksFile(file, registry)).rejects.toThrow(`${file}: cannot be read (ENOENT)`);
+  });
+});
+
+describe('why a check type is not run', () => {
+  const parse = (reg: ReturnType<typeof defaultRegistry>, checkType: string) => {
+    try {
+      parseChecksFile(JSON.stringify({ checks: [{ id: 'x', checkType, script: 'x' }] }), FILE, reg);
+    } catch (error) {
+      if (error instanceof ChecksFileError) return error.message;
+      throw error;
+    }
+    return '';
+  };
+
+  it('says there is no Chromium for BROWSER and PLAYWRIGHT, naming BROWSER_PATH', () => {
+    const noBrowser = defaultRegistry({ ...process.env, BROWSER_PATH: '/nonexistent/chromium' });
+    expect(noBrowser.has('BROWSER')).toBe(false);
+    for (const type of ['BROWSER', 'PLAYWRIGHT']) {
+      expect(parse(noBrowser, type)).toMatch(new RegExp(`${type} is not supported by this agent \\(supported: [A-Z_, ]+\\): no Chromium to run it: BROWSER_PATH \\(/nonexistent/chromium\\) does not exist$`));
+    }
+  });
+
+  it('says there is no runtime for scripted types, naming the folder', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'outpost-no-runtimes-'));
+    const bare = defaultRegistry({ ...process.env, RUNTIMES_DIR: dir });
+    for (const type of ['MULTI_STEP', 'BROWSER', 'PLAYWRIGHT']) {
+      expect(parse(bare, type)).toContain(`${type} is not supported by this agent (supported: URL, API, TCP, ICMP, DNS): no runtime is installed in ${dir} (RUNTIMES_DIR)`);
+    }
   });
 });

@@ -220,6 +220,26 @@ describe('agent mode against the fake control plane', () => {
     const scripted = cp.addJob({ id: 'ms', checkType: 'MULTI_STEP', script: 'x' });
     await new Promise((r) => setTimeout(r, 1_500));
     expect(cp.jobs.get(scripted)?.claims).toBe(0);
+    cp.handsOutUnadvertisedTypes = true;
+    await cp.waitFor(() => cp.resultsFor(scripted).length === 1, 15_000, 'the error result of the scripted job');
+    const [stored] = cp.resultsFor(scripted);
+    expect(stored?.result.hasErrors).toBe(true);
+    expect(JSON.stringify(stored?.result)).toContain(
+      'MULTI_STEP is not supported by this agent (supported: URL, API, TCP, ICMP, DNS): this agent runs with --uptime-only (URL, API, TCP, DNS and ICMP checks only)',
+    );
+    expect(proc.proc.exitCode).toBeNull();
+  });
+
+  it('answers a BROWSER job with a clear error result when it has no Chromium', async () => {
+    const cp = await h.controlPlane();
+    cp.handsOutUnadvertisedTypes = true;
+    const proc = h.agent(cp, { BROWSER_PATH: '/nonexistent/chromium' });
+    const browser = cp.addJob({ id: 'page', checkType: 'BROWSER', script: 'x' });
+    await cp.waitFor(() => cp.resultsFor(browser).length === 1, 15_000, 'the error result');
+    const [stored] = cp.resultsFor(browser);
+    expect(stored?.result.hasErrors).toBe(true);
+    expect(JSON.stringify(stored?.result)).toMatch(/BROWSER is not supported by this agent \(supported: [A-Z_, ]+\): no Chromium to run it: BROWSER_PATH \(\/nonexistent\/chromium\) does not exist/);
+    expect(cp.claims.every((c) => !c.checkTypes.includes('BROWSER') && !c.checkTypes.includes('PLAYWRIGHT'))).toBe(true);
     expect(proc.proc.exitCode).toBeNull();
   });
 });

@@ -107,6 +107,8 @@ export class FakeControlPlane {
   readonly claims: Array<{ max: number; waitSeconds: number; given: number; outstandingBefore: number; checkTypes: string[]; runtimes: string[] }> = [];
   validKeys: Set<string>;
   leaseMs: number;
+  /** A lax service (a fault): hands out jobs of types the agent did not advertise. */
+  handsOutUnadvertisedTypes = false;
   private faults: Fault[] = [];
   private readonly waiters = new Set<() => void>();
   private server: http.Server;
@@ -427,7 +429,8 @@ export class FakeControlPlane {
     const outstandingBefore = this.outstanding(agentId);
     const given: Job[] = [];
     for (const s of this.readyJobs(body.max)) {
-      if (!agent.checkTypes.includes((s.job.check as { checkType?: string })?.checkType ?? '') && typeof (s.job.check as { checkType?: unknown })?.checkType === 'string') {
+      const type = (s.job.check as { checkType?: unknown })?.checkType;
+      if (!this.handsOutUnadvertisedTypes && typeof type === 'string' && !agent.checkTypes.includes(type)) {
         // The service only hands out types the agent advertised; keep those jobs for another agent.
         continue;
       }

@@ -119,26 +119,30 @@ function keep(list, key, entry) {
   else list.push(entry);
 }
 const watchedPages = new WeakSet();
+function keepPageError(step, url, error) {
+  keep(pageErrors, 'pageErrors', {
+    step,
+    url,
+    name: error && error.name ? String(error.name) : 'Error',
+    message: cut(error && error.message !== undefined ? error.message : error),
+  });
+}
+function keepConsoleMessage(step, pageUrl, type, text, location) {
+  const at = location || {};
+  keep(consoleMessages, 'consoleMessages', {
+    step,
+    type: String(type),
+    text: cut(text),
+    url: at.url || pageUrl,
+    // 1-based like script errors' lines; the browser's 0:0 means no position (a failed resource load).
+    line: typeof at.lineNumber === 'number' && (at.lineNumber > 0 || at.columnNumber > 0) ? at.lineNumber + 1 : null,
+  });
+}
 function watchPage(page) {
   if (watchedPages.has(page)) return;
   watchedPages.add(page);
-  page.on('pageerror', (error) => keep(pageErrors, 'pageErrors', {
-    step: current ? current.name : null,
-    url: page.url(),
-    name: error && error.name ? String(error.name) : 'Error',
-    message: cut(error && error.message !== undefined ? error.message : error),
-  }));
-  page.on('console', (message) => {
-    const at = message.location() || {};
-    keep(consoleMessages, 'consoleMessages', {
-      step: current ? current.name : null,
-      type: message.type(),
-      text: cut(message.text()),
-      url: at.url || page.url(),
-      // 1-based like script errors' lines; the browser's 0:0 means no position (a failed resource load).
-      line: typeof at.lineNumber === 'number' && (at.lineNumber > 0 || at.columnNumber > 0) ? at.lineNumber + 1 : null,
-    });
-  });
+  page.on('pageerror', (error) => keepPageError(current ? current.name : null, page.url(), error));
+  page.on('console', (message) => keepConsoleMessage(current ? current.name : null, page.url(), message.type(), message.text(), message.location()));
 }
 // Every context of a launched browser: its pages watched, and (unless the script asks for its own) its
 // network recorded into a HAR outside the artifacts folder, handed over only if the script fails.
@@ -357,6 +361,7 @@ function collectTests(suite, titles, stoppedAtLimit, into) {
       const skippedOnPurpose = (test.annotations || []).concat(result.annotations || []).some((a) => a.type === 'skip' || a.type === 'fixme');
       const interrupted = result.status === 'interrupted' || (stoppedAtLimit && test.status === 'skipped' && !skippedOnPurpose);
       into.push({
+        id: spec.id,
         name: titles.concat(spec.title).filter(Boolean).join(' › '),
         passed: !interrupted && (test.status === 'expected' || test.status === 'flaky' || test.status === 'skipped'),
         status: interrupted ? 'interrupted' : result.status || test.status,
@@ -370,6 +375,21 @@ function collectTests(suite, titles, stoppedAtLimit, into) {
   for (const child of suite.suites || []) collectTests(child, titles.concat(child.title), stoppedAtLimit, into);
 }
 const suiteDir = path.join(path.dirname(scriptFile), 'suite');
+// What the shim in the runner's worker wrote: the pages' errors and console messages, by test.
+function readSuiteEvents(file) {
+  let text = '';
+  try { text = fs.readFileSync(file, 'utf8'); } catch { return; }
+  for (const line of text.split('\n')) {
+    let e;
+    try { e = JSON.parse(line); } catch { continue; }
+    if (e.kind === 'pageError') keepPageError(e.test, e.url, { name: e.name, message: e.message });
+    else if (e.kind === 'console') keepConsoleMessage(e.test, e.url, e.type, e.text, e.location);
+    else if (e.kind === 'dropped') {
+      pageEventsDropped.pageErrors += e.pageErrors || 0;
+      pageEventsDropped.consoleMessages += e.consoleMessages || 0;
+    }
+  }
+}
 async function runSuite() {
   const base = path.dirname(scriptFile);
   const report = path.join(base, 'report.json');
@@ -389,7 +409,19 @@ async function runSuite() {
   }) + ';\n');
   const { spawn } = require('node:child_process');
   // The runner and its worker get the script's heap limit too; their output (the list reporter's) is the jobLog.
-  const env = Object.assign({}, process.env, { FORCE_COLOR: '0', NODE_OPTIONS: '--max-old-space-size=' + input.suite.memoryMb });
+  // The suite's '@playwright/test' is the shim first on NODE_PATH (see SUITE_SHIM_SOURCE).
+  const events = path.join(base, 'page-events.jsonl');
+  const hars = path.join(base, 'suite-hars');
+  fs.mkdirSync(hars, { mode: 0o700 });
+  const env = Object.assign({}, process.env, {
+    FORCE_COLOR: '0',
+    NODE_OPTIONS: '--max-old-space-size=' + input.suite.memoryMb,
+    NODE_PATH: input.suite.shimDir + path.delimiter + process.env.NODE_PATH,
+    OUTPOST_PW_TEST: path.join(path.dirname(input.suite.cli), 'index.js'),
+    OUTPOST_PW_EVENTS: events,
+    OUTPOST_PW_HARS: hars,
+    OUTPOST_PW_EVENTS_MAX: String(${PAGE_EVENTS_MAX}),
+  });
   const runner = spawn(process.execPath, [input.suite.cli, 'test', '--config', config], { cwd: suiteDir, env, stdio: ['ignore', 'inherit', 'inherit'] });
   const exit = await new Promise((resolve) => {
     runner.on('error', (error) => resolve({ error }));
@@ -416,6 +448,14 @@ async function runSuite() {
     delete test.screenshots;
   }
   steps.push(...tests);
+  readSuiteEvents(events);
+  // Each failing test's network, as a failing BROWSER run's: failure-network-<n>.har.
+  let har = 0;
+  for (const test of tests) {
+    if (test.passed || !test.id || har >= ${FAILURE_SCREENSHOTS_MAX}) continue;
+    try { fs.copyFileSync(path.join(hars, test.id + '.har'), artifact('failure-network-' + (har + 1) + '.har')); har++; } catch {}
+  }
+  for (const test of tests) delete test.id;
   const stats = parsed.stats || {};
   const counts = { expected: stats.expected || 0, unexpected: stats.unexpected || 0, flaky: stats.flaky || 0, skipped: stats.skipped || 0 };
   const failed = tests.find((t) => !t.passed);
@@ -428,11 +468,14 @@ async function runSuite() {
 
 (async () => {
   if (input.kind === 'PLAYWRIGHT') {
-    const out = await runSuite().catch((error) => ({ ok: false, error: String(error && error.message ? error.message : error).split('\n')[0] }));
+    const out = await runSuite().catch((error) => ({ ok: false, error: errorText(error && error.message ? error.message : error) }));
     out.environment = globalThis.environment;
     out.steps = steps;
     out.requests = [];
     out.failureShots = failureShots;
+    out.pageErrors = pageErrors;
+    out.consoleMessages = consoleMessages;
+    out.pageEventsDropped = pageEventsDropped;
     fs.writeFileSync(outputFile, JSON.stringify(out));
     process.exit(0);
   }
@@ -478,3 +521,45 @@ async function runSuite() {
 export function wrapUserScript(code: string): string {
   return `module.exports = async function outpostScript() {${code}\n};\n`;
 }
+
+/**
+ * PLAYWRIGHT: the module a suite gets for '@playwright/test' (first on its NODE_PATH): the real one, with
+ * `test` extended so that every test's page reports its errors and console messages (appended to
+ * OUTPOST_PW_EVENTS, at most OUTPOST_PW_EVENTS_MAX of each, the rest counted) and every test's context
+ * records a HAR named by its test id. Subpaths (`@playwright/test/reporter`) resolve to the real package.
+ */
+export const SUITE_SHIM_SOURCE = String.raw`'use strict';
+const fs = require('node:fs');
+const path = require('node:path');
+const real = require(process.env.OUTPOST_PW_TEST);
+const events = process.env.OUTPOST_PW_EVENTS;
+const max = Number(process.env.OUTPOST_PW_EVENTS_MAX) || 100;
+const counts = { pageError: 0, console: 0 };
+const dropped = { pageErrors: 0, consoleMessages: 0 };
+function write(kind, entry) {
+  if (counts[kind] >= max) {
+    dropped[kind === 'pageError' ? 'pageErrors' : 'consoleMessages']++;
+    return;
+  }
+  counts[kind]++;
+  try { fs.appendFileSync(events, JSON.stringify(Object.assign({ kind }, entry)) + '\n'); } catch {}
+}
+process.on('exit', () => {
+  if (dropped.pageErrors || dropped.consoleMessages) {
+    try { fs.appendFileSync(events, JSON.stringify(Object.assign({ kind: 'dropped' }, dropped)) + '\n'); } catch {}
+  }
+});
+const test = real.test.extend({
+  contextOptions: async ({ contextOptions }, use, testInfo) => {
+    const own = contextOptions && contextOptions.recordHar;
+    await use(own ? contextOptions : Object.assign({}, contextOptions, { recordHar: { path: path.join(process.env.OUTPOST_PW_HARS, testInfo.testId + '.har'), content: 'omit' } }));
+  },
+  page: async ({ page }, use, testInfo) => {
+    const name = testInfo.titlePath.join(' › ');
+    page.on('pageerror', (error) => write('pageError', { test: name, url: page.url(), name: error && error.name, message: error && error.message !== undefined ? String(error.message) : String(error) }));
+    page.on('console', (message) => write('console', { test: name, url: page.url(), type: message.type(), text: message.text(), location: message.location() }));
+    await use(page);
+  },
+});
+module.exports = Object.assign({}, real, { test, default: test });
+`;

@@ -30,7 +30,7 @@ import { jobScrubber, scrubArtifactText } from '../artifacts/scrub.js';
 import { browserPath, type Runtime } from '../runtimes/runtimes.js';
 import { redactHar } from '../secrets/har.js';
 import type { ExecutionContext } from './executor.js';
-import { BROWSER_TIMEOUT_GRACE_MS, HARNESS_SOURCE, MULTI_STEP_TIMEOUT_GRACE_MS, PAGE_EVENTS_MAX, wrapUserScript } from './script-harness.js';
+import { BROWSER_TIMEOUT_GRACE_MS, HARNESS_SOURCE, MULTI_STEP_TIMEOUT_GRACE_MS, PAGE_EVENTS_MAX, SUITE_SHIM_SOURCE, wrapUserScript } from './script-harness.js';
 
 export const SCRIPT_CAP_MS = 240_000;
 export const DEFAULT_SCRIPT_MEMORY_MB = 256;
@@ -467,10 +467,11 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
 }
 
 /**
- * Writes a PLAYWRIGHT suite into `dir/suite`: the spec (`check.spec.ts`) and its files. Returns the
- * runner's path in the runtime and the specs to run.
+ * Writes a PLAYWRIGHT suite into `dir/suite`: the spec (`check.spec.ts`) and its files, and the
+ * '@playwright/test' shim into `dir/shim`. Returns the runner's path in the runtime, the specs to run
+ * and the shim's folder.
  */
-async function writeSuite(dir: string, options: ScriptOptions): Promise<{ cli: string; specs: string[] }> {
+async function writeSuite(dir: string, options: ScriptOptions): Promise<{ cli: string; specs: string[]; shimDir: string }> {
   const suiteDir = path.join(dir, 'suite');
   await mkdir(suiteDir, { mode: 0o700 });
   await writeFile(path.join(suiteDir, SUITE_SPEC_FILE), options.code);
@@ -481,7 +482,10 @@ async function writeSuite(dir: string, options: ScriptOptions): Promise<{ cli: s
     await writeFile(target, file.content, { flag: 'wx' });
     if (SUITE_SPEC_PATTERN.test(file.path)) specs.push(file.path);
   }
-  return { cli: path.join(options.runtime.nodeModules, '@playwright', 'test', 'cli.js'), specs };
+  const shimDir = path.join(dir, 'shim');
+  await mkdir(path.join(shimDir, '@playwright', 'test'), { recursive: true, mode: 0o700 });
+  await writeFile(path.join(shimDir, '@playwright', 'test', 'index.js'), SUITE_SHIM_SOURCE);
+  return { cli: path.join(options.runtime.nodeModules, '@playwright', 'test', 'cli.js'), specs, shimDir };
 }
 
 /** What a PLAYWRIGHT result's steps are. */

@@ -9,7 +9,7 @@ import { hasSuiteRunner, listRuntimes, resolveRuntime, RuntimeError, runtimesDir
 import type { CheckDefinition } from './definition.js';
 import type { ExecutionContext, Executor, Outcome } from './executor.js';
 import type { Fields } from './fields.js';
-import { runScript, SCRIPT_CAP_MS, SUITE_SPEC_FILE, type SuiteFile } from './script.js';
+import { runScript, SCRIPT_CAP_MS, type ScriptRun, SUITE_SPEC_FILE, type SuiteFile } from './script.js';
 import { BROWSER_TIMEOUT_GRACE_MS, MULTI_STEP_TIMEOUT_GRACE_MS } from './script-harness.js';
 
 export interface ScriptedRequest {
@@ -69,6 +69,11 @@ function detail(ctx: ExecutionContext, extra: Record<string, unknown>): Record<s
 }
 
 type ScriptedType = 'MULTI_STEP' | 'BROWSER' | 'PLAYWRIGHT';
+
+/** BROWSER and PLAYWRIGHT results always carry their pages' errors and console messages (empty when none ran). */
+function pageFields(checkType: ScriptedType, run?: ScriptRun): Record<string, unknown> {
+  return checkType === 'MULTI_STEP' ? {} : { pageErrors: run?.pageErrors ?? [], consoleMessages: run?.consoleMessages ?? [] };
+}
 type ScriptedMember = 'multiStepCheckResult' | 'browserCheckResult';
 
 const runMultiStep = (check: CheckDefinition<ScriptedRequest>, ctx: ExecutionContext) => runScripted('MULTI_STEP', 'multiStepCheckResult', check, ctx);
@@ -81,7 +86,7 @@ async function runScripted(checkType: ScriptedType, member: ScriptedMember, chec
   } catch (error) {
     if (!(error instanceof RuntimeError)) throw error;
     ctx.jobLog.push(error.message);
-    return { startedAt, stoppedAt: new Date(), responseTime: 0, error: error.message, assertionsFailed: false, member, detail: detail(ctx, { requestError: error.message }) };
+    return { startedAt, stoppedAt: new Date(), responseTime: 0, error: error.message, assertionsFailed: false, member, detail: detail(ctx, { requestError: error.message, ...pageFields(checkType) }) };
   }
   if (runtime.stage === 'DEPRECATED') ctx.jobLog.push(`Runtime ${runtime.name} is DEPRECATED (end of life ${runtime.runtimeEndOfLife})`);
   if (checkType === 'PLAYWRIGHT' && !hasSuiteRunner(runtime)) {
@@ -90,7 +95,7 @@ async function runScripted(checkType: ScriptedType, member: ScriptedMember, chec
       .map((r) => r.name);
     const message = `Runtime ${runtime.name} has no ${SUITE_RUNNER_PACKAGE}, which PLAYWRIGHT checks run with (runtimes that have it: ${withRunner.join(', ') || 'none'})`;
     ctx.jobLog.push(message);
-    return { startedAt, stoppedAt: new Date(), responseTime: 0, error: message, assertionsFailed: false, member, detail: detail(ctx, { runtimeId: runtime.name, requestError: message }) };
+    return { startedAt, stoppedAt: new Date(), responseTime: 0, error: message, assertionsFailed: false, member, detail: detail(ctx, { runtimeId: runtime.name, requestError: message, ...pageFields(checkType) }) };
   }
   const run = await runScript(
     {
@@ -119,7 +124,7 @@ async function runScripted(checkType: ScriptedType, member: ScriptedMember, chec
       failingStep: run.step ?? null,
       steps: run.steps,
       requests: run.requests,
-      ...(checkType === 'BROWSER' ? { pageErrors: run.pageErrors ?? [], consoleMessages: run.consoleMessages ?? [] } : {}),
+      ...pageFields(checkType, run),
       ...(checkType === 'PLAYWRIGHT' ? { tests: run.tests ?? null } : {}),
     }),
   };

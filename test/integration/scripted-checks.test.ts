@@ -133,6 +133,8 @@ const browserDetail = (id: string) => final(id).browserCheckResult as unknown as
 const PLAYWRIGHT_SPEC = `import { test, expect } from '@playwright/test';
 import { clickPage } from './helpers/pages';
 
+test.use({ extraHTTPHeaders: { Authorization: 'Bearer ' + process.env.API_TOKEN } });
+
 test('opens the page', async ({ page }) => {
   await page.goto(clickPage());
   await expect(page.locator('#status')).toHaveText('Waiting');
@@ -280,6 +282,18 @@ await step('wait', async () => { await new Promise(() => {}); });`,
     },
     { id: 'browser-click', checkType: 'BROWSER', maxResponseTime: 90_000, script: clickScript('Clicked') },
     { id: 'browser-click-fails', checkType: 'BROWSER', maxResponseTime: 90_000, script: clickScript('Done') },
+    {
+      id: 'browser-chatty',
+      checkType: 'BROWSER',
+      maxResponseTime: 90_000,
+      script: `const { chromium } = require('playwright-core');
+const browser = await chromium.launch();
+const page = await browser.newPage();
+await page.setContent('<p>chatty</p>');
+await page.evaluate(() => { for (let i = 0; i < 150; i++) console.log('line ' + i + ' ' + 'x'.repeat(i === 0 ? 2000 : 0)); });
+await page.waitForTimeout(100);
+await browser.close();`,
+    },
     {
       id: 'browser-trace',
       checkType: 'BROWSER',
@@ -550,6 +564,15 @@ describe('BROWSER pages: errors and console messages', () => {
     expect(JSON.stringify(final('browser-click'))).not.toContain(SECRET_TOKEN);
   });
 
+  it('keeps at most 100 console messages, cut to 1,000 characters, and counts the rest in the jobLog', () => {
+    const detail = browserDetail('browser-chatty');
+    expect(detail.consoleMessages).toHaveLength(100);
+    expect(detail.consoleMessages[0]?.text).toHaveLength(1_000);
+    expect(detail.consoleMessages[0]?.text.endsWith('...')).toBe(true);
+    expect(detail.consoleMessages[99]?.text).toBe('line 99 ');
+    expect(detail.jobLog).toContain('50 more console messages were not kept (at most 100)');
+  });
+
   it('a failing run records them too', () => {
     const detail = browserDetail('browser-click-fails');
     expect(detail.pageErrors.map((e) => e.message)).toEqual(['late click handler']);
@@ -643,23 +666,42 @@ describe('PLAYWRIGHT checks (a @playwright/test suite on Debian chromium)', () =
     expect(final('playwright-suite')).toMatchObject({ checkType: 'PLAYWRIGHT', hasFailures: true, hasErrors: false });
     const detail = suite('playwright-suite');
     expect(detail.requestError).toBe(
-      'PLAYWRIGHT failed at test "check.spec.ts › button › says done", check.spec.ts:13: expect(locator).toHaveText(expected) failed · Locator: locator(\'#status\') · Expected: "Done" · Received: "Clicked" · Timeout: 1000ms',
+      'PLAYWRIGHT failed at test "check.spec.ts › button › says done", check.spec.ts:15: expect(locator).toHaveText(expected) failed · Locator: locator(\'#status\') · Expected: "Done" · Received: "Clicked" · Timeout: 1000ms',
     );
     expect(detail.failingStep).toBe('check.spec.ts › button › says done');
     expect(detail.steps.map((s) => [s.name, s.passed, s.status, s.location])).toEqual([
-      ['check.spec.ts › opens the page', true, 'passed', 'check.spec.ts:4'],
-      ['check.spec.ts › button › says done', false, 'failed', 'check.spec.ts:13'],
+      ['check.spec.ts › opens the page', true, 'passed', 'check.spec.ts:6'],
+      ['check.spec.ts › button › says done', false, 'failed', 'check.spec.ts:15'],
       ['more.spec.ts › prints', true, 'passed', 'more.spec.ts:2'],
     ]);
     expect(detail.tests).toEqual({ expected: 2, unexpected: 1, flaky: 0, skipped: 0 });
     const list = assets('playwright-suite');
-    expect(list.map((a) => [a.name, a.contentType])).toEqual([['failure-1.png', 'image/png']]);
+    expect(list.map((a) => [a.name, a.contentType])).toEqual([
+      ['failure-1.png', 'image/png'],
+      ['failure-network-1.har', 'application/json'],
+    ]);
     expect(detail.jobLog).toContain('Failure screenshot failure-1.png: check.spec.ts › button › says done');
     // The runner's own report is the jobLog: plain text, the secret a test printed scrubbed.
     expect(detail.jobLog).toContain('token *****');
     expect(detail.jobLog.join('\n')).not.toContain('\u001b[');
     expect(detail.jobLog.join('\n')).toMatch(/1 failed/);
     expect(JSON.stringify(final('playwright-suite'))).not.toContain(SECRET_TOKEN);
+  });
+
+  it("records each test's page errors and console messages under the test's name, and the failing test's network as a redacted HAR", () => {
+    const detail = final('playwright-suite').browserCheckResult as unknown as BrowserDetail;
+    expect(detail.pageErrors).toEqual([{ step: 'check.spec.ts › button › says done', url: pageUrl, name: 'RangeError', message: 'late click handler' }]);
+    expect(detail.consoleMessages).toEqual(
+      expect.arrayContaining([
+        { step: 'check.spec.ts › opens the page', type: 'log', text: 'page ready', url: pageUrl, line: 6 },
+        { step: 'check.spec.ts › button › says done', type: 'warning', text: 'deprecated thing', url: pageUrl, line: 6 },
+      ]),
+    );
+    const har = readFileSync(fileURLToPath(assets('playwright-suite')[1]?.url ?? ''), 'utf8');
+    expect(har).not.toContain(SECRET_TOKEN);
+    const entries = (JSON.parse(har) as { log: { entries: Array<{ request: { url: string; headers: Array<{ name: string; value: string }> } }> } }).log.entries;
+    const page = entries.find((e) => e.request.url === pageUrl);
+    expect(page?.request.headers.find((h) => h.name.toLowerCase() === 'authorization')?.value).toBe('*****');
   });
 
   it('passes when every test passes; a test the suite skips is counted, not failed', () => {

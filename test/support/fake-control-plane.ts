@@ -385,7 +385,19 @@ export class FakeControlPlane {
   }
 
   /** The first `max` ready jobs, in the order they were added. */
-  private readyJobs(max: number): JobState[] {
+  /** The service only hands out types the agent advertised (unless it is lax: a fault). */
+  private mayHandOut(s: JobState, checkTypes: string[]): boolean {
+    const type = (s.job.check as { checkType?: unknown })?.checkType;
+    return this.handsOutUnadvertisedTypes || typeof type !== 'string' || checkTypes.includes(type);
+  }
+
+  private hasJobFor(checkTypes: string[]): boolean {
+    for (const s of this.ready) if (this.mayHandOut(s, checkTypes)) return true;
+    return false;
+  }
+
+  /** The first `max` ready jobs this agent may take, oldest first; the others stay for another agent. */
+  private readyJobs(max: number, checkTypes: string[]): JobState[] {
     if (!this.readyInOrder) {
       const sorted = [...this.ready].sort((a, b) => a.order - b.order);
       this.ready.clear();
@@ -395,7 +407,7 @@ export class FakeControlPlane {
     const first: JobState[] = [];
     for (const s of this.ready) {
       if (first.length >= max) break;
-      first.push(s);
+      if (this.mayHandOut(s, checkTypes)) first.push(s);
     }
     return first;
   }
@@ -414,7 +426,8 @@ export class FakeControlPlane {
     res.on('close', () => {
       closed = true;
     });
-    while (this.ready.size === 0 && Date.now() < deadline && !closed && this.server.listening) {
+    // A long poll waits until there is a job this agent may take (not merely any job).
+    while (!this.hasJobFor(agent.checkTypes) && Date.now() < deadline && !closed && this.server.listening) {
       await new Promise<void>((resolve) => {
         const done = () => {
           clearTimeout(timer);
@@ -428,12 +441,7 @@ export class FakeControlPlane {
     if (closed) return;
     const outstandingBefore = this.outstanding(agentId);
     const given: Job[] = [];
-    for (const s of this.readyJobs(body.max)) {
-      const type = (s.job.check as { checkType?: unknown })?.checkType;
-      if (!this.handsOutUnadvertisedTypes && typeof type === 'string' && !agent.checkTypes.includes(type)) {
-        // The service only hands out types the agent advertised; keep those jobs for another agent.
-        continue;
-      }
+    for (const s of this.readyJobs(body.max, agent.checkTypes)) {
       this.setState(s, 'leased');
       s.agentId = agentId;
       s.leaseExpiresAt = Date.now() + this.leaseMs;

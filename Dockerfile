@@ -11,7 +11,7 @@
 # so that one layer cache serves all four (test/containers/dockerfiles.test.ts checks it).
 
 # An official Node.js LTS image; tests pass a locally built one.
-ARG BASE_IMAGE=node:20-bookworm-slim
+ARG BASE_IMAGE=node:24-bookworm-slim
 
 # ---- build: compile TypeScript ----
 FROM ${BASE_IMAGE} AS build

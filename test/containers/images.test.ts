@@ -146,6 +146,7 @@ describe('the images', () => {
       'getcap /usr/bin/tcpdump',
       'for t in tracepath traceroute tcpdump ip tini node chromium; do command -v $t >/dev/null && echo "has $t"; done',
       'ls -d /var/lib/outpost/.cache/ms-playwright /root/.cache/ms-playwright 2>/dev/null; echo "uid $(id -u) gid $(id -g)"',
+      'echo "node $(node --version)"',
     ].join('; ');
     const run = await podman(['run', '--rm', '--entrypoint', 'sh', IMAGES[key].tag, '-c', script]);
     expect(run.code, withoutSystemdNoise(run.stderr)).toBe(0);
@@ -159,6 +160,9 @@ describe('the images', () => {
     else expect(lines).toContain('has chromium');
     expect(lines).not.toContainEqual(expect.stringMatching(/ms-playwright/));
     expect(lines).toContain('uid 10001 gid 10001');
+    // The Node.js line the runtimes declare (Node 20, this machine's, reached its end of life in April 2026).
+    const declared = (JSON.parse(readFileSync(path.join(REPO, 'runtimes', '2026-04', 'runtime.json'), 'utf8')) as { nodeJsVersion: string }).nodeJsVersion;
+    expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^node v${declared}\\.`)));
   });
 
   it.each(['full', 'dev', 'migration'] as const)('%s: its runtimes are installed exactly as runtime.json and the lockfile say', async (key) => {
@@ -230,7 +234,8 @@ describe('the README docker run line (full image)', () => {
       const uids = await podman(['exec', id, 'node', '-e', `
         const fs = require('node:fs');
         for (const pid of fs.readdirSync('/proc').filter((p) => /^\\d+$/.test(p))) {
-          try { const s = fs.readFileSync('/proc/' + pid + '/status', 'utf8'); console.log(pid, /^Uid:\\s+(\\d+)/m.exec(s)[1], /^Name:\\s+(\\S+)/m.exec(s)[1]); } catch {}
+          // The program (Node 24 renames its main thread "MainThread", so not /proc/<pid>/status's Name).
+          try { const s = fs.readFileSync('/proc/' + pid + '/status', 'utf8'); console.log(pid, /^Uid:\\s+(\\d+)/m.exec(s)[1], require('node:path').basename(fs.readlinkSync('/proc/' + pid + '/exe'))); } catch {}
         }`]);
       const processes = uids.stdout.trim().split('\n').map((l) => l.split(' '));
       expect(processes.find(([pid]) => pid === '1')?.[2]).toBe('tini');

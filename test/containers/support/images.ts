@@ -30,7 +30,7 @@ export type ImageKey = keyof typeof IMAGES;
 /** Full first: dev and migration reuse its layers, uptime its build stages. */
 export const BUILD_ORDER: readonly ImageKey[] = ['full', 'dev', 'migration', 'uptime'];
 
-/** Stand-ins for node:20-bookworm-slim and debian:bookworm-slim, made by docker/base/build-base-images.sh. */
+/** Stand-ins for node:24-bookworm-slim and debian:bookworm-slim, made by docker/base/build-base-images.sh. */
 export const BASE_IMAGE = process.env.OUTPOST_TEST_BASE_IMAGE ?? 'localhost/outpost-node-base';
 export const DEBIAN_IMAGE = process.env.OUTPOST_TEST_DEBIAN_IMAGE ?? 'localhost/debian:bookworm';
 export const PODMAN_SOCKET = '/run/podman/podman.sock';

@@ -82,7 +82,7 @@ function expect(actual, negate) {
 // folder, which the agent hands to the job's artifacts once the script is gone.
 const SAFE_ARTIFACT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 function artifact(name) {
-  if (!input.artifactsDir) throw new Error('artifact() is only available in MULTI_STEP, BROWSER and PLAYWRIGHT scripts');
+  if (!input.artifactsDir) throw new Error('artifact() is only available in MULTI_STEP and BROWSER scripts');
   const n = String(name);
   if (!SAFE_ARTIFACT.test(n) || n === '.' || n === '..') throw new Error('artifact name ' + JSON.stringify(n) + ' is not a plain file name (letters, digits, . _ -, at most 100)');
   return require('node:path').join(input.artifactsDir, n);

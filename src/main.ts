@@ -10,7 +10,7 @@ import { ChecksFileError } from './local/checks-file.js';
 import { runLocal } from './local/local-mode.js';
 import type { EventReporter } from './observability/events.js';
 import { createLogger } from './observability/logger.js';
-import { listRuntimes, runtimesDir } from './runtimes/runtimes.js';
+import { hasSuiteRunner, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from './runtimes/runtimes.js';
 import { agentSecrets, SecretPolicy } from './secrets/policy.js';
 import { VERSION } from './version.js';
 
@@ -45,7 +45,10 @@ async function main(): Promise<void> {
     if (runtimes.length === 0) process.stdout.write('  none\n');
     for (const r of runtimes) {
       const installed = r.installed ? 'installed' : 'not installed';
-      process.stdout.write(`  ${r.name.padEnd(10)} ${r.stage.padEnd(10)} ${installed.padEnd(13)} end of life ${r.runtimeEndOfLife}\n`);
+      const suites = hasSuiteRunner(r) ? `, ${SUITE_RUNNER_PACKAGE} (PLAYWRIGHT)` : '';
+      process.stdout.write(
+        `  ${r.name.padEnd(10)} ${r.stage.padEnd(10)} ${installed.padEnd(13)} end of life ${r.runtimeEndOfLife.padEnd(10)}  Node.js ${r.nodeJsVersion}${suites}\n`,
+      );
     }
     for (const problem of problems) process.stderr.write(`outpost: ${problem}\n`);
     return;

@@ -615,11 +615,12 @@ describe('API setup and teardown scripts', () => {
 });
 
 describe('outpost runtimes', () => {
-  it('lists the runtimes with stage and whether installed', () => {
+  it('lists the runtimes with stage, whether installed, end of life, Node.js and whether they run PLAYWRIGHT suites', () => {
     const out = execFileSync(process.execPath, [MAIN, 'runtimes'], { env: cleanEnv({ RUNTIMES_DIR: runtimesDir }), encoding: 'utf8' });
     expect(out).toContain(`Runtimes in ${runtimesDir}:`);
-    expect(out).toMatch(/2023-02\s+REMOVED\s+installed/);
-    expect(out).toMatch(/2026-04\s+CURRENT\s+installed/);
+    expect(out).toMatch(/2023-02\s+REMOVED\s+installed\s+end of life 01\/31\/2025\s+Node.js 18\n/);
+    expect(out).toMatch(/2025-10\s+DEPRECATED\s+installed\s+end of life 10\/31\/2027\s+Node.js 20\n/);
+    expect(out).toMatch(/2026-04\s+CURRENT\s+installed\s+end of life 04\/30\/2028\s+Node.js 24, @playwright\/test \(PLAYWRIGHT\)\n/);
   });
 });
 

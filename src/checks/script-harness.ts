@@ -38,23 +38,70 @@ const [inputFile, outputFile, scriptFile] = process.argv.slice(2);
 const input = JSON.parse(fs.readFileSync(inputFile, 'utf8'));
 fs.unlinkSync(inputFile);
 
-// If the agent dies (kill -9), nobody kills this run at its limit: a thread of its own, which a busy
-// script cannot starve, ends the run's process group (this process leads it) once the parent is gone.
+// If the agent dies (kill -9), nobody kills this run at its limit or removes its folder (a HAR there
+// may hold a secret): a thread of its own, which a busy script cannot starve, removes the folder and
+// ends the run's process group (this process leads it) once the parent is gone.
 {
   const { Worker } = require('node:worker_threads');
   const watchdog = new Worker(
     'const { workerData } = require("node:worker_threads");' +
-      'setInterval(() => { if (process.ppid !== workerData.parent) { try { process.kill(-workerData.group, "SIGKILL"); } catch {} process.kill(workerData.group, "SIGKILL"); } }, ${ORPHAN_POLL_MS});',
-    { eval: true, workerData: { parent: process.ppid, group: process.pid } },
+      'setInterval(() => { if (process.ppid !== workerData.parent) {' +
+      ' try { require("node:fs").rmSync(workerData.dir, { recursive: true, force: true }); } catch {}' +
+      ' try { process.kill(-workerData.group, "SIGKILL"); } catch {} process.kill(workerData.group, "SIGKILL"); } }, ${ORPHAN_POLL_MS});',
+    { eval: true, workerData: { parent: process.ppid, group: process.pid, dir: path.dirname(scriptFile) } },
   );
   watchdog.unref();
+}
+
+// Every process this run started, found by parent links while this process is alive: also those that
+// left its process group and dropped its environment (spawn(..., { detached: true, env: {} })).
+function killDescendants() {
+  let pids;
+  try { pids = fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name)); } catch { return; }
+  const children = new Map();
+  for (const pid of pids) {
+    try {
+      const stat = fs.readFileSync('/proc/' + pid + '/stat', 'utf8');
+      const ppid = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1];
+      if (!children.has(ppid)) children.set(ppid, []);
+      children.get(ppid).push(pid);
+    } catch {}
+  }
+  const found = [];
+  const queue = [String(process.pid)];
+  while (queue.length > 0) {
+    for (const child of children.get(queue.shift()) || []) {
+      found.push(child);
+      queue.push(child);
+    }
+  }
+  for (const pid of found) { try { process.kill(Number(pid), 'SIGKILL'); } catch {} }
 }
 
 class ExpectationError extends Error {
   constructor(message) { super(message); this.name = 'ExpectationError'; }
 }
 const show = (v) => { try { const t = JSON.stringify(v); return t === undefined ? String(v) : (t.length > 200 ? t.slice(0, 197) + '...' : t); } catch { return String(v); } };
-const same = (a, b) => { try { return JSON.stringify(a) === JSON.stringify(b); } catch { return a === b; } };
+// Structural equality as toEqual means it: key order ignored, undefined properties ignored, NaN equal
+// to NaN, Dates by time, Maps and Sets by entries, typed arrays by bytes; cycles end the comparison.
+function same(a, b, seen) {
+  if (Object.is(a, b)) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Object.getPrototypeOf(a) !== Object.getPrototypeOf(b)) return false;
+  seen = seen || new Set();
+  if (seen.has(a)) return true;
+  seen.add(a);
+  if (a instanceof Date) return Object.is(a.getTime(), b.getTime());
+  if (a instanceof RegExp) return String(a) === String(b);
+  if (ArrayBuffer.isView(a)) return a.byteLength === b.byteLength && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+  if (a instanceof Map) return a.size === b.size && [...a].every(([k, v]) => b.has(k) && same(v, b.get(k), seen));
+  if (a instanceof Set) return a.size === b.size && [...a].every((v) => b.has(v));
+  if (Array.isArray(a)) return a.length === b.length && a.every((v, i) => same(v, b[i], seen));
+  const keys = (o) => Object.keys(o).filter((k) => o[k] !== undefined);
+  const ka = keys(a);
+  const kb = keys(b);
+  return ka.length === kb.length && ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && same(a[k], b[k], seen));
+}
 function expect(actual, negate) {
   const check = (ok, text) => { if (Boolean(ok) === Boolean(negate)) throw new ExpectationError('expected ' + show(actual) + (negate ? ' not ' : ' ') + text); };
   const api = {
@@ -87,13 +134,18 @@ function artifact(name) {
   if (!SAFE_ARTIFACT.test(n) || n === '.' || n === '..') throw new Error('artifact name ' + JSON.stringify(n) + ' is not a plain file name (letters, digits, . _ -, at most 100)');
   return require('node:path').join(input.artifactsDir, n);
 }
-// Contexts of browsers launched through chromium: at a failure, every page still open is screenshotted (once).
+// Contexts of browsers launched through chromium: at a failure, every page still open is screenshotted.
+// A step's failure takes them at once (before a finally block closes the browser); they belong to that
+// failure, and are taken again for another one, or removed if the script goes on to pass.
 const contexts = [];
-const failureShots = [];
-let failureShotsTaken = false;
+let failureShots = [];
+function dropFailureShots() {
+  for (const shot of failureShots) { try { fs.unlinkSync(artifact(shot.name)); } catch {} }
+  failureShots = [];
+}
 async function screenshotFailure() {
-  if (failureShotsTaken || !input.artifactsDir) return;
-  failureShotsTaken = true;
+  if (!input.artifactsDir) return;
+  dropFailureShots();
   let n = 0;
   for (const context of contexts) {
     for (const page of context.pages()) {
@@ -141,8 +193,8 @@ function keepConsoleMessage(step, pageUrl, type, text, location) {
 function watchPage(page) {
   if (watchedPages.has(page)) return;
   watchedPages.add(page);
-  page.on('pageerror', (error) => keepPageError(current ? current.name : null, page.url(), error));
-  page.on('console', (message) => keepConsoleMessage(current ? current.name : null, page.url(), message.type(), message.text(), message.location()));
+  page.on('pageerror', (error) => keepPageError(stepName(), page.url(), error));
+  page.on('console', (message) => keepConsoleMessage(stepName(), page.url(), message.type(), message.text(), message.location()));
 }
 // Every context of a launched browser: its pages watched, and (unless the script asks for its own) its
 // network recorded into a HAR outside the artifacts folder, handed over only if the script fails.
@@ -197,30 +249,48 @@ const CHROMIUM_FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-background-n
 
 const steps = [];
 const requests = [];
-let current = null;
+// The step a piece of code runs in follows its async context, so that steps run in parallel
+// (Promise.all) each keep their own; page events, which come from playwright's connection, are put
+// in the step started last of those still running.
+const stepContext = new AsyncLocalStorage();
+const stepStarts = new Map();
+const currentStep = () => {
+  const own = stepContext.getStore();
+  if (own && stepStarts.has(own)) return own;
+  let last = null;
+  for (const s of stepStarts.keys()) last = s;
+  return last;
+};
+const stepName = () => { const s = currentStep(); return s ? s.name : null; };
+// Which step an error (any value: scripts may throw strings) failed first; its screenshots are taken then.
+const failedIn = [];
+let shotsFor = undefined;
+let shooting = false;
 async function step(name, fn) {
   const s = { name: String(name), passed: true, error: null, durationMs: 0 };
   steps.push(s);
-  const previous = current;
-  current = s;
   const started = performance.now();
   stepStarts.set(s, started);
   try {
-    return await fn();
+    return await stepContext.run(s, fn);
   } catch (error) {
     // A step the time limit already ended stays as the deadline marked it.
     if (!stepStarts.has(s)) throw error;
+    stepStarts.delete(s);
     s.passed = false;
     s.error = error && error.message ? errorText(error.message) : String(error);
-    if (error && typeof error === 'object' && !error.outpostStep) {
-      error.outpostStep = s.name;
+    s.durationMs = Math.round(performance.now() - started);
+    if (!failedIn.some((f) => Object.is(f.error, error))) {
+      failedIn.push({ error, step: s.name });
       // The page as the failing step left it (before a finally block closes the browser).
+      shotsFor = error;
+      shooting = true;
       await screenshotFailure();
+      shooting = false;
     }
     throw error;
   } finally {
     if (stepStarts.delete(s)) s.durationMs = Math.round(performance.now() - started);
-    current = previous;
   }
 }
 
@@ -235,7 +305,7 @@ function instrument(context) {
       return inner.run(true, async () => {
         const opts = options || {};
         const record = {
-          step: current ? current.name : null,
+          step: stepName(),
           method: (m === 'fetch' ? opts.method || 'GET' : m).toUpperCase(),
           url: typeof target === 'string' ? target : target && typeof target.url === 'function' ? target.url() : String(target),
           headers: opts.headers || {},
@@ -309,34 +379,64 @@ function lineOf(error) {
 
 // BROWSER and MULTI_STEP runs stop themselves at their time limit, keeping what shows why (steps so far,
 // screenshots of the pages as they hung, HARs) within input.evidenceMs; the agent kills the run only after that.
-const stepStarts = new WeakMap();
+// The limit counts from the agent's spawn (input.spawnedAt), as the agent's own kill timer does.
 let deadlineTimer = null;
 const deadline = input.softDeadlineMs
   ? new Promise((_, reject) => {
       deadlineTimer = setTimeout(() => {
         const error = new Error('ran past its time limit of ' + input.softDeadlineMs + ' ms');
         error.outpostTimeout = true;
-        error.outpostStep = current ? current.name : null;
+        // The step running longest (the first still running) is the one the limit ended.
+        const running = [...stepStarts.keys()];
+        error.outpostStep = running.length > 0 ? running[0].name : null;
         const now = performance.now();
-        for (const s of steps) {
-          if (!stepStarts.has(s)) continue;
+        for (const s of running) {
           s.passed = false;
           s.error = 'the time limit was reached during this step';
           s.durationMs = Math.round(now - stepStarts.get(s));
           stepStarts.delete(s);
         }
         reject(error);
-      }, input.softDeadlineMs);
+      }, Math.max(0, (input.spawnedAt || Date.now()) + input.softDeadlineMs - Date.now()));
     })
   : null;
 
+// A promise the script left floating that rejects, or an exception thrown in a callback, fails the
+// run like an exception of the script itself (Node would otherwise end the process without a result).
+let uncaught;
+const failedOutside = new Promise((_, reject) => {
+  uncaught = (error) => {
+    // The steps running then fail with it; the first of them is the run's failing step.
+    const running = [...stepStarts.keys()];
+    const now = performance.now();
+    for (const s of running) {
+      s.passed = false;
+      s.error = error && error.message ? errorText(error.message) : String(error);
+      s.durationMs = Math.round(now - stepStarts.get(s));
+      stepStarts.delete(s);
+    }
+    if (running.length > 0 && !failedIn.some((f) => Object.is(f.error, error))) failedIn.push({ error, step: running[0].name });
+    reject(error);
+  };
+});
+failedOutside.catch(() => undefined);
+process.on('unhandledRejection', (reason) => uncaught(reason));
+process.on('uncaughtException', (error) => uncaught(error));
+
+// Writes the output, ends whatever the run started, and exits.
+function finish(out) {
+  fs.writeFileSync(outputFile, JSON.stringify(out));
+  killDescendants();
+  process.exit(0);
+}
+
 // An API script awaiting a promise that never settles leaves nothing to run: Node would exit without a word.
 process.once('beforeExit', () => {
-  fs.writeFileSync(outputFile, JSON.stringify({
+  finish({
     ok: false,
     error: 'the script ended while still awaiting a promise that never settles',
     request: globalThis.request, environment: globalThis.environment, steps, requests,
-  }));
+  });
 });
 
 // PLAYWRIGHT: the suite the agent wrote into suite/ runs under @playwright/test's own runner (a child in
@@ -449,11 +549,19 @@ async function runSuite() {
   }
   steps.push(...tests);
   readSuiteEvents(events);
-  // Each failing test's network, as a failing BROWSER run's: failure-network-<n>.har.
+  // Each failing test's network, one HAR per context, as a failing BROWSER run's: failure-network-<n>.har.
+  let harFiles = [];
+  try { harFiles = fs.readdirSync(hars); } catch {}
   let har = 0;
   for (const test of tests) {
-    if (test.passed || !test.id || har >= ${FAILURE_SCREENSHOTS_MAX}) continue;
-    try { fs.copyFileSync(path.join(hars, test.id + '.har'), artifact('failure-network-' + (har + 1) + '.har')); har++; } catch {}
+    if (test.passed || !test.id) continue;
+    const own = harFiles
+      .filter((f) => f.startsWith(test.id + '-') && f.endsWith('.har'))
+      .sort((a, b) => Number(a.slice(test.id.length + 1, -4)) - Number(b.slice(test.id.length + 1, -4)));
+    for (const file of own) {
+      if (har >= ${FAILURE_SCREENSHOTS_MAX}) break;
+      try { fs.copyFileSync(path.join(hars, file), artifact('failure-network-' + (har + 1) + '.har')); har++; } catch {}
+    }
   }
   for (const test of tests) delete test.id;
   const stats = parsed.stats || {};
@@ -476,15 +584,18 @@ async function runSuite() {
     out.pageErrors = pageErrors;
     out.consoleMessages = consoleMessages;
     out.pageEventsDropped = pageEventsDropped;
-    fs.writeFileSync(outputFile, JSON.stringify(out));
-    process.exit(0);
+    finish(out);
+    return;
   }
   let out = { ok: true };
   try {
     const run = require(scriptFile);
-    await (deadline ? Promise.race([run(), deadline]) : run());
-  } catch (error) {
+    await Promise.race(deadline ? [run(), failedOutside, deadline] : [run(), failedOutside]);
+  } catch (thrown) {
+    // A step's failure that the time limit overtook while its screenshots were being taken is still that failure.
+    const error = thrown && thrown.outpostTimeout && shooting ? shotsFor : thrown;
     const isError = error instanceof Error || (error && typeof error === 'object' && 'message' in error);
+    const failed = failedIn.find((f) => Object.is(f.error, error));
     out = {
       ok: false,
       error: isError ? errorText(error.message) : 'thrown: ' + show(error),
@@ -493,15 +604,21 @@ async function runSuite() {
       moduleNotFound: Boolean(isError && error.code === 'MODULE_NOT_FOUND'),
       timedOut: Boolean(isError && error.outpostTimeout),
       line: isError && error.outpostTimeout ? null : lineOf(error),
-      step: (error && error.outpostStep) || null,
+      step: failed ? failed.step : (isError && error.outpostStep) || null,
     };
     const evidence = (async () => {
-      await screenshotFailure();
+      // The pages as this failure left them, unless its step took them already.
+      if (!Object.is(shotsFor, error)) {
+        shotsFor = error;
+        await screenshotFailure();
+      }
       await keepHars();
     })();
     await (out.timedOut ? Promise.race([evidence, new Promise((resolve) => setTimeout(resolve, input.evidenceMs))]) : evidence);
   }
   clearTimeout(deadlineTimer);
+  // Screenshots of a step failure the script caught and went past belong to no failure.
+  if (out.ok) dropFailureShots();
   out.request = globalThis.request;
   out.environment = globalThis.environment;
   out.steps = steps;
@@ -512,8 +629,7 @@ async function runSuite() {
     out.consoleMessages = consoleMessages;
     out.pageEventsDropped = pageEventsDropped;
   }
-  fs.writeFileSync(outputFile, JSON.stringify(out));
-  process.exit(0);
+  finish(out);
 })();
 `;
 
@@ -524,9 +640,12 @@ export function wrapUserScript(code: string): string {
 
 /**
  * PLAYWRIGHT: the module a suite gets for '@playwright/test' (first on its NODE_PATH): the real one, with
- * `test` extended so that every test's page reports its errors and console messages (appended to
- * OUTPOST_PW_EVENTS, at most OUTPOST_PW_EVENTS_MAX of each, the rest counted) and every test's context
- * records a HAR named by its test id. Subpaths (`@playwright/test/reporter`) resolve to the real package.
+ * `test` extended. Every context a test makes (its `page`'s, and `browser.newContext()`'s) goes through
+ * the wrapped `browser.newContext`: it records a HAR of its own (`<testId>-<n>.har`, unless the suite
+ * asks for its own), and its pages report their errors and console messages (appended to
+ * OUTPOST_PW_EVENTS, at most OUTPOST_PW_EVENTS_MAX of each, the rest counted). One worker runs the tests
+ * one after another, so the test running is the one an auto fixture last named. Subpaths
+ * (`@playwright/test/reporter`) resolve to the real package.
  */
 export const SUITE_SHIM_SOURCE = String.raw`'use strict';
 const fs = require('node:fs');
@@ -549,17 +668,32 @@ process.on('exit', () => {
     try { fs.appendFileSync(events, JSON.stringify(Object.assign({ kind: 'dropped' }, dropped)) + '\n'); } catch {}
   }
 });
+let testId = 'none';
+let testName = null;
+let contextsOfTest = 0;
+function watchPage(page) {
+  const name = testName;
+  page.on('pageerror', (error) => write('pageError', { test: name, url: page.url(), name: error && error.name, message: error && error.message !== undefined ? String(error.message) : String(error) }));
+  page.on('console', (message) => write('console', { test: name, url: page.url(), type: message.type(), text: message.text(), location: message.location() }));
+}
 const test = real.test.extend({
-  contextOptions: async ({ contextOptions }, use, testInfo) => {
-    const own = contextOptions && contextOptions.recordHar;
-    await use(own ? contextOptions : Object.assign({}, contextOptions, { recordHar: { path: path.join(process.env.OUTPOST_PW_HARS, testInfo.testId + '.har'), content: 'omit' } }));
-  },
-  page: async ({ page }, use, testInfo) => {
-    const name = testInfo.titlePath.join(' › ');
-    page.on('pageerror', (error) => write('pageError', { test: name, url: page.url(), name: error && error.name, message: error && error.message !== undefined ? String(error.message) : String(error) }));
-    page.on('console', (message) => write('console', { test: name, url: page.url(), type: message.type(), text: message.text(), location: message.location() }));
-    await use(page);
-  },
+  browser: [async ({ browser }, use) => {
+    const newContext = browser.newContext.bind(browser);
+    browser.newContext = async (options) => {
+      const own = options && options.recordHar;
+      const har = { path: path.join(process.env.OUTPOST_PW_HARS, testId + '-' + ++contextsOfTest + '.har'), content: 'omit' };
+      const context = await newContext(own ? options : Object.assign({}, options, { recordHar: har }));
+      context.on('page', watchPage);
+      return context;
+    };
+    await use(browser);
+  }, { scope: 'worker' }],
+  outpostCurrentTest: [async ({}, use, testInfo) => {
+    testId = testInfo.testId;
+    testName = testInfo.titlePath.join(' › ');
+    contextsOfTest = 0;
+    await use();
+  }, { auto: true }],
 });
 module.exports = Object.assign({}, real, { test, default: test });
 `;

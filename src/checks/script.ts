@@ -21,11 +21,12 @@
 // a file that the harness (script-harness.ts) requires.
 
 import { spawn } from 'node:child_process';
-import { constants as fsConstants } from 'node:fs';
+import { constants as fsConstants, readdirSync, readFileSync } from 'node:fs';
 import { copyFile, lstat, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { StringDecoder } from 'node:string_decoder';
 import { jobScrubber, scrubArtifactText } from '../artifacts/scrub.js';
 import { browserPath, type Runtime } from '../runtimes/runtimes.js';
 import { redactHar } from '../secrets/har.js';
@@ -251,6 +252,74 @@ async function killTagged(dir: string): Promise<void> {
   }
 }
 
+/** A run's folder older than this is left from an agent that died (no run lives longer than ~4.5 min). */
+const STALE_RUN_MS = 10 * 60_000;
+let sweptStaleRuns = false;
+
+/**
+ * Once per agent process: removes run folders (`outpost-script-*`, this user's) that an agent killed
+ * with SIGKILL may have left in the temporary directory when its watchdog could not remove them.
+ */
+async function sweepStaleRuns(root: string): Promise<void> {
+  if (sweptStaleRuns) return;
+  sweptStaleRuns = true;
+  let names: string[];
+  try {
+    names = (await readdir(root)).filter((name) => name.startsWith('outpost-script-'));
+  } catch {
+    return;
+  }
+  const now = Date.now();
+  await Promise.all(
+    names.map(async (name) => {
+      const dir = path.join(root, name);
+      try {
+        const info = await lstat(dir);
+        if (!info.isDirectory() || info.uid !== process.getuid?.() || now - info.mtimeMs < STALE_RUN_MS) return;
+        await rm(dir, { recursive: true, force: true });
+      } catch {
+        // Gone, or not ours.
+      }
+    }),
+  );
+}
+
+/** How long the output pipes may stay open after the script's process ended. */
+const OUTPUT_CLOSE_WAIT_MS = 2_000;
+
+/** Kills every descendant of `pid` (found by the parent links in /proc); a no-op elsewhere. */
+function killDescendants(pid: number | undefined): void {
+  if (pid === undefined) return;
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc').filter((name) => /^\d+$/.test(name));
+  } catch {
+    return;
+  }
+  const children = new Map<string, string[]>();
+  for (const entry of entries) {
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // "pid (comm) state ppid …": comm may hold spaces and parentheses.
+      const ppid = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1] ?? '';
+      children.set(ppid, [...(children.get(ppid) ?? []), entry]);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  const queue = [String(pid)];
+  for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+    for (const child of children.get(next) ?? []) {
+      queue.push(child);
+      try {
+        process.kill(Number(child), 'SIGKILL');
+      } catch {
+        // Gone meanwhile.
+      }
+    }
+  }
+}
+
 function killGroup(pid: number | undefined): void {
   if (pid === undefined) return;
   try {
@@ -264,10 +333,14 @@ function killGroup(pid: number | undefined): void {
 const ANSI_SGR = /\u001b\[[0-9;]*m/g;
 
 /** Bounded capture of the child's output into jobLog lines. */
-class OutputCapture {
+export class OutputCapture {
   private bytes = 0;
   private dropped = 0;
+  private truncated = false;
   private readonly text: string[] = [];
+  // One decoder for the stream: a character split across two chunks is still one character (and a
+  // secret that contains it is still found by the scrubber).
+  private readonly decoder = new StringDecoder('utf8');
   constructor(private readonly limit: number) {}
 
   push(chunk: Buffer): void {
@@ -279,12 +352,16 @@ class OutputCapture {
     const kept = chunk.length > room ? chunk.subarray(0, room) : chunk;
     this.dropped += chunk.length - kept.length;
     this.bytes += kept.length;
-    this.text.push(kept.toString('utf8'));
+    this.text.push(this.decoder.write(kept));
+    if (kept.length < chunk.length) this.truncated = true;
   }
 
   /** The output as text, without terminal colour codes (Playwright's reporters and expect print them). */
   get all(): string {
-    return this.text.join('').replace(ANSI_SGR, '');
+    let text = this.text.join('') + (this.truncated ? '' : this.decoder.end());
+    // Cut output ends at its last full line: a secret the limit cut in two would not be found.
+    if (this.truncated) text = text.slice(0, text.lastIndexOf('\n') + 1);
+    return text.replace(ANSI_SGR, '');
   }
 
   lines(): string[] {
@@ -315,6 +392,7 @@ export async function runScript(options: ScriptOptions, ctx: ExecutionContext): 
     };
   };
   if (!(await semaphore.acquire(ctx.signal))) return aborted();
+  void sweepStaleRuns(tmpdir());
   let dir: string | undefined;
   try {
     // 0700: the input file holds the job's variables, secrets included, until the harness has read it.
@@ -353,6 +431,7 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
         // The harness stops at the limit itself and keeps its evidence; the agent kills it graceMs later.
         // (A suite's runner stops itself: its global timeout is the limit.)
         softDeadlineMs: graceMs > 0 && !suite ? timeoutMs : null,
+        spawnedAt: Date.now(),
         suite: suite && { ...suite, timeoutMs, memoryMb },
         evidenceMs: Math.max(0, graceMs - 1_000),
       }),
@@ -377,6 +456,8 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
     }
     const kill = (why: NonNullable<ScriptRun['killed']>) => {
       killed ??= why;
+      // While the harness lives, what it started is found by parent links, wherever it went.
+      killDescendants(child.pid);
       killGroup(child.pid);
     };
     const timer = setTimeout(() => kill('timeout'), timeoutMs + graceMs);
@@ -396,7 +477,18 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
       resolve(value);
     };
     // Processes that left the group (a browser) may hold the output pipes open: kill them as soon as the script is gone.
-    child.on('exit', () => void killTagged(dir));
+    child.on('exit', (code, signal) => {
+      killGroup(child.pid);
+      void killTagged(dir);
+      // Something that escaped every sweep may hold the output pipes open: never wait for it for long.
+      setTimeout(() => {
+        if (settled) return;
+        ctx.jobLog.push('A process the script started kept its output open after the script ended; its output was cut there');
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+        done({ code, signal });
+      }, OUTPUT_CLOSE_WAIT_MS).unref();
+    });
     child.on('error', (error) => done({ code: null, signal: null, spawnError: error }));
     child.on('close', (code, signal) => done({ code, signal }));
   });
@@ -564,8 +656,17 @@ const CONTENT_TYPES: Record<string, string> = {
   '.html': 'text/html',
   '.xml': 'application/xml',
 };
-/** Text files are scrubbed of the job's secrets as they are handed over; images and archives are not (README). */
-const TEXT_TYPES = new Set(['application/json', 'text/plain', 'text/csv', 'text/html', 'application/xml']);
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The file's text when it is UTF-8 without NUL bytes, else null (an image, an archive, …). */
+function asText(bytes: Buffer): string | null {
+  if (bytes.includes(0)) return null;
+  try {
+    return UTF8.decode(bytes);
+  } catch {
+    return null;
+  }
+}
 
 /**
  * Hands the files a script run left in its artifacts folder to the attempt's
@@ -612,16 +713,24 @@ async function handOverArtifacts(folder: string, ctx: ExecutionContext): Promise
         lines.push(`Artifact ${name} (${info.size.toLocaleString('en-US')} bytes) was left out: ${why}`);
         continue;
       }
-      const contentType = CONTENT_TYPES[path.extname(name).toLowerCase()] ?? 'application/octet-stream';
+      // What a file is decides how it is scrubbed, not its name: text (UTF-8 without NUL bytes) is
+      // scrubbed; in any other file a secret found verbatim keeps the file out.
+      const bytes = await readFile(file);
+      const text = asText(bytes);
+      const contentType = CONTENT_TYPES[path.extname(name).toLowerCase()] ?? (text === null ? 'application/octet-stream' : 'text/plain');
+      if (text === null && scrubber && scrubber.secretCount > 0 && scrubber.scrubBuffer(bytes) !== bytes) {
+        lines.push(`Artifact ${name} was left out: it holds one of the job's secrets and is not text, so it cannot be scrubbed`);
+        continue;
+      }
       const target = await writer.pathFor(name);
-      if (TEXT_TYPES.has(contentType)) {
-        let text = await readFile(file, 'utf8');
+      if (text !== null) {
+        let scrubbed = text;
         if (path.extname(name).toLowerCase() === '.har') {
           const redacted = redactHar(text);
           if (redacted === null) lines.push(`Artifact ${name} is not valid JSON: kept with the job's secrets scrubbed, but its headers could not be redacted`);
-          else text = redacted;
+          else scrubbed = redacted;
         }
-        await writeFile(target, scrubArtifactText(text, scrubber), { mode: 0o600, flag: 'wx' });
+        await writeFile(target, scrubArtifactText(scrubbed, scrubber), { mode: 0o600, flag: 'wx' });
       } else {
         await copyFile(file, target, fsConstants.COPYFILE_EXCL);
       }

@@ -57,9 +57,22 @@ export function parseSuiteRequest(fields: Fields, check: Fields): ScriptedReques
     } else if (filePath && seen.has(filePath)) {
       item.fail(item.at('path'), filePath === SUITE_SPEC_FILE ? `${SUITE_SPEC_FILE} is the spec that \`script\` becomes` : `${filePath} is given twice`);
     }
-    seen.add(filePath);
+    if (SUITE_FILE_PATH.test(filePath)) seen.add(filePath);
     files.push({ path: filePath, content });
   }
+  // A file cannot also be a folder of another (`a` and `a/b.ts`), the spec included.
+  list.forEach((item, index) => {
+    const filePath = files[index]?.path ?? '';
+    if (!SUITE_FILE_PATH.test(filePath)) return;
+    const segments = filePath.split('/');
+    for (let depth = 1; depth < segments.length; depth++) {
+      const folder = segments.slice(0, depth).join('/');
+      if (seen.has(folder)) {
+        item.fail(item.at('path'), `${filePath} puts a file inside ${folder}, which is a file of the suite`);
+        break;
+      }
+    }
+  });
   if (total > SUITE_FILES_TOTAL_LENGTH) source.fail(source.at('files'), `must hold at most ${SUITE_FILES_TOTAL_LENGTH} characters in all (got ${total})`);
   return { ...request, ...(files.length > 0 ? { files } : {}) };
 }

@@ -8,7 +8,7 @@
 
 import { execFileSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -52,6 +52,8 @@ const RUNTIME_DIR = path.join(REPO, 'runtimes', RUNTIME);
 const SIGNING_KEY = 'signing-key-0123456789';
 const SECRET_TOKEN = 'tok-very-secret-4711';
 const AGENT_SECRET = 'agent-held-secret-9876';
+/** Begins with a two-byte character: a pipe chunk may end inside it. */
+const UMLAUT_SECRET = 'ä-geheim-5150';
 
 let target: TargetServer;
 /** Serves CLICK_PAGE at /page: a button that changes the text of #status. */
@@ -141,7 +143,11 @@ test('opens the page', async ({ page }) => {
 });
 
 test.describe('button', () => {
-  test('says done', async ({ page }) => {
+  test('says done', async ({ page, browser }) => {
+    const other = await browser.newContext();
+    const second = await other.newPage();
+    await second.goto(clickPage() + '?second');
+    await other.close();
     await page.goto(clickPage());
     await page.click('#go');
     await expect(page.locator('#status')).toHaveText('Done', { timeout: 1_000 });
@@ -175,7 +181,7 @@ beforeAll(async () => {
   installRuntime();
   target = await startTargetServer();
   pageServer = createServer((req, res) => {
-    if (req.url !== '/page') return void res.writeHead(404).end();
+    if (new URL(req.url ?? '/', 'http://page').pathname !== '/page') return void res.writeHead(404).end();
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(CLICK_PAGE);
   });
   await new Promise<void>((resolve) => pageServer.listen(0, '127.0.0.1', resolve));
@@ -333,6 +339,87 @@ await browser.close();`,
       script: `import { test } from '@playwright/test';\ntest('waits', async ({ page }) => {\n  await page.goto(process.env.PAGE!);\n  await page.waitForTimeout(120_000);\n});`,
     },
     { id: 'playwright-no-runner', checkType: 'PLAYWRIGHT', runtimeId: '2025-10', script: `import { test } from '@playwright/test';` },
+    // From a review: processes a script starts, split characters, artifacts by content, parallel
+    // steps, thrown strings, floating rejections, structural equality, caught step failures.
+    {
+      id: 'spawns-sleepers',
+      checkType: 'MULTI_STEP',
+      maxResponseTime: 20_000,
+      script: `const { spawn } = require('node:child_process');
+spawn('/bin/sleep', ['6543'], { env: {}, stdio: 'inherit' });
+spawn('/bin/sleep', ['6544'], { env: {}, stdio: 'inherit', detached: true });
+console.log('started');`,
+    },
+    {
+      id: 'spawns-and-loops',
+      checkType: 'MULTI_STEP',
+      maxResponseTime: 1_500,
+      script: `require('node:child_process').spawn('/bin/sleep', ['6545'], { env: {}, stdio: 'ignore', detached: true });\nfor (;;) {}`,
+    },
+    { id: 'prints-split-secret', checkType: 'MULTI_STEP', script: `process.stdout.write('a'.repeat(65535) + environment.UMLAUT_SECRET + '\\n');` },
+    {
+      id: 'artifacts-by-content',
+      checkType: 'MULTI_STEP',
+      script: `const fs = require('node:fs');
+fs.writeFileSync(artifact('notes.md'), '# token ' + environment.API_TOKEN + '\\n');
+fs.writeFileSync(artifact('data'), 'token=' + environment.API_TOKEN);
+fs.writeFileSync(artifact('blob.bin'), Buffer.concat([Buffer.from([0, 1, 2]), Buffer.from(environment.API_TOKEN)]));
+fs.writeFileSync(artifact('clean.bin'), Buffer.from([0, 1, 2, 3]));`,
+    },
+    {
+      id: 'parallel-steps',
+      checkType: 'MULTI_STEP',
+      script: `const { request } = require('playwright-core');
+const api = await request.newContext({ baseURL: environment.BASE });
+await Promise.all([
+  step('a', async () => { await new Promise((r) => setTimeout(r, 50)); await api.get('/ok?from=a'); }),
+  step('b', async () => { await api.get('/ok?from=b'); await new Promise((r) => setTimeout(r, 100)); }),
+]);
+await api.get('/ok?from=outside');`,
+    },
+    { id: 'throws-string', checkType: 'MULTI_STEP', script: `await step('s1', async () => { throw 'boom'; });` },
+    {
+      id: 'floating-rejection',
+      checkType: 'MULTI_STEP',
+      script: `await step('fire and forget', async () => {\n  Promise.reject(new Error('nobody awaited me'));\n  await new Promise((r) => setTimeout(r, 500));\n});`,
+    },
+    {
+      id: 'structural-equality',
+      checkType: 'MULTI_STEP',
+      script: `expect({ a: 1, b: [1, { c: 2 }] }).toEqual({ b: [1, { c: 2 }], a: 1 });
+expect([NaN]).toEqual([NaN]);
+expect({ a: 1, gone: undefined }).toEqual({ a: 1 });
+expect(new Map([[1, 2]])).not.toEqual({});
+expect(new Date(5)).toEqual(new Date(5));
+expect({ a: 1 }).not.toEqual({ a: 2 });
+expect([1, 2]).not.toEqual([2, 1]);`,
+    },
+    {
+      id: 'browser-caught-failure',
+      checkType: 'BROWSER',
+      maxResponseTime: 90_000,
+      script: `const { chromium } = require('playwright-core');
+const browser = await chromium.launch();
+const page = await browser.newPage();
+await page.setContent('<p>fine</p>');
+try {
+  await step('flaky', async () => { expect(1).toBe(2); });
+} catch {}
+await browser.close();`,
+    },
+    {
+      id: 'browser-slow-screenshot',
+      checkType: 'BROWSER',
+      maxResponseTime: 5_000,
+      script: `const { chromium } = require('playwright-core');
+const browser = await chromium.launch();
+const page = await browser.newPage();
+await page.setContent('<p>busy</p>');
+page.evaluate(() => { for (;;) {} }).catch(() => {});
+await step('check', async () => {
+  expect(1).toBe(2);
+});`,
+    },
     { id: 'after-all', checkType: 'URL', request: { url: `${target.url}/ok` } },
   ];
   const dir = tempDir();
@@ -344,11 +431,17 @@ await browser.close();`,
         { key: 'BASE', value: target.url },
         { key: 'PAGE', value: pageUrl },
         { key: 'API_TOKEN', value: SECRET_TOKEN, secret: true },
+        { key: 'UMLAUT_SECRET', value: UMLAUT_SECRET, secret: true },
       ],
       checks,
     }),
   );
   scriptsTmp = tempDir('outpost-scripted-agent-');
+  // A run folder an agent killed long ago left behind, and one as fresh as a running agent's.
+  for (const name of ['outpost-script-stale', 'outpost-script-fresh']) mkdirSync(path.join(scriptsTmp, name));
+  writeFileSync(path.join(scriptsTmp, 'outpost-script-stale', 'left.txt'), 'x');
+  const hourAgo = new Date(Date.now() - 3_600_000);
+  utimesSync(path.join(scriptsTmp, 'outpost-script-stale'), hourAgo, hourAgo);
   const proc = startAgent(
     ['once', file],
     cleanEnv({ TMPDIR: scriptsTmp, STATE_DIR: tempDir('outpost-scripted-state-'), JOB_CONCURRENCY: '4', RUNTIMES_DIR: runtimesDir, SCRIPT_MEMORY_MB: '64', OUTPOST_SECRET_AGENT: AGENT_SECRET, UNRELATED_AGENT_SETTING: 'x' }),
@@ -653,6 +746,8 @@ for (;;) {}`;
     proc.kill('SIGKILL');
     expect((await proc.exit).signal).toBe('SIGKILL');
     await vi.waitFor(() => expect(ours()).toEqual([]), { timeout: 5_000, interval: 100 });
+    // Its folder too: a HAR there may hold a secret.
+    await vi.waitFor(() => expect(readdirSync(tmp).filter((name) => name.startsWith('outpost-script-'))).toEqual([]), { timeout: 5_000, interval: 100 });
   }, 60_000);
 });
 
@@ -667,21 +762,31 @@ describe('PLAYWRIGHT checks (a @playwright/test suite on Debian chromium)', () =
     expect(final('playwright-suite')).toMatchObject({ checkType: 'PLAYWRIGHT', hasFailures: true, hasErrors: false });
     const detail = suite('playwright-suite');
     expect(detail.requestError).toBe(
-      'PLAYWRIGHT failed at test "check.spec.ts › button › says done", check.spec.ts:15: expect(locator).toHaveText(expected) failed · Locator: locator(\'#status\') · Expected: "Done" · Received: "Clicked" · Timeout: 1000ms',
+      'PLAYWRIGHT failed at test "check.spec.ts › button › says done", check.spec.ts:19: expect(locator).toHaveText(expected) failed · Locator: locator(\'#status\') · Expected: "Done" · Received: "Clicked" · Timeout: 1000ms',
     );
     expect(detail.failingStep).toBe('check.spec.ts › button › says done');
     expect(detail.steps.map((s) => [s.name, s.passed, s.status, s.location])).toEqual([
       ['check.spec.ts › opens the page', true, 'passed', 'check.spec.ts:6'],
-      ['check.spec.ts › button › says done', false, 'failed', 'check.spec.ts:15'],
+      ['check.spec.ts › button › says done', false, 'failed', 'check.spec.ts:19'],
       ['more.spec.ts › prints', true, 'passed', 'more.spec.ts:2'],
     ]);
     expect(detail.tests).toEqual({ expected: 2, unexpected: 1, flaky: 0, skipped: 0 });
     const list = assets('playwright-suite');
-    expect(list.map((a) => [a.name, a.contentType])).toEqual([
-      ['failure-1.png', 'image/png'],
+    // Playwright's own failure screenshots (one per page it still tracks), then one HAR per context:
+    // the test's page's, then the context it opened itself.
+    expect(list.filter((a) => a.name.endsWith('.png')).map((a) => a.contentType)).toContain('image/png');
+    expect(list[0]?.name).toBe('failure-1.png');
+    const hars = list.filter((a) => a.name.endsWith('.har'));
+    expect(hars.map((a) => [a.name, a.contentType])).toEqual([
       ['failure-network-1.har', 'application/json'],
+      ['failure-network-2.har', 'application/json'],
     ]);
     expect(detail.jobLog).toContain('Failure screenshot failure-1.png: check.spec.ts › button › says done');
+    const urls = (asset: Asset | undefined) =>
+      (JSON.parse(readFileSync(fileURLToPath(asset?.url ?? ''), 'utf8')) as { log: { entries: Array<{ request: { url: string } }> } }).log.entries.map((e) => e.request.url);
+    expect(urls(hars[0])).toContain(pageUrl);
+    expect(urls(hars[0])).not.toContain(`${pageUrl}?second`);
+    expect(urls(hars[1])).toContain(`${pageUrl}?second`);
     // The runner's own report is the jobLog: plain text, the secret a test printed scrubbed.
     expect(detail.jobLog).toContain('token *****');
     expect(detail.jobLog.join('\n')).not.toContain('\u001b[');
@@ -698,7 +803,7 @@ describe('PLAYWRIGHT checks (a @playwright/test suite on Debian chromium)', () =
         { step: 'check.spec.ts › button › says done', type: 'warning', text: 'deprecated thing', url: pageUrl, line: 6 },
       ]),
     );
-    const har = readFileSync(fileURLToPath(assets('playwright-suite')[1]?.url ?? ''), 'utf8');
+    const har = readFileSync(fileURLToPath(assets('playwright-suite').find((a) => a.name === 'failure-network-1.har')?.url ?? ''), 'utf8');
     expect(har).not.toContain(SECRET_TOKEN);
     const entries = (JSON.parse(har) as { log: { entries: Array<{ request: { url: string; headers: Array<{ name: string; value: string }> } }> } }).log.entries;
     const page = entries.find((e) => e.request.url === pageUrl);
@@ -732,5 +837,72 @@ describe('PLAYWRIGHT checks (a @playwright/test suite on Debian chromium)', () =
   it('a runtime without @playwright/test is a clear error naming those that have it', () => {
     expect(final('playwright-no-runner')).toMatchObject({ hasErrors: true });
     expect(suite('playwright-no-runner').requestError).toBe('Runtime 2025-10 has no @playwright/test, which PLAYWRIGHT checks run with (runtimes that have it: 2026-04)');
+  });
+});
+
+describe('scripted checks: what a review found', () => {
+  const processes = () => execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
+
+  it("ends processes a script started, even detached and without the run's environment, without waiting for them", () => {
+    expect(final('spawns-sleepers'), JSON.stringify(multi('spawns-sleepers'))).toMatchObject({ hasFailures: false, hasErrors: false });
+    expect(multi('spawns-sleepers').jobLog).toEqual(['started']);
+    expect(final('spawns-and-loops')).toMatchObject({ hasErrors: true });
+    expect(multi('spawns-and-loops').requestError).toBe('MULTI_STEP was stopped: it ran past its time limit of 1500 ms');
+    for (const sleeper of ['sleep 6543', 'sleep 6544', 'sleep 6545']) expect(processes()).not.toContain(sleeper);
+  });
+
+  it('scrubs a secret whose first character a pipe chunk split in two', () => {
+    const log = multi('prints-split-secret').jobLog.join('\n');
+    expect(log).not.toContain('geheim-5150');
+    expect(log).toContain('*****');
+  });
+
+  it("scrubs text artifacts whatever their name, and leaves out a binary one holding a secret", () => {
+    const list = (final('artifacts-by-content').multiStepCheckResult as unknown as { jobAssets: Asset[] }).jobAssets;
+    expect(list.map((a) => [a.name, a.contentType])).toEqual([
+      ['clean.bin', 'application/octet-stream'],
+      ['data', 'text/plain'],
+      ['notes.md', 'text/plain'],
+    ]);
+    expect(readFileSync(fileURLToPath(list[1]?.url ?? ''), 'utf8')).toBe('token=*****');
+    expect(readFileSync(fileURLToPath(list[2]?.url ?? ''), 'utf8')).toBe('# token *****\n');
+    expect(multi('artifacts-by-content').jobLog).toContain("Artifact blob.bin was left out: it holds one of the job's secrets and is not text, so it cannot be scrubbed");
+  });
+
+  it('keeps each of two parallel steps its own requests, and a request after them in none', () => {
+    const requests = multi('parallel-steps').requests.map((r) => [r.step, new URL(r.url).search]);
+    expect(requests).toEqual(expect.arrayContaining([['a', '?from=a'], ['b', '?from=b'], [null, '?from=outside']]));
+    expect(requests).toHaveLength(3);
+  });
+
+  it('names the step a thrown string failed', () => {
+    expect(multi('throws-string').failingStep).toBe('s1');
+    expect(multi('throws-string').requestError).toBe('MULTI_STEP failed at step "s1": thrown: "boom"');
+  });
+
+  it('fails the run, in its step, on a rejection nobody awaited', () => {
+    const detail = multi('floating-rejection');
+    expect(final('floating-rejection')).toMatchObject({ hasErrors: true });
+    expect(detail.requestError).toBe('MULTI_STEP failed at step "fire and forget", line 2: nobody awaited me');
+    expect(detail.steps).toEqual([expect.objectContaining({ name: 'fire and forget', passed: false, error: 'nobody awaited me' })]);
+  });
+
+  it('compares toEqual structurally: key order and undefined properties do not matter, NaN equals NaN', () => {
+    expect(final('structural-equality'), multi('structural-equality').requestError ?? '').toMatchObject({ hasFailures: false, hasErrors: false });
+  });
+
+  it('keeps no failure screenshot of a step failure the script caught and went past', () => {
+    expect(final('browser-caught-failure')).toMatchObject({ hasFailures: false, hasErrors: false });
+    expect(assets('browser-caught-failure')).toEqual([]);
+  });
+
+  it('reports an assertion that failed as such, though its screenshot of a hung page ran into the time limit', () => {
+    expect(final('browser-slow-screenshot')).toMatchObject({ hasFailures: true, hasErrors: false });
+    expect(browserDetail('browser-slow-screenshot').requestError).toBe('BROWSER failed at step "check", line 7: expected 1 to be 2');
+  });
+
+  it("removes a run folder an agent killed long ago left behind, and no other", () => {
+    const left = readdirSync(scriptsTmp).filter((name) => name.startsWith('outpost-script-'));
+    expect(left).toEqual(['outpost-script-fresh']);
   });
 });

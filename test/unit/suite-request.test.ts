@@ -14,15 +14,18 @@ function parse(check: Record<string, unknown>) {
   return request;
 }
 
-function problems(check: Record<string, unknown>): string[] {
+/** The problems a definition error lists, `path: problem` each; none when `run` succeeds. */
+function problemsOf(run: () => unknown): string[] {
   try {
-    parse(check);
+    run();
   } catch (error) {
     if (error instanceof DefinitionError) return error.issues.map((i) => `${i.path}: ${i.problem}`);
     throw error;
   }
   return [];
 }
+
+const problems = (check: Record<string, unknown>) => problemsOf(() => parse(check));
 
 describe('PLAYWRIGHT check files', () => {
   it('takes script and files at check level or in request', () => {
@@ -62,6 +65,24 @@ describe('PLAYWRIGHT check files', () => {
     ]);
   });
 
+  it('refuses a file that would sit inside another file', () => {
+    expect(
+      problems({
+        script: 'x',
+        files: [
+          { path: 'a/b.ts', content: '' },
+          { path: 'a', content: '' },
+          { path: 'check.spec.ts/x.ts', content: '' },
+          { path: 'lib/ok.ts', content: '' },
+          { path: 'lib/more/ok.ts', content: '' },
+        ],
+      }),
+    ).toEqual([
+      '$.files[0].path: a/b.ts puts a file inside a, which is a file of the suite',
+      '$.files[2].path: check.spec.ts/x.ts puts a file inside check.spec.ts, which is a file of the suite',
+    ]);
+  });
+
   it('bounds the number of files and their size', () => {
     const many = Array.from({ length: 51 }, (_, i) => ({ path: `f${i}.ts`, content: '' }));
     expect(problems({ script: 'x', files: many })).toEqual(['$.files: must have at most 50 files (got 51)']);
@@ -76,15 +97,7 @@ describe('scripted checks: maxResponseTime', () => {
     ['MULTI_STEP', multiStepExecutor as Executor],
     ['PLAYWRIGHT', playwrightExecutor as Executor],
   ]);
-  const issues = (raw: unknown): string[] => {
-    try {
-      parseCheck(raw, '$', registry);
-    } catch (error) {
-      if (error instanceof DefinitionError) return error.issues.map((i) => `${i.path}: ${i.problem}`);
-      throw error;
-    }
-    return [];
-  };
+  const issues = (raw: unknown) => problemsOf(() => parseCheck(raw, '$', registry));
 
   it('allows at most the 240 s a script may run (the queue cap above it is for the teardown)', () => {
     for (const checkType of ['MULTI_STEP', 'PLAYWRIGHT']) {

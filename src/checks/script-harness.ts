@@ -83,24 +83,41 @@ class ExpectationError extends Error {
 }
 const show = (v) => { try { const t = JSON.stringify(v); return t === undefined ? String(v) : (t.length > 200 ? t.slice(0, 197) + '...' : t); } catch { return String(v); } };
 // Structural equality as toEqual means it: key order ignored, undefined properties ignored, NaN equal
-// to NaN, Dates by time, Maps and Sets by entries, typed arrays by bytes; cycles end the comparison.
-function same(a, b, seen) {
+// to NaN, prototypes not compared (only what a value is: array, Date, Map, …), Dates by time, Maps and
+// Sets by entries (members matched structurally), typed arrays by bytes. A pair already being compared
+// further up the same path (a cycle) counts as equal.
+function same(a, b, path) {
   if (Object.is(a, b)) return true;
   if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
-  if (Object.getPrototypeOf(a) !== Object.getPrototypeOf(b)) return false;
-  seen = seen || new Set();
-  if (seen.has(a)) return true;
-  seen.add(a);
-  if (a instanceof Date) return Object.is(a.getTime(), b.getTime());
-  if (a instanceof RegExp) return String(a) === String(b);
-  if (ArrayBuffer.isView(a)) return a.byteLength === b.byteLength && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
-  if (a instanceof Map) return a.size === b.size && [...a].every(([k, v]) => b.has(k) && same(v, b.get(k), seen));
-  if (a instanceof Set) return a.size === b.size && [...a].every((v) => b.has(v));
-  if (Array.isArray(a)) return a.length === b.length && a.every((v, i) => same(v, b[i], seen));
-  const keys = (o) => Object.keys(o).filter((k) => o[k] !== undefined);
-  const ka = keys(a);
-  const kb = keys(b);
-  return ka.length === kb.length && ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && same(a[k], b[k], seen));
+  path = path || [];
+  if (path.some(([x, y]) => x === a && y === b)) return true;
+  path.push([a, b]);
+  try {
+    const kind = (v) => (Array.isArray(v) ? 'array' : v instanceof Date ? 'date' : v instanceof RegExp ? 'regexp' : v instanceof Map ? 'map' : v instanceof Set ? 'set' : ArrayBuffer.isView(v) ? 'bytes' : 'object');
+    if (kind(a) !== kind(b)) return false;
+    switch (kind(a)) {
+      case 'date': return Object.is(a.getTime(), b.getTime());
+      case 'regexp': return String(a) === String(b);
+      case 'bytes': return a.byteLength === b.byteLength && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+      case 'map': return a.size === b.size && [...a].every(([k, v]) => b.has(k) && same(v, b.get(k), path));
+      case 'set': {
+        const rest = [...b];
+        return a.size === b.size && [...a].every((v) => {
+          const i = rest.findIndex((w) => same(v, w, path));
+          return i >= 0 && rest.splice(i, 1).length === 1;
+        });
+      }
+      case 'array': return a.length === b.length && a.every((v, i) => same(v, b[i], path));
+      default: {
+        const keys = (o) => Object.keys(o).filter((k) => o[k] !== undefined);
+        const ka = keys(a);
+        const kb = keys(b);
+        return ka.length === kb.length && ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && same(a[k], b[k], path));
+      }
+    }
+  } finally {
+    path.pop();
+  }
 }
 function expect(actual, negate) {
   const check = (ok, text) => { if (Boolean(ok) === Boolean(negate)) throw new ExpectationError('expected ' + show(actual) + (negate ? ' not ' : ' ') + text); };
@@ -134,18 +151,19 @@ function artifact(name) {
   if (!SAFE_ARTIFACT.test(n) || n === '.' || n === '..') throw new Error('artifact name ' + JSON.stringify(n) + ' is not a plain file name (letters, digits, . _ -, at most 100)');
   return require('node:path').join(input.artifactsDir, n);
 }
-// Contexts of browsers launched through chromium: at a failure, every page still open is screenshotted.
-// A step's failure takes them at once (before a finally block closes the browser); they belong to that
-// failure, and are taken again for another one, or removed if the script goes on to pass.
+// Contexts of browsers launched through chromium: at the run's first failure, every page still open is
+// screenshotted, once — as the first failing step ends (before a finally block closes the browser), else
+// at the end of the script or at its time limit. A run that passes after all (it caught that step's
+// failure) keeps none.
 const contexts = [];
-let failureShots = [];
+const failureShots = [];
+let failureShotsTaken = false;
 function dropFailureShots() {
-  for (const shot of failureShots) { try { fs.unlinkSync(artifact(shot.name)); } catch {} }
-  failureShots = [];
+  for (const shot of failureShots.splice(0)) { try { fs.unlinkSync(artifact(shot.name)); } catch {} }
 }
 async function screenshotFailure() {
-  if (!input.artifactsDir) return;
-  dropFailureShots();
+  if (failureShotsTaken || !input.artifactsDir) return;
+  failureShotsTaken = true;
   let n = 0;
   for (const context of contexts) {
     for (const page of context.pages()) {
@@ -254,6 +272,10 @@ const requests = [];
 // in the step started last of those still running.
 const stepContext = new AsyncLocalStorage();
 const stepStarts = new Map();
+const isWithin = (inner, outer) => {
+  for (let s = inner; s; s = s.parent) if (s === outer) return true;
+  return false;
+};
 const currentStep = () => {
   const own = stepContext.getStore();
   if (own && stepStarts.has(own)) return own;
@@ -262,12 +284,15 @@ const currentStep = () => {
   return last;
 };
 const stepName = () => { const s = currentStep(); return s ? s.name : null; };
-// Which step an error (any value: scripts may throw strings) failed first; its screenshots are taken then.
-const failedIn = [];
-let shotsFor = undefined;
-let shooting = false;
+// The step the latest failure began in. An outer step rethrowing what a step inside it threw is the same
+// failure; the same value thrown again elsewhere (a string) is a new one.
+let lastFailure = null;
+// While the first failure's screenshots are being taken (the time limit may overtake them).
+let shootingFor = null;
 async function step(name, fn) {
   const s = { name: String(name), passed: true, error: null, durationMs: 0 };
+  // Not part of the output: the enclosing step, for nesting.
+  Object.defineProperty(s, 'parent', { value: stepContext.getStore() || null, enumerable: false });
   steps.push(s);
   const started = performance.now();
   stepStarts.set(s, started);
@@ -280,13 +305,15 @@ async function step(name, fn) {
     s.passed = false;
     s.error = error && error.message ? errorText(error.message) : String(error);
     s.durationMs = Math.round(performance.now() - started);
-    if (!failedIn.some((f) => Object.is(f.error, error))) {
-      failedIn.push({ error, step: s.name });
-      // The page as the failing step left it (before a finally block closes the browser).
-      shotsFor = error;
-      shooting = true;
-      await screenshotFailure();
-      shooting = false;
+    const propagated = lastFailure && Object.is(lastFailure.error, error) && isWithin(lastFailure.step, s);
+    if (!propagated) {
+      lastFailure = { error, step: s };
+      if (!failureShotsTaken) {
+        // The page as the failing step left it (before a finally block closes the browser).
+        shootingFor = { error };
+        await screenshotFailure();
+        shootingFor = null;
+      }
     }
     throw error;
   } finally {
@@ -386,9 +413,9 @@ const deadline = input.softDeadlineMs
       deadlineTimer = setTimeout(() => {
         const error = new Error('ran past its time limit of ' + input.softDeadlineMs + ' ms');
         error.outpostTimeout = true;
-        // The step running longest (the first still running) is the one the limit ended.
+        // The step started last of those still running (the innermost) is the one the limit ended.
         const running = [...stepStarts.keys()];
-        error.outpostStep = running.length > 0 ? running[0].name : null;
+        error.outpostStep = running.length > 0 ? running[running.length - 1].name : null;
         const now = performance.now();
         for (const s of running) {
           s.passed = false;
@@ -415,7 +442,7 @@ const failedOutside = new Promise((_, reject) => {
       s.durationMs = Math.round(now - stepStarts.get(s));
       stepStarts.delete(s);
     }
-    if (running.length > 0 && !failedIn.some((f) => Object.is(f.error, error))) failedIn.push({ error, step: running[0].name });
+    if (running.length > 0) lastFailure = { error, step: running[running.length - 1] };
     reject(error);
   };
 });
@@ -423,10 +450,12 @@ failedOutside.catch(() => undefined);
 process.on('unhandledRejection', (reason) => uncaught(reason));
 process.on('uncaughtException', (error) => uncaught(error));
 
-// Writes the output, ends whatever the run started, and exits.
+// Also when the script calls process.exit() itself.
+process.on('exit', killDescendants);
+
+// Writes the output and exits (ending whatever the run started).
 function finish(out) {
   fs.writeFileSync(outputFile, JSON.stringify(out));
-  killDescendants();
   process.exit(0);
 }
 
@@ -593,9 +622,9 @@ async function runSuite() {
     await Promise.race(deadline ? [run(), failedOutside, deadline] : [run(), failedOutside]);
   } catch (thrown) {
     // A step's failure that the time limit overtook while its screenshots were being taken is still that failure.
-    const error = thrown && thrown.outpostTimeout && shooting ? shotsFor : thrown;
+    const error = thrown && thrown.outpostTimeout && shootingFor ? shootingFor.error : thrown;
     const isError = error instanceof Error || (error && typeof error === 'object' && 'message' in error);
-    const failed = failedIn.find((f) => Object.is(f.error, error));
+    const failed = lastFailure && Object.is(lastFailure.error, error) ? lastFailure.step : null;
     out = {
       ok: false,
       error: isError ? errorText(error.message) : 'thrown: ' + show(error),
@@ -604,14 +633,11 @@ async function runSuite() {
       moduleNotFound: Boolean(isError && error.code === 'MODULE_NOT_FOUND'),
       timedOut: Boolean(isError && error.outpostTimeout),
       line: isError && error.outpostTimeout ? null : lineOf(error),
-      step: failed ? failed.step : (isError && error.outpostStep) || null,
+      step: failed ? failed.name : (isError && error.outpostStep) || null,
     };
     const evidence = (async () => {
-      // The pages as this failure left them, unless its step took them already.
-      if (!Object.is(shotsFor, error)) {
-        shotsFor = error;
-        await screenshotFailure();
-      }
+      // The pages as the run ends, unless a failing step took them already.
+      await screenshotFailure();
       await keepHars();
     })();
     await (out.timedOut ? Promise.race([evidence, new Promise((resolve) => setTimeout(resolve, input.evidenceMs))]) : evidence);
@@ -668,9 +694,12 @@ process.on('exit', () => {
     try { fs.appendFileSync(events, JSON.stringify(Object.assign({ kind: 'dropped' }, dropped)) + '\n'); } catch {}
   }
 });
-let testId = 'none';
+// Between tests (a beforeAll hook), contexts belong to no test: named "outside-tests-<n>", not closed by us.
+const OUTSIDE = 'outside-tests';
+let testId = OUTSIDE;
 let testName = null;
 let contextsOfTest = 0;
+let openOfTest = [];
 function watchPage(page) {
   const name = testName;
   page.on('pageerror', (error) => write('pageError', { test: name, url: page.url(), name: error && error.name, message: error && error.message !== undefined ? String(error.message) : String(error) }));
@@ -684,15 +713,24 @@ const test = real.test.extend({
       const har = { path: path.join(process.env.OUTPOST_PW_HARS, testId + '-' + ++contextsOfTest + '.har'), content: 'omit' };
       const context = await newContext(own ? options : Object.assign({}, options, { recordHar: har }));
       context.on('page', watchPage);
+      if (testId !== OUTSIDE) openOfTest.push(context);
       return context;
     };
     await use(browser);
-  }, { scope: 'worker' }],
-  outpostCurrentTest: [async ({}, use, testInfo) => {
+  }, { scope: 'worker', timeout: 0 }],
+  _outpostCurrentTest: [async ({}, use, testInfo) => {
     testId = testInfo.testId;
     testName = testInfo.titlePath.join(' › ');
     contextsOfTest = 0;
+    openOfTest = [];
     await use();
+    // A HAR is written when its context closes: contexts the test left open (a failing test never
+    // reaches its own close()) are closed here, after the test's own fixtures, at most 5 s.
+    await Promise.race([Promise.all(openOfTest.map((c) => c.close().catch(() => undefined))), new Promise((resolve) => setTimeout(resolve, 5000))]);
+    testId = OUTSIDE;
+    testName = null;
+    contextsOfTest = 0;
+    openOfTest = [];
   }, { auto: true }],
 });
 module.exports = Object.assign({}, real, { test, default: test });

@@ -21,7 +21,7 @@
 // a file that the harness (script-harness.ts) requires.
 
 import { spawn } from 'node:child_process';
-import { constants as fsConstants, readdirSync, readFileSync } from 'node:fs';
+import { constants as fsConstants } from 'node:fs';
 import { copyFile, lstat, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -287,26 +287,28 @@ async function sweepStaleRuns(root: string): Promise<void> {
 /** How long the output pipes may stay open after the script's process ended. */
 const OUTPUT_CLOSE_WAIT_MS = 2_000;
 
-/** Kills every descendant of `pid` (found by the parent links in /proc); a no-op elsewhere. */
-function killDescendants(pid: number | undefined): void {
+/** Kills every descendant of `pid` (found by the parent links in /proc, read without blocking); a no-op elsewhere. */
+async function killDescendants(pid: number | undefined): Promise<void> {
   if (pid === undefined) return;
   let entries: string[];
   try {
-    entries = readdirSync('/proc').filter((name) => /^\d+$/.test(name));
+    entries = (await readdir('/proc')).filter((name) => /^\d+$/.test(name));
   } catch {
     return;
   }
   const children = new Map<string, string[]>();
-  for (const entry of entries) {
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      // "pid (comm) state ppid …": comm may hold spaces and parentheses.
-      const ppid = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1] ?? '';
-      children.set(ppid, [...(children.get(ppid) ?? []), entry]);
-    } catch {
-      // Gone meanwhile.
-    }
-  }
+  await Promise.all(
+    entries.map(async (entry) => {
+      try {
+        const stat = await readFile(`/proc/${entry}/stat`, 'utf8');
+        // "pid (comm) state ppid …": comm may hold spaces and parentheses.
+        const ppid = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1] ?? '';
+        children.set(ppid, [...(children.get(ppid) ?? []), entry]);
+      } catch {
+        // Gone meanwhile.
+      }
+    }),
+  );
   const queue = [String(pid)];
   for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
     for (const child of children.get(next) ?? []) {
@@ -347,6 +349,7 @@ export class OutputCapture {
     const room = this.limit - this.bytes;
     if (room <= 0) {
       this.dropped += chunk.length;
+      this.truncated = true;
       return;
     }
     const kept = chunk.length > room ? chunk.subarray(0, room) : chunk;
@@ -356,18 +359,29 @@ export class OutputCapture {
     if (kept.length < chunk.length) this.truncated = true;
   }
 
+  /** The output kept, and how many bytes were not (counting those cut back to the last full line). */
+  private kept(): { text: string; dropped: number } {
+    let text = this.text.join('') + (this.truncated ? '' : this.decoder.end());
+    let dropped = this.dropped;
+    if (this.truncated) {
+      // Cut output ends at its last full line: a secret the limit cut in two would not be found.
+      const end = text.lastIndexOf('\n') + 1;
+      dropped += Buffer.byteLength(text.slice(end));
+      text = text.slice(0, end);
+    }
+    return { text, dropped };
+  }
+
   /** The output as text, without terminal colour codes (Playwright's reporters and expect print them). */
   get all(): string {
-    let text = this.text.join('') + (this.truncated ? '' : this.decoder.end());
-    // Cut output ends at its last full line: a secret the limit cut in two would not be found.
-    if (this.truncated) text = text.slice(0, text.lastIndexOf('\n') + 1);
-    return text.replace(ANSI_SGR, '');
+    return this.kept().text.replace(ANSI_SGR, '');
   }
 
   lines(): string[] {
+    const { dropped } = this.kept();
     const lines = this.all.split('\n');
     if (lines.at(-1) === '') lines.pop();
-    if (this.dropped > 0) lines.push(`[output truncated: ${this.dropped} more bytes]`);
+    if (dropped > 0) lines.push(`[output truncated: ${dropped} more bytes, cut at the last full line]`);
     return lines;
   }
 }
@@ -454,11 +468,16 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
       resolve({ code: null, signal: null, spawnError: error as Error });
       return;
     }
+    let exited = false;
     const kill = (why: NonNullable<ScriptRun['killed']>) => {
       killed ??= why;
-      // While the harness lives, what it started is found by parent links, wherever it went.
-      killDescendants(child.pid);
-      killGroup(child.pid);
+      // Once the harness is gone its pid may be another process's: only the tag sweep is safe then.
+      if (exited) return void killTagged(dir);
+      // While the harness lives, what it started is found by parent links, wherever it went: so
+      // those first, then the group (killing the harness first would orphan them).
+      void killDescendants(child.pid).then(() => {
+        if (!exited) killGroup(child.pid);
+      });
     };
     const timer = setTimeout(() => kill('timeout'), timeoutMs + graceMs);
     const onAbort = () => kill('aborted');
@@ -479,6 +498,7 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
     // Processes that left the group (a browser) may hold the output pipes open: kill them as soon as the script is gone.
     child.on('exit', (code, signal) => {
       killGroup(child.pid);
+      exited = true;
       void killTagged(dir);
       // Something that escaped every sweep may hold the output pipes open: never wait for it for long.
       setTimeout(() => {
@@ -656,7 +676,8 @@ const CONTENT_TYPES: Record<string, string> = {
   '.html': 'text/html',
   '.xml': 'application/xml',
 };
-const UTF8 = new TextDecoder('utf-8', { fatal: true });
+// ignoreBOM: a byte-order mark stays in the file as it was.
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** The file's text when it is UTF-8 without NUL bytes, else null (an image, an archive, …). */
 function asText(bytes: Buffer): string | null {

@@ -147,7 +147,7 @@ test.describe('button', () => {
     const other = await browser.newContext();
     const second = await other.newPage();
     await second.goto(clickPage() + '?second');
-    await other.close();
+    // Left open: the test fails before it would close it.
     await page.goto(clickPage());
     await page.click('#go');
     await expect(page.locator('#status')).toHaveText('Done', { timeout: 1_000 });
@@ -364,7 +364,8 @@ console.log('started');`,
 fs.writeFileSync(artifact('notes.md'), '# token ' + environment.API_TOKEN + '\\n');
 fs.writeFileSync(artifact('data'), 'token=' + environment.API_TOKEN);
 fs.writeFileSync(artifact('blob.bin'), Buffer.concat([Buffer.from([0, 1, 2]), Buffer.from(environment.API_TOKEN)]));
-fs.writeFileSync(artifact('clean.bin'), Buffer.from([0, 1, 2, 3]));`,
+fs.writeFileSync(artifact('clean.bin'), Buffer.from([0, 1, 2, 3]));
+fs.writeFileSync(artifact('bom.csv'), '\\ufeffa,b\\n');`,
     },
     {
       id: 'parallel-steps',
@@ -379,6 +380,22 @@ await api.get('/ok?from=outside');`,
     },
     { id: 'throws-string', checkType: 'MULTI_STEP', script: `await step('s1', async () => { throw 'boom'; });` },
     {
+      id: 'throws-string-twice',
+      checkType: 'MULTI_STEP',
+      script: `try { await step('first', async () => { throw 'boom'; }); } catch {}\nawait step('second', async () => { throw 'boom'; });`,
+    },
+    {
+      id: 'nested-at-limit',
+      checkType: 'MULTI_STEP',
+      maxResponseTime: 1_500,
+      script: `await step('outer', async () => {\n  await step('inner', async () => { await new Promise(() => {}); });\n});`,
+    },
+    {
+      id: 'exits-itself',
+      checkType: 'MULTI_STEP',
+      script: `require('node:child_process').spawn('/bin/sleep', ['6546'], { env: {}, stdio: 'ignore', detached: true });\nprocess.exit(3);`,
+    },
+    {
       id: 'floating-rejection',
       checkType: 'MULTI_STEP',
       script: `await step('fire and forget', async () => {\n  Promise.reject(new Error('nobody awaited me'));\n  await new Promise((r) => setTimeout(r, 500));\n});`,
@@ -392,7 +409,12 @@ expect({ a: 1, gone: undefined }).toEqual({ a: 1 });
 expect(new Map([[1, 2]])).not.toEqual({});
 expect(new Date(5)).toEqual(new Date(5));
 expect({ a: 1 }).not.toEqual({ a: 2 });
-expect([1, 2]).not.toEqual([2, 1]);`,
+expect([1, 2]).not.toEqual([2, 1]);
+const o = { x: 1 };
+expect([o, o]).not.toEqual([{ x: 1 }, { x: 2 }]);
+expect(require('node:querystring').parse('a=1')).toEqual({ a: '1' });
+expect(new Set([{ a: 1 }])).toEqual(new Set([{ a: 1 }]));
+expect(new Set([{ a: 1 }])).not.toEqual(new Set([{ a: 2 }]));`,
     },
     {
       id: 'browser-caught-failure',
@@ -406,6 +428,34 @@ try {
   await step('flaky', async () => { expect(1).toBe(2); });
 } catch {}
 await browser.close();`,
+    },
+    {
+      id: 'browser-wrapped-error',
+      checkType: 'BROWSER',
+      maxResponseTime: 90_000,
+      script: `const { chromium } = require('playwright-core');
+const browser = await chromium.launch();
+try {
+  const page = await browser.newPage();
+  await page.setContent('<p>here</p>');
+  try {
+    await step('find', async () => { expect(await page.textContent('p')).toBe('gone'); });
+  } catch (e) {
+    throw new Error('wrapped: ' + e.message);
+  }
+} finally {
+  await browser.close();
+}`,
+    },
+    {
+      id: 'browser-throws-undefined',
+      checkType: 'BROWSER',
+      maxResponseTime: 90_000,
+      script: `const { chromium } = require('playwright-core');
+const browser = await chromium.launch();
+const page = await browser.newPage();
+await page.setContent('<p>here</p>');
+await step('u', async () => { throw undefined; });`,
     },
     {
       id: 'browser-slow-screenshot',
@@ -860,12 +910,15 @@ describe('scripted checks: what a review found', () => {
   it("scrubs text artifacts whatever their name, and leaves out a binary one holding a secret", () => {
     const list = (final('artifacts-by-content').multiStepCheckResult as unknown as { jobAssets: Asset[] }).jobAssets;
     expect(list.map((a) => [a.name, a.contentType])).toEqual([
+      ['bom.csv', 'text/csv'],
       ['clean.bin', 'application/octet-stream'],
       ['data', 'text/plain'],
       ['notes.md', 'text/plain'],
     ]);
-    expect(readFileSync(fileURLToPath(list[1]?.url ?? ''), 'utf8')).toBe('token=*****');
-    expect(readFileSync(fileURLToPath(list[2]?.url ?? ''), 'utf8')).toBe('# token *****\n');
+    // A byte-order mark stays.
+    expect(readFileSync(fileURLToPath(list[0]?.url ?? '')).subarray(0, 3)).toEqual(Buffer.from([0xef, 0xbb, 0xbf]));
+    expect(readFileSync(fileURLToPath(list[2]?.url ?? ''), 'utf8')).toBe('token=*****');
+    expect(readFileSync(fileURLToPath(list[3]?.url ?? ''), 'utf8')).toBe('# token *****\n');
     expect(multi('artifacts-by-content').jobLog).toContain("Artifact blob.bin was left out: it holds one of the job's secrets and is not text, so it cannot be scrubbed");
   });
 
@@ -878,6 +931,25 @@ describe('scripted checks: what a review found', () => {
   it('names the step a thrown string failed', () => {
     expect(multi('throws-string').failingStep).toBe('s1');
     expect(multi('throws-string').requestError).toBe('MULTI_STEP failed at step "s1": thrown: "boom"');
+    // The same value thrown again in another step is that step's failure.
+    expect(multi('throws-string-twice').failingStep).toBe('second');
+  });
+
+  it('names the innermost of nested steps the time limit ended', () => {
+    expect(multi('nested-at-limit').requestError).toBe('MULTI_STEP was stopped at step "inner": it ran past its time limit of 1500 ms');
+  });
+
+  it('ends what a script started also when the script exits by itself', () => {
+    expect(multi('exits-itself').requestError).toBe('MULTI_STEP ended without a result (exit code 3)');
+    expect(processes()).not.toContain('sleep 6546');
+  });
+
+  it('keeps the failure screenshot of a step whose error the script wrapped, and of a thrown undefined', () => {
+    expect(final('browser-wrapped-error')).toMatchObject({ hasErrors: true });
+    expect(browserDetail('browser-wrapped-error').requestError).toBe('BROWSER failed at line 9: wrapped: expected "here" to be "gone"');
+    expect(assets('browser-wrapped-error').map((a) => a.name)).toEqual(['failure-1.png', 'failure-network-1.har']);
+    expect(browserDetail('browser-throws-undefined').failingStep).toBe('u');
+    expect(assets('browser-throws-undefined').map((a) => a.name)).toEqual(['failure-1.png', 'failure-network-1.har']);
   });
 
   it('fails the run, in its step, on a rejection nobody awaited', () => {

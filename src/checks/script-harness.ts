@@ -16,6 +16,8 @@
 export const FAILURE_SCREENSHOTS_MAX = 3;
 /** Each failure screenshot gets at most this long (inside the script's time limit). */
 export const FAILURE_SCREENSHOT_TIMEOUT_MS = 5_000;
+/** All failure screenshots of a run together get at most this long. */
+export const FAILURE_SCREENSHOTS_BUDGET_MS = 20_000;
 /** At most this many page errors, and this many console messages, are kept; the rest are counted. */
 export const PAGE_EVENTS_MAX = 100;
 /** A page error's message or a console message's text is cut to this many characters. */
@@ -83,8 +85,9 @@ class ExpectationError extends Error {
 }
 const show = (v) => { try { const t = JSON.stringify(v); return t === undefined ? String(v) : (t.length > 200 ? t.slice(0, 197) + '...' : t); } catch { return String(v); } };
 // Structural equality as toEqual means it: key order ignored, undefined properties ignored, NaN equal
-// to NaN, prototypes not compared (only what a value is: array, Date, Map, …), Dates by time, Maps and
-// Sets by entries (members matched structurally), typed arrays by bytes. A pair already being compared
+// to NaN; plain objects equal whatever their prototype (Object's or none), instances of a class only
+// to instances of the same class; Errors by name and message, URLs by href, Dates by time, Maps and Sets
+// by entries (members matched structurally), typed arrays by bytes. A pair already being compared
 // further up the same path (a cycle) counts as equal.
 function same(a, b, path) {
   if (Object.is(a, b)) return true;
@@ -93,9 +96,13 @@ function same(a, b, path) {
   if (path.some(([x, y]) => x === a && y === b)) return true;
   path.push([a, b]);
   try {
-    const kind = (v) => (Array.isArray(v) ? 'array' : v instanceof Date ? 'date' : v instanceof RegExp ? 'regexp' : v instanceof Map ? 'map' : v instanceof Set ? 'set' : ArrayBuffer.isView(v) ? 'bytes' : 'object');
+    const plainObject = (v) => { const proto = Object.getPrototypeOf(v); return proto === Object.prototype || proto === null; };
+    const kind = (v) => (Array.isArray(v) ? 'array' : v instanceof Date ? 'date' : v instanceof RegExp ? 'regexp' : v instanceof Map ? 'map' : v instanceof Set ? 'set' : ArrayBuffer.isView(v) ? 'bytes' : v instanceof Error ? 'error' : v instanceof URL ? 'url' : plainObject(v) ? 'object' : 'instance');
     if (kind(a) !== kind(b)) return false;
+    if (kind(a) === 'instance' && Object.getPrototypeOf(a) !== Object.getPrototypeOf(b)) return false;
     switch (kind(a)) {
+      case 'error': if (a.name !== b.name || a.message !== b.message) return false; break;
+      case 'url': return a.href === b.href;
       case 'date': return Object.is(a.getTime(), b.getTime());
       case 'regexp': return String(a) === String(b);
       case 'bytes': return a.byteLength === b.byteLength && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
@@ -108,13 +115,11 @@ function same(a, b, path) {
         });
       }
       case 'array': return a.length === b.length && a.every((v, i) => same(v, b[i], path));
-      default: {
-        const keys = (o) => Object.keys(o).filter((k) => o[k] !== undefined);
-        const ka = keys(a);
-        const kb = keys(b);
-        return ka.length === kb.length && ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && same(a[k], b[k], path));
-      }
     }
+    const keys = (o) => Object.keys(o).filter((k) => o[k] !== undefined);
+    const ka = keys(a);
+    const kb = keys(b);
+    return ka.length === kb.length && ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && same(a[k], b[k], path));
   } finally {
     path.pop();
   }
@@ -151,32 +156,53 @@ function artifact(name) {
   if (!SAFE_ARTIFACT.test(n) || n === '.' || n === '..') throw new Error('artifact name ' + JSON.stringify(n) + ' is not a plain file name (letters, digits, . _ -, at most 100)');
   return require('node:path').join(input.artifactsDir, n);
 }
-// Contexts of browsers launched through chromium: at the run's first failure, every page still open is
-// screenshotted, once — as the first failing step ends (before a finally block closes the browser), else
-// at the end of the script or at its time limit. A run that passes after all (it caught that step's
-// failure) keeps none.
+// Contexts of browsers launched through chromium. At every new failure (a step's, as it ends and before
+// a finally block can close the browser; or the run's own at its end or time limit) the pages still open
+// are screenshotted into a set of that failure's, outside the artifacts. A failing run keeps the set of
+// the failure it ends with (failure-<n>.png), or, when that one found no page open, the latest set that
+// has a picture; a passing run keeps none. Screenshots share a time budget, so that a retry loop on a
+// hung page cannot spend the run on them.
 const contexts = [];
 const failureShots = [];
-let failureShotsTaken = false;
-function dropFailureShots() {
-  for (const shot of failureShots.splice(0)) { try { fs.unlinkSync(artifact(shot.name)); } catch {} }
-}
-async function screenshotFailure() {
-  if (failureShotsTaken || !input.artifactsDir) return;
-  failureShotsTaken = true;
-  let n = 0;
+const shotSets = [];
+let shotBudgetMs = ${FAILURE_SCREENSHOTS_BUDGET_MS};
+const END_OF_RUN = { end: true };
+async function takeShots(owner) {
+  if (!input.artifactsDir) return;
+  const set = { owner, shots: [] };
+  const folder = path.join(path.dirname(input.artifactsDir), 'shots', String(shotSets.length + 1));
   for (const context of contexts) {
     for (const page of context.pages()) {
-      if (n >= ${FAILURE_SCREENSHOTS_MAX} || page.isClosed()) continue;
-      const name = 'failure-' + ++n + '.png';
+      if (set.shots.length >= ${FAILURE_SCREENSHOTS_MAX} || page.isClosed() || shotBudgetMs <= 0) continue;
+      fs.mkdirSync(folder, { recursive: true, mode: 0o700 });
+      const file = path.join(folder, set.shots.length + 1 + '.png');
+      const started = performance.now();
       try {
-        await page.screenshot({ path: artifact(name), timeout: ${FAILURE_SCREENSHOT_TIMEOUT_MS} });
-        failureShots.push({ name, url: page.url() });
+        await page.screenshot({ path: file, timeout: Math.max(1, Math.min(${FAILURE_SCREENSHOT_TIMEOUT_MS}, shotBudgetMs)) });
+        set.shots.push({ file, url: page.url() });
       } catch (error) {
-        failureShots.push({ name, url: page.url(), error: error && error.message ? errorText(error.message) : String(error) });
+        set.shots.push({ file: null, url: page.url(), error: error && error.message ? errorText(error.message) : String(error) });
       }
+      shotBudgetMs -= performance.now() - started;
     }
   }
+  if (set.shots.length > 0) shotSets.push(set);
+}
+const hasPicture = (set) => set.shots.some((shot) => shot.file);
+function keepShots(owner) {
+  // Else the latest set with a picture; else the owner's, to say why its screenshots failed.
+  const set = shotSets.find((s) => s.owner === owner && hasPicture(s)) || [...shotSets].reverse().find(hasPicture) || shotSets.find((s) => s.owner === owner);
+  if (!set) return;
+  set.shots.forEach((shot, i) => {
+    const name = 'failure-' + (i + 1) + '.png';
+    if (!shot.file) return failureShots.push({ name, url: shot.url, error: shot.error });
+    try {
+      fs.copyFileSync(shot.file, artifact(name));
+      failureShots.push({ name, url: shot.url });
+    } catch (error) {
+      failureShots.push({ name, url: shot.url, error: errorText(error && error.message ? error.message : error) });
+    }
+  });
 }
 
 // What the pages of launched browsers report: uncaught errors and console messages (bounded).
@@ -284,11 +310,13 @@ const currentStep = () => {
   return last;
 };
 const stepName = () => { const s = currentStep(); return s ? s.name : null; };
-// The step the latest failure began in. An outer step rethrowing what a step inside it threw is the same
-// failure; the same value thrown again elsewhere (a string) is a new one.
-let lastFailure = null;
-// While the first failure's screenshots are being taken (the time limit may overtake them).
+// Every failure, with the step it began in. An outer step rethrowing what a step inside it threw is the
+// same failure; the same value thrown again elsewhere (a string) is a new one.
+const failures = [];
+const failureOf = (error) => failures.findLast((f) => Object.is(f.error, error));
+// The failure whose screenshots are being taken (the time limit may overtake them), and that work.
 let shootingFor = null;
+let shooting = null;
 async function step(name, fn) {
   const s = { name: String(name), passed: true, error: null, durationMs: 0 };
   // Not part of the output: the enclosing step, for nesting.
@@ -305,15 +333,16 @@ async function step(name, fn) {
     s.passed = false;
     s.error = error && error.message ? errorText(error.message) : String(error);
     s.durationMs = Math.round(performance.now() - started);
-    const propagated = lastFailure && Object.is(lastFailure.error, error) && isWithin(lastFailure.step, s);
-    if (!propagated) {
-      lastFailure = { error, step: s };
-      if (!failureShotsTaken) {
-        // The page as the failing step left it (before a finally block closes the browser).
-        shootingFor = { error };
-        await screenshotFailure();
-        shootingFor = null;
-      }
+    const prior = failureOf(error);
+    if (!(prior && isWithin(prior.step, s))) {
+      const failure = { error, step: s };
+      failures.push(failure);
+      // The pages as the failing step left them (before a finally block closes the browser).
+      shootingFor = failure;
+      shooting = takeShots(failure);
+      await shooting;
+      shootingFor = null;
+      shooting = null;
     }
     throw error;
   } finally {
@@ -442,7 +471,7 @@ const failedOutside = new Promise((_, reject) => {
       s.durationMs = Math.round(now - stepStarts.get(s));
       stepStarts.delete(s);
     }
-    if (running.length > 0) lastFailure = { error, step: running[running.length - 1] };
+    if (running.length > 0) failures.push({ error, step: running[running.length - 1] });
     reject(error);
   };
 });
@@ -622,9 +651,11 @@ async function runSuite() {
     await Promise.race(deadline ? [run(), failedOutside, deadline] : [run(), failedOutside]);
   } catch (thrown) {
     // A step's failure that the time limit overtook while its screenshots were being taken is still that failure.
-    const error = thrown && thrown.outpostTimeout && shootingFor ? shootingFor.error : thrown;
+    const overtaken = thrown && thrown.outpostTimeout && shootingFor;
+    const error = overtaken ? shootingFor.error : thrown;
     const isError = error instanceof Error || (error && typeof error === 'object' && 'message' in error);
-    const failed = lastFailure && Object.is(lastFailure.error, error) ? lastFailure.step : null;
+    const failure = failureOf(error);
+    const failed = failure ? failure.step : null;
     out = {
       ok: false,
       error: isError ? errorText(error.message) : 'thrown: ' + show(error),
@@ -636,15 +667,19 @@ async function runSuite() {
       step: failed ? failed.name : (isError && error.outpostStep) || null,
     };
     const evidence = (async () => {
-      // The pages as the run ends, unless a failing step took them already.
-      await screenshotFailure();
+      if (overtaken) await shooting;
+      // The pages as the run ends, unless the failing step tried already (a page that would not paint
+      // then will not now).
+      const tried = failure && shotSets.some((set) => set.owner === failure);
+      if (!tried) await takeShots(END_OF_RUN);
+      keepShots(tried ? failure : END_OF_RUN);
       await keepHars();
     })();
-    await (out.timedOut ? Promise.race([evidence, new Promise((resolve) => setTimeout(resolve, input.evidenceMs))]) : evidence);
+    // Past the time limit, evidence gets what is left of the grace before the agent's kill, whatever the failure.
+    const left = input.softDeadlineMs ? (input.spawnedAt || Date.now()) + input.softDeadlineMs + input.evidenceMs - Date.now() : null;
+    await (left === null ? evidence : Promise.race([evidence, new Promise((resolve) => setTimeout(resolve, Math.max(0, left)))]));
   }
   clearTimeout(deadlineTimer);
-  // Screenshots of a step failure the script caught and went past belong to no failure.
-  if (out.ok) dropFailureShots();
   out.request = globalThis.request;
   out.environment = globalThis.environment;
   out.steps = steps;
@@ -694,12 +729,12 @@ process.on('exit', () => {
     try { fs.appendFileSync(events, JSON.stringify(Object.assign({ kind: 'dropped' }, dropped)) + '\n'); } catch {}
   }
 });
-// Between tests (a beforeAll hook), contexts belong to no test: named "outside-tests-<n>", not closed by us.
+// Between tests (a beforeAll hook), contexts belong to no test: their HARs are "outside-tests-<n>".
 const OUTSIDE = 'outside-tests';
 let testId = OUTSIDE;
 let testName = null;
 let contextsOfTest = 0;
-let openOfTest = [];
+const made = [];
 function watchPage(page) {
   const name = testName;
   page.on('pageerror', (error) => write('pageError', { test: name, url: page.url(), name: error && error.name, message: error && error.message !== undefined ? String(error.message) : String(error) }));
@@ -713,24 +748,22 @@ const test = real.test.extend({
       const har = { path: path.join(process.env.OUTPOST_PW_HARS, testId + '-' + ++contextsOfTest + '.har'), content: 'omit' };
       const context = await newContext(own ? options : Object.assign({}, options, { recordHar: har }));
       context.on('page', watchPage);
-      if (testId !== OUTSIDE) openOfTest.push(context);
+      made.push(context);
       return context;
     };
     await use(browser);
+    // A HAR is written when its context closes. Contexts left open (a failing test never reaches its own
+    // close(); a later test may still have been using one) are closed after the last test, at most 5 s.
+    await Promise.race([Promise.all(made.map((c) => c.close().catch(() => undefined))), new Promise((resolve) => setTimeout(resolve, 5000))]);
   }, { scope: 'worker', timeout: 0 }],
   _outpostCurrentTest: [async ({}, use, testInfo) => {
     testId = testInfo.testId;
     testName = testInfo.titlePath.join(' › ');
     contextsOfTest = 0;
-    openOfTest = [];
     await use();
-    // A HAR is written when its context closes: contexts the test left open (a failing test never
-    // reaches its own close()) are closed here, after the test's own fixtures, at most 5 s.
-    await Promise.race([Promise.all(openOfTest.map((c) => c.close().catch(() => undefined))), new Promise((resolve) => setTimeout(resolve, 5000))]);
     testId = OUTSIDE;
     testName = null;
     contextsOfTest = 0;
-    openOfTest = [];
   }, { auto: true }],
 });
 module.exports = Object.assign({}, real, { test, default: test });

@@ -491,8 +491,9 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
       settled = true;
       clearTimeout(timer);
       ctx.signal.removeEventListener('abort', onAbort);
-      // Whatever the script started in its group (a browser, a stray child) goes with it.
-      killGroup(child.pid);
+      // Whatever the script started in its group goes with it (at its exit that was done already; the
+      // group's number may be free by now).
+      if (!exited) killGroup(child.pid);
       resolve(value);
     };
     // Processes that left the group (a browser) may hold the output pipes open: kill them as soon as the script is gone.

@@ -414,7 +414,10 @@ const o = { x: 1 };
 expect([o, o]).not.toEqual([{ x: 1 }, { x: 2 }]);
 expect(require('node:querystring').parse('a=1')).toEqual({ a: '1' });
 expect(new Set([{ a: 1 }])).toEqual(new Set([{ a: 1 }]));
-expect(new Set([{ a: 1 }])).not.toEqual(new Set([{ a: 2 }]));`,
+expect(new Set([{ a: 1 }])).not.toEqual(new Set([{ a: 2 }]));
+expect(new Error('a')).not.toEqual({});
+expect(new Error('a')).toEqual(new Error('a'));
+expect(new URL('http://a/')).not.toEqual(new URL('http://b/'));`,
     },
     {
       id: 'browser-caught-failure',
@@ -428,6 +431,39 @@ try {
   await step('flaky', async () => { expect(1).toBe(2); });
 } catch {}
 await browser.close();`,
+    },
+    {
+      id: 'caught-later-failure',
+      checkType: 'MULTI_STEP',
+      script: `try {\n  await step('login', async () => { expect(1).toBe(2); });\n} finally {\n  try { await step('logout', async () => { throw new Error('x'); }); } catch {}\n}`,
+    },
+    {
+      id: 'browser-retried',
+      checkType: 'BROWSER',
+      maxResponseTime: 90_000,
+      script: `const { chromium } = require('playwright-core');
+try { await step('warm-up', async () => { throw new Error('cold'); }); } catch {}
+const browser = await chromium.launch();
+const page = await browser.newPage();
+await page.goto(environment.PAGE + '?attempt=1');
+try { await step('first try', async () => { expect(1).toBe(2); }); } catch {}
+await page.goto(environment.PAGE + '?attempt=2');
+await step('final', async () => { expect(await page.textContent('#status')).toBe('Done'); });`,
+    },
+    {
+      id: 'playwright-shared-context',
+      checkType: 'PLAYWRIGHT',
+      maxResponseTime: 90_000,
+      script: `import { test, expect } from '@playwright/test';
+test.describe.configure({ mode: 'serial' });
+let shared;
+test('opens a context the next test uses', async ({ browser }) => {
+  shared = await (await browser.newContext()).newPage();
+  await shared.goto(process.env.PAGE!);
+});
+test('uses it', async () => {
+  await expect(shared.locator('#status')).toHaveText('Waiting');
+});`,
     },
     {
       id: 'browser-wrapped-error',
@@ -933,6 +969,22 @@ describe('scripted checks: what a review found', () => {
     expect(multi('throws-string').requestError).toBe('MULTI_STEP failed at step "s1": thrown: "boom"');
     // The same value thrown again in another step is that step's failure.
     expect(multi('throws-string-twice').failingStep).toBe('second');
+  });
+
+  it('names the step that failed first when a later step fails and is caught', () => {
+    expect(multi('caught-later-failure').failingStep).toBe('login');
+    expect(multi('caught-later-failure').requestError).toBe('MULTI_STEP failed at step "login", line 2: expected 1 to be 2');
+  });
+
+  it("keeps the screenshots of the failure the run ends with, not of one it caught before", () => {
+    expect(final('browser-retried')).toMatchObject({ hasFailures: true });
+    expect(browserDetail('browser-retried').failingStep).toBe('final');
+    expect(assets('browser-retried').map((a) => a.name)).toEqual(['failure-1.png', 'failure-network-1.har']);
+    expect(browserDetail('browser-retried').jobLog).toContain(`Failure screenshot failure-1.png: ${pageUrl}?attempt=2`);
+  });
+
+  it('leaves a context one PLAYWRIGHT test opened open for the next test', () => {
+    expect(final('playwright-shared-context'), JSON.stringify(final('playwright-shared-context').browserCheckResult)).toMatchObject({ hasFailures: false, hasErrors: false });
   });
 
   it('names the innermost of nested steps the time limit ended', () => {

@@ -455,6 +455,8 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
   const started = performance.now();
   const output = new OutputCapture(SCRIPT_OUTPUT_LIMIT_BYTES);
   let killed: ScriptRun['killed'];
+  // The sweep for processes that left the group, started as soon as the script's process is gone.
+  let sweep: Promise<void> | undefined;
   const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; spawnError?: Error }>((resolve) => {
     let child: ReturnType<typeof spawn>;
     try {
@@ -500,7 +502,7 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
     child.on('exit', (code, signal) => {
       killGroup(child.pid);
       exited = true;
-      void killTagged(dir);
+      sweep = killTagged(dir);
       // Something that escaped every sweep may hold the output pipes open: never wait for it for long.
       setTimeout(() => {
         if (settled) return;
@@ -513,7 +515,8 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
     child.on('error', (error) => done({ code: null, signal: null, spawnError: error }));
     child.on('close', (code, signal) => done({ code, signal }));
   });
-  await killTagged(dir);
+  // One sweep per run: the one begun at the script's exit (it scans again while it finds something).
+  await (sweep ?? killTagged(dir));
   const stoppedAt = new Date();
   const durationMs = Math.round(performance.now() - started);
   // Nothing of the run is alive any more: its files cannot change while they are handed over.
@@ -606,7 +609,8 @@ function stepWord(kind: ScriptKind): string {
   return kind === 'PLAYWRIGHT' ? 'test' : 'step';
 }
 
-function timeoutGraceMs(kind: ScriptKind): number {
+/** How long after its time limit a run may take to keep its evidence before the agent kills it. */
+export function timeoutGraceMs(kind: ScriptKind): number {
   if (kind === 'BROWSER' || kind === 'PLAYWRIGHT') return BROWSER_TIMEOUT_GRACE_MS;
   if (kind === 'MULTI_STEP') return MULTI_STEP_TIMEOUT_GRACE_MS;
   return 0;

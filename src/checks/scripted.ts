@@ -9,8 +9,7 @@ import { hasSuiteRunner, listRuntimes, resolveRuntime, RuntimeError, runtimesDir
 import type { CheckDefinition } from './definition.js';
 import type { ExecutionContext, Executor, Outcome } from './executor.js';
 import type { Fields } from './fields.js';
-import { runScript, SCRIPT_CAP_MS, type ScriptRun, SUITE_SPEC_FILE, type SuiteFile } from './script.js';
-import { BROWSER_TIMEOUT_GRACE_MS, MULTI_STEP_TIMEOUT_GRACE_MS } from './script-harness.js';
+import { runScript, SCRIPT_CAP_MS, type ScriptRun, SUITE_SPEC_FILE, type SuiteFile, timeoutGraceMs } from './script.js';
 
 export interface ScriptedRequest {
   script: string;
@@ -89,7 +88,6 @@ function pageFields(checkType: ScriptedType, run?: ScriptRun): Record<string, un
 }
 type ScriptedMember = 'multiStepCheckResult' | 'browserCheckResult';
 
-const runMultiStep = (check: CheckDefinition<ScriptedRequest>, ctx: ExecutionContext) => runScripted('MULTI_STEP', 'multiStepCheckResult', check, ctx);
 
 async function runScripted(checkType: ScriptedType, member: ScriptedMember, check: CheckDefinition<ScriptedRequest>, ctx: ExecutionContext): Promise<Outcome> {
   const startedAt = new Date();
@@ -143,47 +141,42 @@ async function runScripted(checkType: ScriptedType, member: ScriptedMember, chec
   };
 }
 
-export const multiStepExecutor: Executor<ScriptedRequest> = {
-  checkType: 'MULTI_STEP',
-  member: 'multiStepCheckResult',
-  // The script's wall-clock limit is maxResponseTime (4 min cap); the queue's cap allows for the run's
-  // own stop at its limit, process start and teardown.
-  limits: { degradedMs: 60_000, maxMs: SCRIPT_CAP_MS, capMs: SCRIPT_CAP_MS + MULTI_STEP_TIMEOUT_GRACE_MS + 10_000, maxResponseTimeLimitMs: SCRIPT_CAP_MS },
-  assertionSources: [],
-  expectedMs: (check) => Math.min(check.maxResponseTime, SCRIPT_CAP_MS) + MULTI_STEP_TIMEOUT_GRACE_MS + PROCESS_START_MS,
-  parseRequest: parseScriptedRequest,
-  target: (request) => `script on runtime ${request.runtimeId ?? 'CURRENT'}`,
-  run: runMultiStep,
-};
+/**
+ * The three scripted executors differ only in type, result member, how `request` is read and what a
+ * log line calls the target. The script's wall-clock limit is maxResponseTime (4 min cap); the queue's
+ * cap allows for the run's own stop at its limit (its grace), process start and teardown.
+ */
+function scriptedExecutor(
+  checkType: ScriptedType,
+  member: ScriptedMember,
+  parseRequest: (fields: Fields, check: Fields) => ScriptedRequest,
+  what: string,
+): Executor<ScriptedRequest> {
+  const graceMs = timeoutGraceMs(checkType);
+  return {
+    checkType,
+    member,
+    limits: { degradedMs: 60_000, maxMs: SCRIPT_CAP_MS, capMs: SCRIPT_CAP_MS + graceMs + 10_000, maxResponseTimeLimitMs: SCRIPT_CAP_MS },
+    assertionSources: [],
+    expectedMs: (check) => Math.min(check.maxResponseTime, SCRIPT_CAP_MS) + graceMs + PROCESS_START_MS,
+    parseRequest,
+    target: (request) => `${what} on runtime ${request.runtimeId ?? 'CURRENT'}`,
+    run: (check, ctx) => runScripted(checkType, member, check, ctx),
+  };
+}
+
+export const multiStepExecutor = scriptedExecutor('MULTI_STEP', 'multiStepCheckResult', parseScriptedRequest, 'script');
 
 /**
  * BROWSER check: the same script runner, with playwright-core's `chromium.launch()`
  * defaulting to the agent's Chromium (headless, no sandbox: the agent runs unprivileged
  * in a container). Registered only when a Chromium is found (src/checks/registry.ts).
  */
-export const browserExecutor: Executor<ScriptedRequest> = {
-  checkType: 'BROWSER',
-  member: 'browserCheckResult',
-  limits: { degradedMs: 60_000, maxMs: SCRIPT_CAP_MS, capMs: SCRIPT_CAP_MS + BROWSER_TIMEOUT_GRACE_MS + 10_000, maxResponseTimeLimitMs: SCRIPT_CAP_MS },
-  assertionSources: [],
-  expectedMs: (check) => Math.min(check.maxResponseTime, SCRIPT_CAP_MS) + BROWSER_TIMEOUT_GRACE_MS + PROCESS_START_MS,
-  parseRequest: parseScriptedRequest,
-  target: (request) => `browser script on runtime ${request.runtimeId ?? 'CURRENT'}`,
-  run: (check, ctx) => runScripted('BROWSER', 'browserCheckResult', check, ctx),
-};
+export const browserExecutor = scriptedExecutor('BROWSER', 'browserCheckResult', parseScriptedRequest, 'browser script');
 
 /**
  * PLAYWRIGHT check: a @playwright/test suite run by the runtime's own runner, on the agent's Chromium
  * (result member browserCheckResult, one step per test). Registered where BROWSER is and a runtime has
  * @playwright/test (src/checks/registry.ts).
  */
-export const playwrightExecutor: Executor<ScriptedRequest> = {
-  checkType: 'PLAYWRIGHT',
-  member: 'browserCheckResult',
-  limits: { degradedMs: 60_000, maxMs: SCRIPT_CAP_MS, capMs: SCRIPT_CAP_MS + BROWSER_TIMEOUT_GRACE_MS + 10_000, maxResponseTimeLimitMs: SCRIPT_CAP_MS },
-  assertionSources: [],
-  expectedMs: (check) => Math.min(check.maxResponseTime, SCRIPT_CAP_MS) + BROWSER_TIMEOUT_GRACE_MS + PROCESS_START_MS,
-  parseRequest: parseSuiteRequest,
-  target: (request) => `Playwright suite on runtime ${request.runtimeId ?? 'CURRENT'}`,
-  run: (check, ctx) => runScripted('PLAYWRIGHT', 'browserCheckResult', check, ctx),
-};
+export const playwrightExecutor = scriptedExecutor('PLAYWRIGHT', 'browserCheckResult', parseSuiteRequest, 'Playwright suite');

@@ -13,7 +13,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { onFreePort, stopEscalating } from '../support/daemon.js';
+import { onFreePort, stopEscalating, watchExit } from '../support/daemon.js';
 
 export interface Blackbox {
   url: string;
@@ -97,17 +97,11 @@ async function startOnce(binary: string, port: number, options: BlackboxOptions)
   child.stderr?.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-4000);
   });
-  let exitDescription: string | undefined;
-  const exited = new Promise<void>((resolve) => {
-    child.once('exit', (code, signal) => {
-      exitDescription = `blackbox exporter exited (code ${code}, signal ${signal}): ${stderr.trim()}`;
-      resolve();
-    });
-    child.once('error', (error) => {
-      exitDescription = `blackbox exporter could not be started: ${error.message}`;
-      resolve();
-    });
-  });
+  const { exited, description: exitDescription } = watchExit(
+    child,
+    'blackbox exporter',
+    (code, signal) => `blackbox exporter exited (code ${code}, signal ${signal}): ${stderr.trim()}`,
+  );
   const killOnExit = () => child.kill('SIGKILL');
   process.once('exit', killOnExit);
   let stopped = false;
@@ -115,16 +109,16 @@ async function startOnce(binary: string, port: number, options: BlackboxOptions)
     if (stopped) return;
     stopped = true;
     process.removeListener('exit', killOnExit);
-    if (exitDescription === undefined) {
+    if (exitDescription() === undefined) {
       await stopEscalating([['SIGTERM', 5_000], ['SIGKILL', 2_000]], (signal) => child.kill(signal), exited);
     }
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    await waitUntilServing(port, () => exitDescription, 10_000);
+    await waitUntilServing(port, exitDescription, 10_000);
   } catch (error) {
     await stop();
     throw error;
   }
-  return { url: `http://127.0.0.1:${port}`, port, pid: child.pid as number, exited: () => exitDescription, stop };
+  return { url: `http://127.0.0.1:${port}`, port, pid: child.pid as number, exited: exitDescription, stop };
 }

@@ -12,6 +12,7 @@ import type { CheckResultEntry } from '../../src/results/result.js';
 import { cleanEnv, MAIN, startAgent, tempDir } from '../support/agent-process.js';
 import { HOST, type NetLab, netnsUnavailable } from '../support/netns.js';
 import { freePort, type Nginx, startNginx } from '../support/nginx.js';
+import type { TcpDetail } from '../support/tcp-detail.js';
 
 const unavailable = netnsUnavailable(['ip', 'nft']);
 const FILTERED_PORT = 7777;
@@ -42,23 +43,6 @@ function collect(stdout: string): Map<string, CheckResultEntry> {
     results.set(entry.checkId as string, entry);
   }
   return results;
-}
-
-interface TcpDetail {
-  assertions: Array<{ actual: unknown; passed: boolean }>;
-  request: Record<string, unknown>;
-  response: {
-    data: string;
-    bytes: number;
-    truncated: boolean;
-    address: string;
-    family: string;
-    connected: boolean;
-    end: string | null;
-    timings: { dns: number | null; connect: number | null; firstByte: number | null; total: number };
-  } | null;
-  requestError: string | null;
-  jobLog: string[];
 }
 
 const tcp = (run: string, id: string) => {

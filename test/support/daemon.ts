@@ -2,6 +2,7 @@
 // a free port with a retry when it was taken meanwhile, and stopping with
 // escalating signals.
 
+import type { ChildProcess } from 'node:child_process';
 import { freePort } from './nginx.js';
 
 /**
@@ -40,5 +41,47 @@ export async function stopEscalating(
     }
     const done = await Promise.race([exited.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), waitMs).unref())]);
     if (done) return;
+  }
+}
+
+/** A daemon's end, as a promise and as a one-line description (undefined while it runs). */
+export interface DaemonExit {
+  exited: Promise<void>;
+  description: () => string | undefined;
+}
+
+/**
+ * Watches a daemon's process for its end: `describeExit` words an exit (code, signal), a failed
+ * start is "<name> could not be started: …"; `onEnd` runs either way (e.g. to forget the process).
+ */
+export function watchExit(
+  child: ChildProcess,
+  name: string,
+  describeExit: (code: number | null, signal: NodeJS.Signals | null) => string,
+  onEnd: () => void = () => undefined,
+): DaemonExit {
+  let description: string | undefined;
+  const exited = new Promise<void>((resolve) => {
+    child.once('exit', (code, signal) => {
+      description = describeExit(code, signal);
+      onEnd();
+      resolve();
+    });
+    child.once('error', (error) => {
+      description = `${name} could not be started: ${error.message}`;
+      onEnd();
+      resolve();
+    });
+  });
+  return { exited, description: () => description };
+}
+
+/** The process exists (also when it is another user's, which signal 0 may not reach). */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }

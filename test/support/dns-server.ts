@@ -22,7 +22,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { decode, encode, type Packet, RECURSION_DESIRED } from 'dns-packet';
-import { onFreePort, stopEscalating } from './daemon.js';
+import { onFreePort, stopEscalating, watchExit } from './daemon.js';
 import { findExecutable, freePort } from './nginx.js';
 
 export interface ZoneSpec {
@@ -220,24 +220,17 @@ async function startNamedOnce(binary: string, port: number, zones: ZoneSpec[]): 
   child.stderr?.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-20_000);
   });
-  let exitDescription: string | undefined;
-  const exited = new Promise<void>((resolve) => {
-    child.once('exit', (code, signal) => {
-      exitDescription = `named exited (code ${code}, signal ${signal}): ${stderr.trim().split('\n').slice(-5).join(' | ')}`;
-      running.delete(child);
-      resolve();
-    });
-    child.once('error', (error) => {
-      exitDescription = `named could not be started: ${error.message}`;
-      running.delete(child);
-      resolve();
-    });
-  });
+  const { exited, description: exitDescription } = watchExit(
+    child,
+    'named',
+    (code, signal) => `named exited (code ${code}, signal ${signal}): ${stderr.trim().split('\n').slice(-5).join(' | ')}`,
+    () => running.delete(child),
+  );
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
     stopped = true;
-    if (exitDescription === undefined) {
+    if (exitDescription() === undefined) {
       await stopEscalating([['SIGTERM', 5_000], ['SIGKILL', 2_000]], (signal) => child.kill(signal), exited);
     }
     rmSync(dir, { recursive: true, force: true });
@@ -246,7 +239,8 @@ async function startNamedOnce(binary: string, port: number, zones: ZoneSpec[]): 
   try {
     const deadline = Date.now() + 15_000;
     while (!/\brunning\b/.test(stderr)) {
-      if (exitDescription !== undefined) throw new Error(exitDescription);
+      const exit = exitDescription();
+      if (exit !== undefined) throw new Error(exit);
       if (Date.now() > deadline) throw new Error(`named did not start within 15 s: ${stderr.slice(-1500)}`);
       await new Promise((r) => setTimeout(r, 25));
     }

@@ -14,6 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { findExecutable } from './nginx.js';
+import { isAlive } from './daemon.js';
 
 const PREFIX = 'op-';
 const NAME = /^op-([0-9a-z]{1,6})-/;
@@ -47,20 +48,12 @@ export function netnsUnavailable(tools: string[] = ['ip']): string | undefined {
   return undefined;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 function staleOwner(name: string): boolean {
   const match = NAME.exec(name);
   if (!match?.[1]) return false;
   const pid = Number.parseInt(match[1], 36);
-  return pid !== process.pid && !alive(pid);
+  return pid !== process.pid && !isAlive(pid);
 }
 
 /** Removes namespaces, host-side veths and /etc/netns entries left by runs whose process is gone. */

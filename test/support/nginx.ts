@@ -8,7 +8,7 @@ import { accessSync, chmodSync, constants, mkdirSync, mkdtempSync, readFileSync,
 import net, { type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { onFreePort, stopEscalating } from './daemon.js';
+import { onFreePort, stopEscalating, watchExit } from './daemon.js';
 
 export interface Nginx {
   /** Base URL, e.g. http://127.0.0.1:41234 (no trailing slash). */
@@ -177,25 +177,18 @@ async function startOnce(binary: string, port: number, options: NginxOptions): P
   child.stderr?.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-4000);
   });
-  let exitDescription: string | undefined;
-  const exited = new Promise<void>((resolve) => {
-    child.once('exit', (code, signal) => {
-      exitDescription = `nginx exited (code ${code}, signal ${signal}) during start: ${stderr.trim()}`;
-      running.delete(child);
-      resolve();
-    });
-    child.once('error', (error) => {
-      exitDescription = `nginx could not be started: ${error.message}`;
-      running.delete(child);
-      resolve();
-    });
-  });
+  const { exited, description: exitDescription } = watchExit(
+    child,
+    'nginx',
+    (code, signal) => `nginx exited (code ${code}, signal ${signal}) during start: ${stderr.trim()}`,
+    () => running.delete(child),
+  );
 
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
     stopped = true;
-    if (exitDescription === undefined && child.pid) {
+    if (exitDescription() === undefined && child.pid) {
       const pid = child.pid;
       // SIGQUIT: graceful (workers finish their requests, logs are flushed); then harder.
       await stopEscalating(
@@ -208,7 +201,7 @@ async function startOnce(binary: string, port: number, options: NginxOptions): P
   };
 
   try {
-    await waitUntilServing(port, () => exitDescription, 10_000, options.tls !== undefined);
+    await waitUntilServing(port, exitDescription, 10_000, options.tls !== undefined);
   } catch (error) {
     await stop();
     throw error;

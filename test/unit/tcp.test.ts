@@ -12,6 +12,7 @@ import { DefinitionError } from '../../src/checks/fields.js';
 import { type TcpRequest, tcpExecutor } from '../../src/checks/tcp.js';
 import { Variables } from '../../src/checks/variables.js';
 import { freePort, type Nginx, startNginx } from '../support/nginx.js';
+import type { TcpDetail } from '../support/tcp-detail.js';
 
 const registry = new Map([['TCP' as const, tcpExecutor as Executor]]);
 const logger = pino({ level: 'silent' });
@@ -88,23 +89,6 @@ afterAll(async () => {
 function check(request: Record<string, unknown>, assertions: unknown[] = [], extra: Record<string, unknown> = {}) {
   const { check } = parseCheck({ id: 't', checkType: 'TCP', request, assertions, ...extra }, '$', registry);
   return check as CheckDefinition<TcpRequest>;
-}
-
-interface TcpDetail {
-  assertions: Array<{ actual: unknown; passed: boolean }>;
-  request: Record<string, unknown>;
-  response: {
-    data: string;
-    bytes: number;
-    truncated: boolean;
-    address: string;
-    family: string;
-    connected: boolean;
-    end: string | null;
-    timings: { dns: number | null; connect: number | null; firstByte: number | null; total: number };
-  } | null;
-  requestError: string | null;
-  jobLog: string[];
 }
 
 const settings = { responseBodyLimitBytes: 0, userAgent: 'outpost-test' };

@@ -9,6 +9,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { REPO } from '../../support/agent-process.js';
+import { isAlive } from '../../support/daemon.js';
 
 export interface ImageSpec {
   dockerfile: string;
@@ -280,14 +281,6 @@ export function shellWords(line: string): string[] {
 
 const LOCK_DIR = path.join(os.tmpdir(), 'outpost-container-tests.lock');
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /**
  * One run of the container tests at a time on a machine: they publish port 8081
@@ -311,7 +304,7 @@ export async function lockContainerTests(timeoutMs: number): Promise<() => void>
     } catch {
       // Being written or removed right now.
     }
-    if (pid > 0 && !alive(pid)) rmSync(LOCK_DIR, { recursive: true, force: true });
+    if (pid > 0 && !isAlive(pid)) rmSync(LOCK_DIR, { recursive: true, force: true });
     else if (Date.now() > deadline) {
       throw new Error(`Another run of the container tests (pid ${pid || holder || '?'}) still holds ${LOCK_DIR} after ${timeoutMs / 1000} s`);
     } else {

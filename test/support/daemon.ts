@@ -6,6 +6,25 @@ import type { ChildProcess } from 'node:child_process';
 import { freePort } from './nginx.js';
 
 /**
+ * How long a test daemon may take to become ready. Generous on purpose: CI shares two cores with
+ * other work (load average 6 has been seen), and a daemon that is merely slow must not fail a run.
+ */
+export const READY_DEADLINE_MS = 60_000;
+
+/**
+ * Calls `attempt` until it returns true or `deadlineMs` has passed, pausing `pauseMs` between tries;
+ * resolves with whether it succeeded. A throw ends the wait at once (e.g. the daemon exited).
+ */
+export async function retryUntil(deadlineMs: number, attempt: () => Promise<boolean>, pauseMs = 100): Promise<boolean> {
+  const end = Date.now() + deadlineMs;
+  for (;;) {
+    if (await attempt()) return true;
+    if (Date.now() >= end) return false;
+    await new Promise((r) => setTimeout(r, pauseMs));
+  }
+}
+
+/**
  * Calls `start` with a free port; when it fails with a message matching
  * `portTaken` (the port went to someone else between probe and bind), tries
  * again with another, three times in all.

@@ -22,7 +22,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { decode, encode, type Packet, RECURSION_DESIRED } from 'dns-packet';
-import { onFreePort, stopEscalating, watchExit } from './daemon.js';
+import { onFreePort, READY_DEADLINE_MS, retryUntil, stopEscalating, watchExit } from './daemon.js';
 import { findExecutable, freePort } from './nginx.js';
 
 export interface ZoneSpec {
@@ -237,18 +237,23 @@ async function startNamedOnce(binary: string, port: number, zones: ZoneSpec[]): 
   };
 
   try {
-    const deadline = Date.now() + 15_000;
+    const deadline = Date.now() + READY_DEADLINE_MS;
     while (!/\brunning\b/.test(stderr)) {
       const exit = exitDescription();
       if (exit !== undefined) throw new Error(exit);
-      if (Date.now() > deadline) throw new Error(`named did not start within 15 s: ${stderr.slice(-1500)}`);
+      if (Date.now() > deadline) throw new Error(`named did not start within ${READY_DEADLINE_MS / 1000} s: ${stderr.slice(-1500)}`);
       await new Promise((r) => setTimeout(r, 25));
     }
     if (/address in use|could not listen/i.test(stderr)) throw new Error(`named could not listen on 127.0.0.1:${port}: address in use`);
-    // It is our server, on both transports: the test zone's SOA, authoritatively.
+    // It is our server, on both transports: the test zone's SOA, authoritatively. Asked again until a
+    // deadline: on a busy machine named says "running" a while before it answers.
     for (const transport of ['UDP', 'TCP'] as const) {
-      const answer = await rawQuery(port, zones[0]?.name ?? TEST_ZONE, 'SOA', transport, 2_000);
-      if (answer?.rcode !== 'NOERROR' || !answer.flag_aa) {
+      const served = await retryUntil(READY_DEADLINE_MS, async () => {
+        const answer = await rawQuery(port, zones[0]?.name ?? TEST_ZONE, 'SOA', transport, 2_000).catch(() => undefined);
+        if (exitDescription() !== undefined) throw new Error(exitDescription());
+        return answer?.rcode === 'NOERROR' && answer.flag_aa === true;
+      });
+      if (!served) {
         throw new Error(`named on 127.0.0.1:${port} does not serve ${zones[0]?.name} over ${transport}: ${stderr.slice(-1500)}`);
       }
     }

@@ -8,7 +8,7 @@ import { accessSync, chmodSync, constants, mkdirSync, mkdtempSync, readFileSync,
 import net, { type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { onFreePort, stopEscalating, watchExit } from './daemon.js';
+import { onFreePort, READY_DEADLINE_MS, stopEscalating, watchExit } from './daemon.js';
 
 export interface Nginx {
   /** Base URL, e.g. http://127.0.0.1:41234 (no trailing slash). */
@@ -201,7 +201,7 @@ async function startOnce(binary: string, port: number, options: NginxOptions): P
   };
 
   try {
-    await waitUntilServing(port, exitDescription, 10_000, options.tls !== undefined);
+    await waitUntilServing(port, exitDescription, READY_DEADLINE_MS, options.tls !== undefined);
   } catch (error) {
     await stop();
     throw error;

@@ -6,6 +6,7 @@ import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { tempDir } from './agent-process.js';
+import { READY_DEADLINE_MS } from './daemon.js';
 import { findExecutable, freePort } from './nginx.js';
 
 export interface Tinyproxy {
@@ -43,7 +44,7 @@ export async function startTinyproxy(): Promise<Tinyproxy> {
     `Port ${port}\nListen 127.0.0.1\nTimeout 60\nLogFile "${logFile}"\nLogLevel Info\nMaxClients 50\nAllow 127.0.0.1\nDisableViaHeader No\n`,
   );
   const child: ChildProcess = spawn(binary, ['-d', '-c', path.join(dir, 'tinyproxy.conf')], { stdio: 'ignore' });
-  await listening(port, Date.now() + 10_000);
+  await listening(port, Date.now() + READY_DEADLINE_MS);
   return {
     url: `http://127.0.0.1:${port}`,
     log: () => {

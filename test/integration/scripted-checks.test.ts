@@ -804,7 +804,7 @@ describe('outpost runtimes', () => {
 });
 
 describe('a script run whose agent is killed with SIGKILL', () => {
-  it('ends itself and its browser within a second or two: nothing is left to run unbounded', async () => {
+  it('ends itself and its browser, and removes its folder: nothing is left to run unbounded', async () => {
     const tmp = tempDir('outpost-orphaned-');
     const dir = tempDir();
     const file = path.join(dir, 'checks.json');
@@ -831,10 +831,12 @@ for (;;) {}`;
     expect(ours().some((line) => line.includes('harness.cjs'))).toBe(true);
     proc.kill('SIGKILL');
     expect((await proc.exit).signal).toBe('SIGKILL');
-    await vi.waitFor(() => expect(ours()).toEqual([]), { timeout: 5_000, interval: 100 });
+    // Bounded, not fast: a second or two on a quiet machine, but a loaded CI machine (load average 12 seen)
+    // stretches both the watchdog's exit and the removal of Chromium's profile.
+    await vi.waitFor(() => expect(ours()).toEqual([]), { timeout: 30_000, interval: 100 });
     // Its folder too: a HAR there may hold a secret.
-    await vi.waitFor(() => expect(readdirSync(tmp).filter((name) => name.startsWith('outpost-script-'))).toEqual([]), { timeout: 5_000, interval: 100 });
-  }, 60_000);
+    await vi.waitFor(() => expect(readdirSync(tmp).filter((name) => name.startsWith('outpost-script-'))).toEqual([]), { timeout: 30_000, interval: 100 });
+  }, 120_000);
 });
 
 describe('PLAYWRIGHT checks (a @playwright/test suite on Debian chromium)', () => {

@@ -1,15 +1,25 @@
 // Delivers spooled results to the control plane in batches of up to 500.
 // A result leaves the spool only when the control plane accepted it, or
 // rejected it for good (4xx); 5xx rejections and failed calls are retried.
+// A batch refused as a whole for its content (413 too large, 400/422
+// invalid) is split in halves until the result at fault is alone; that one
+// is quarantined and the rest flows.
 
 import type { Logger } from '../observability/logger.js';
 import { Backoff, sleep } from './backoff.js';
-import { type ControlPlaneClient, type ControlPlaneError, withRetry } from './client.js';
+import { type ControlPlaneClient, ControlPlaneError, withRetry } from './client.js';
 import type { ResultEnvelope } from './protocol.js';
 import type { Spool, SpoolItem } from './spool.js';
 
 /** How long a partly filled batch may wait for company before it is sent. */
 export const RESULT_LINGER_MS = 500;
+
+/** Answers to a whole request that blame its content: a smaller request may pass. */
+const SPLIT_ON_STATUS = new Set([400, 413, 422]);
+
+function blamesContent(error: unknown): error is ControlPlaneError {
+  return error instanceof ControlPlaneError && error.kind === 'fatal' && SPLIT_ON_STATUS.has(error.statusCode ?? 0);
+}
 
 export class ControlPlaneSink {
   private stopped = new AbortController();
@@ -47,7 +57,15 @@ export class ControlPlaneSink {
   private async run(signal: AbortSignal, lingerMs: number, untilEmpty = false): Promise<void> {
     const backoff = new Backoff();
     while (!signal.aborted) {
-      const batch = await this.spool.nextBatch(lingerMs);
+      let batch: Awaited<ReturnType<Spool['nextBatch']>>;
+      try {
+        batch = await this.spool.nextBatch(lingerMs);
+      } catch (error) {
+        // A segment that cannot be read now (EMFILE, EIO) is tried again; delivery must not stop for good.
+        this.logger.error({ err: error, dir: this.spool.dir }, 'could not read results from the spool; trying again');
+        await sleep(Math.max(backoff.next(), 1_000), signal);
+        continue;
+      }
       if (!batch) {
         if (untilEmpty) return;
         const due = this.spool.dueIn(lingerMs);
@@ -59,7 +77,7 @@ export class ControlPlaneSink {
         continue;
       }
       try {
-        const retry = await this.send(batch.items, signal, backoff);
+        const retry = await this.sendSplitting(batch.items, signal, backoff);
         await this.spool.complete(batch.seq, retry);
         if (retry.length > 0) await sleep(backoff.next(), signal);
       } catch (error) {
@@ -70,6 +88,29 @@ export class ControlPlaneSink {
         this.onBatchError(error);
         await sleep(Math.max(backoff.next(), 5_000), signal);
       }
+    }
+  }
+
+  /**
+   * Sends `items`; a refusal of the whole request for its content splits it in
+   * halves, and a result refused alone is quarantined. Returns the results
+   * that must be sent again.
+   */
+  private async sendSplitting(items: SpoolItem[], signal: AbortSignal, backoff: Backoff): Promise<SpoolItem[]> {
+    try {
+      return await this.send(items, signal, backoff);
+    } catch (error) {
+      if (!blamesContent(error) || signal.aborted) throw error;
+      if (items.length === 1) {
+        await this.spool.quarantine(items, error.message);
+        this.onBatchError(error);
+        return [];
+      }
+      const half = Math.ceil(items.length / 2);
+      this.logger.warn({ results: items.length, status: error.statusCode }, 'control plane refused a results batch as a whole; splitting it to find the result at fault');
+      const first = await this.sendSplitting(items.slice(0, half), signal, backoff);
+      const second = await this.sendSplitting(items.slice(half), signal, backoff);
+      return [...first, ...second];
     }
   }
 

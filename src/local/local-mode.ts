@@ -50,7 +50,7 @@ export async function runLocal(
   });
   const sink = new LocalSink(process.stdout, config.resultsFile);
   await sink.open();
-  const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0 }, logger);
+  const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolWritable: () => true }, logger);
   const runOne = async (local: LocalCheck) => {
     const completion = await queue.submit(prepareLocal(local, logger), async (attempt) => sink.deliver(attempt));
     if (completion.result) sink.deliver(completion.result);

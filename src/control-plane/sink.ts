@@ -17,6 +17,16 @@ export const RESULT_LINGER_MS = 500;
 /** Answers to a whole request that blame its content: a smaller request may pass. */
 const SPLIT_ON_STATUS = new Set([400, 413, 422]);
 
+/** How recent an accepted results request must be to trust that a lone refused result is at fault. */
+const EVIDENCE_MS = 60_000;
+
+interface Bisection {
+  /** Some request of this batch got a 2xx answer. */
+  answered: boolean;
+  /** Results refused alone, with the answer. */
+  refused: Array<{ item: SpoolItem; error: ControlPlaneError }>;
+}
+
 function blamesContent(error: unknown): error is ControlPlaneError {
   return error instanceof ControlPlaneError && error.kind === 'fatal' && SPLIT_ON_STATUS.has(error.statusCode ?? 0);
 }
@@ -25,6 +35,7 @@ export class ControlPlaneSink {
   private stopped = new AbortController();
   private loop: Promise<void> | undefined;
   delivered = 0;
+  private lastAnsweredAt = 0;
 
   constructor(
     private readonly spool: Spool,
@@ -77,7 +88,7 @@ export class ControlPlaneSink {
         continue;
       }
       try {
-        const retry = await this.sendSplitting(batch.items, signal, backoff);
+        const retry = await this.sendBatch(batch.items, signal, backoff);
         await this.spool.complete(batch.seq, retry);
         if (retry.length > 0) await sleep(backoff.next(), signal);
       } catch (error) {
@@ -92,24 +103,71 @@ export class ControlPlaneSink {
   }
 
   /**
-   * Sends `items`; a refusal of the whole request for its content splits it in
-   * halves, and a result refused alone is quarantined. Returns the results
-   * that must be sent again.
+   * Sends a batch; one refused as a whole for its content is split in halves
+   * until the results at fault are alone, and those are quarantined. A 400 or
+   * 422 may also mean a control plane that refuses everything: its lone
+   * results are quarantined only when some other request got through (in this
+   * batch, or within a minute for a batch of one); otherwise they are sent
+   * again later. Returns the results that must be sent again.
    */
-  private async sendSplitting(items: SpoolItem[], signal: AbortSignal, backoff: Backoff): Promise<SpoolItem[]> {
+  private async sendBatch(items: SpoolItem[], signal: AbortSignal, backoff: Backoff): Promise<SpoolItem[]> {
+    const bisection: Bisection = { answered: false, refused: [] };
+    const retry = await this.sendSplitting(items, signal, backoff, bisection);
+    if (bisection.refused.length === 0) return retry;
+    const evidence = bisection.answered || (items.length === 1 && Date.now() - this.lastAnsweredAt < EVIDENCE_MS);
+    const deferred: Bisection['refused'] = [];
+    for (const refusal of bisection.refused) {
+      if (refusal.error.statusCode !== 413 && !evidence) {
+        deferred.push(refusal);
+        continue;
+      }
+      // Once more alone, so that a control plane that recovered mid-batch does not cost a result.
+      const confirmed = refusal.error.statusCode === 413 ? refusal.error : await this.refusedAlone(refusal.item, signal, backoff, retry);
+      if (!confirmed) continue;
+      await this.spool.quarantine([refusal.item], confirmed.message);
+      this.onBatchError(confirmed);
+    }
+    if (deferred.length > 0) {
+      const [first] = deferred;
+      this.logger.error(
+        { err: first?.error, results: deferred.length },
+        'control plane refuses results requests as a whole and accepted none of this batch; keeping them in the spool',
+      );
+      this.onBatchError(first?.error);
+    }
+    return [...retry, ...deferred.map((r) => r.item)];
+  }
+
+  /** Sends one result alone; returns the refusal if it is refused for its content again (anything to re-send goes to `retry`). */
+  private async refusedAlone(item: SpoolItem, signal: AbortSignal, backoff: Backoff, retry: SpoolItem[]): Promise<ControlPlaneError | undefined> {
     try {
-      return await this.send(items, signal, backoff);
+      retry.push(...(await this.send([item], signal, backoff)));
+      return undefined;
+    } catch (error) {
+      if (blamesContent(error) && !signal.aborted) return error;
+      retry.push(item);
+      return undefined;
+    }
+  }
+
+  private async sendSplitting(items: SpoolItem[], signal: AbortSignal, backoff: Backoff, bisection: Bisection): Promise<SpoolItem[]> {
+    // Two results refused alone and nothing accepted: splitting further would only cost requests.
+    if (items.length > 1 && bisection.refused.length >= 2 && !bisection.answered) return items;
+    try {
+      const retry = await this.send(items, signal, backoff);
+      bisection.answered = true;
+      this.lastAnsweredAt = Date.now();
+      return retry;
     } catch (error) {
       if (!blamesContent(error) || signal.aborted) throw error;
       if (items.length === 1) {
-        await this.spool.quarantine(items, error.message);
-        this.onBatchError(error);
+        bisection.refused.push({ item: items[0] as SpoolItem, error });
         return [];
       }
       const half = Math.ceil(items.length / 2);
       this.logger.warn({ results: items.length, status: error.statusCode }, 'control plane refused a results batch as a whole; splitting it to find the result at fault');
-      const first = await this.sendSplitting(items.slice(0, half), signal, backoff);
-      const second = await this.sendSplitting(items.slice(half), signal, backoff);
+      const first = await this.sendSplitting(items.slice(0, half), signal, backoff, bisection);
+      const second = await this.sendSplitting(items.slice(half), signal, backoff, bisection);
       return [...first, ...second];
     }
   }

@@ -95,4 +95,17 @@ describe('ControlPlaneSink', () => {
     expect(spool.results).toBe(1);
     expect(quarantined(dir)).toEqual([]);
   });
+
+  it('quarantines nothing when the control plane refuses every results request with 400: the results stay in the spool', async () => {
+    const { cp, spool, sink, dir } = await setUp();
+    await Promise.all(Array.from({ length: 8 }, () => spool.append(resultFor(cp))));
+    cp.inject({ route: 'results', status: 400, count: 100_000 });
+    sink.start();
+    await cp.waitFor(() => cp.countRequests('results') >= 15, 30_000, 'a few rounds of results requests');
+    expect(quarantined(dir)).toEqual([]);
+    expect(spool.results).toBe(8);
+    // The control plane recovers (perhaps mid-batch): a result it refused alone before is confirmed alone first, not lost.
+    cp.clearFaults();
+    await cp.waitFor(() => cp.results.size === 8 && spool.results === 0, 60_000, 'all 8 delivered once the control plane accepts');
+  }, 90_000);
 });

@@ -85,6 +85,22 @@ describe('agent with a failing spool', () => {
     expect(cp.violations).toEqual([]);
   });
 
+  it('read-only STATE_DIR at shutdown: results held in memory are delivered and SIGTERM ends the agent with exit 0', async () => {
+    const stateDir = smallDisk();
+    const cp = await h.controlPlane();
+    const proc = h.agent(cp, { STATE_DIR: stateDir, JOB_CONCURRENCY: '5', SHUTDOWN_GRACE_SECONDS: '5' });
+    const port = await proc.healthPort();
+    await until(async () => (await probe(port, '/-/readiness')).status === 200, 'readiness');
+    await remount(stateDir, 'ro');
+    const ids = Array.from({ length: 5 }, () => cp.addJob(urlCheck(`${h.target.url}/slow/2000`)));
+    await until(() => ids.every((id) => cp.jobs.get(id)?.state === 'leased'), 'the 5 jobs claimed');
+    // SIGTERM while they run and the disk is still read-only.
+    proc.kill('SIGTERM');
+    expect((await proc.exit).code).toBe(0);
+    for (const id of ids) expect(cp.resultsFor(id)).toHaveLength(1);
+    expect(proc.logs.some((l) => l.msg === 'outpost agent stopped')).toBe(true);
+  });
+
   it('starts with a segment that is a directory and a segment of {} lines: quarantined, counted in /health, the rest delivered', async () => {
     const stateDir = tempDir();
     const spool = path.join(stateDir, 'spool');

@@ -100,19 +100,11 @@ export interface Batch {
 }
 
 export function spoolItem(envelope: ResultEnvelope): SpoolItem {
-  return {
-    line: JSON.stringify(envelope),
-    jobId: envelope.jobId,
-    resultId: envelope.resultId,
-  };
+  return { line: JSON.stringify(envelope), jobId: envelope.jobId, resultId: envelope.resultId };
 }
 
 function lineBytes(item: SpoolItem): number {
   return Buffer.byteLength(item.line) + 1;
-}
-
-function errorCode(error: unknown): string {
-  return (error as NodeJS.ErrnoException)?.code ?? (error as Error)?.message ?? String(error);
 }
 
 /** Writes all of `data`, however many calls the kernel needs (a write may take fewer bytes than asked). */
@@ -326,15 +318,9 @@ export class Spool {
         bad.map((b) => b.line),
         `segment-${String(segment.seq).padStart(12, '0')}`,
       );
-      for (const b of bad)
-        this.logger.error(
-          {
-            file: segment.file,
-            reason: b.reason,
-            quarantine: this.quarantineDir,
-          },
-          'spool line is not a result: quarantined',
-        );
+      for (const b of bad) {
+        this.logger.error({ file: segment.file, reason: b.reason, quarantine: this.quarantineDir }, 'spool line is not a result: quarantined');
+      }
       // The segment now sends only its good lines; its count follows, so the totals stay true.
       segment.count -= bad.length;
       segment.badLinesQuarantined = true;
@@ -397,12 +383,7 @@ export class Spool {
     );
     for (const item of items) {
       this.logger.error(
-        {
-          jobId: item.jobId,
-          resultId: item.resultId,
-          reason,
-          quarantine: this.quarantineDir,
-        },
+        { jobId: item.jobId, resultId: item.resultId, reason, quarantine: this.quarantineDir },
         'control plane refuses this result: quarantined',
       );
     }
@@ -544,15 +525,7 @@ export class Spool {
     }
     await open.handle.close().catch(() => undefined);
     if (open.count > 0) {
-      this.sealed.push({
-        seq: open.seq,
-        file: open.file,
-        count: open.count,
-        bytes: open.bytes,
-        ...(open.items ? { items: open.items } : {}),
-      });
-      // A sealed segment is found by seq order; one sealed now may follow newer ones only if seq says so.
-      this.sealed.sort((a, b) => a.seq - b.seq);
+      this.sealed.push({ seq: open.seq, file: open.file, count: open.count, bytes: open.bytes, ...(open.items ? { items: open.items } : {}) });
     } else {
       await fs.rm(open.file, { force: true }).catch(() => undefined);
     }
@@ -651,15 +624,7 @@ export class Spool {
       await fs.rm(file, { force: true }).catch(() => undefined);
       throw error;
     }
-    this.open = {
-      seq,
-      file,
-      count: 0,
-      bytes: 0,
-      handle,
-      openedAt: Date.now(),
-      items: [],
-    };
+    this.open = { seq, file, count: 0, bytes: 0, handle, openedAt: Date.now(), items: [] };
   }
 
   /** Must run with no flush in progress (or from within the flush loop itself). */
@@ -668,13 +633,7 @@ export class Spool {
     if (!open) return;
     // Detach synchronously, so an append that starts now opens a new segment.
     this.open = undefined;
-    this.sealed.push({
-      seq: open.seq,
-      file: open.file,
-      count: open.count,
-      bytes: open.bytes,
-      ...(open.items ? { items: open.items } : {}),
-    });
+    this.sealed.push({ seq: open.seq, file: open.file, count: open.count, bytes: open.bytes, ...(open.items ? { items: open.items } : {}) });
     await open.handle.close().catch((error: unknown) => this.logger.warn({ err: error, file: open.file }, 'could not close a spool segment'));
   }
 
@@ -701,10 +660,5 @@ export class Spool {
     this.quarantinedCount++;
     this.hooks.onQuarantine?.(1);
     this.logger.error({ file, reason, movedTo: target }, 'spool segment cannot be used: quarantined');
-  }
-
-  /** The code of the error that stopped writing, for /health and logs. */
-  get writeErrorCode(): string | undefined {
-    return this.writeError === undefined ? undefined : errorCode(this.writeError);
   }
 }

@@ -76,13 +76,18 @@ export async function runAgent(
     logger,
     (n) => metrics.spoolResults.set(n),
     (error) => events?.report(error, { origin: 'spool' }),
+    { onQuarantine: (n) => metrics.spoolQuarantined.inc(n), onWritable: (writable) => metrics.spoolWritable.set(writable ? 1 : 0) },
   );
+  metrics.spoolWritable.set(spool.writable ? 1 : 0);
   const lifecycle = new Lifecycle('agent', metrics, {
     inFlight: () => queue.inFlight,
     queued: () => queue.queued,
     spooled: () => spool.results,
+    quarantined: () => spool.quarantined,
+    spoolWritable: () => spool.writable,
   }, logger);
-  lifecycle.modeReady = () => client.authorized === true;
+  // Not ready while the spool cannot write: results would only be held in memory.
+  lifecycle.modeReady = () => client.authorized === true && spool.writable;
   const authRetryMs = config.authRetrySeconds * 1000;
   const onFailure = () => undefined;
   const sink = new ControlPlaneSink(spool, client, logger, authRetryMs, onFailure, (error) => events?.report(error, { origin: 'results-batch' }));

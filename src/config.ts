@@ -2,7 +2,8 @@
 // Every problem is one line naming the variable, its value and what is
 // allowed; main.ts prints it and exits 78 (EX_CONFIG).
 
-import { accessSync, constants, statSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
+import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { CheckSettings } from './checks/executor.js';
 import { LOG_LEVELS, type LogLevel } from './observability/logger.js';
@@ -66,6 +67,38 @@ export class ConfigError extends Error {
 
 export type Env = Record<string, string | undefined>;
 
+/** A CA bundle is a few hundred certificates at most: far below this. */
+const MAX_CA_FILE_BYTES = 10 * 1024 * 1024;
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
+
+/**
+ * Node reads NODE_EXTRA_CA_CERTS itself and only warns when it cannot; a
+ * file without one certificate that parses would leave TLS checks failing
+ * for reasons far from the cause.
+ */
+function checkExtraCaCerts(file: string): void {
+  let text: string;
+  try {
+    accessSync(file, constants.R_OK);
+    const stat = statSync(file);
+    if (!stat.isFile() || stat.size > MAX_CA_FILE_BYTES) throw new Error('not a file of a usable size');
+    text = readFileSync(file, 'utf8');
+  } catch {
+    throw new ConfigError(`NODE_EXTRA_CA_CERTS=${shown(file)} is invalid: must be a readable PEM file`);
+  }
+  const parses = (pem: string) => {
+    try {
+      new X509Certificate(pem);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (!(text.match(PEM_CERTIFICATE) ?? []).some(parses)) {
+    throw new ConfigError(`NODE_EXTRA_CA_CERTS=${shown(file)} is invalid: holds no PEM certificate that parses`);
+  }
+}
+
 /** The value as the operator wrote it, quoted and shortened, with URL credentials hidden. */
 function shown(value: string): string {
   const safe = value.replace(/\/\/[^/@\s]*@/, '//*****@');
@@ -125,14 +158,7 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     throw new ConfigError(`DIAGNOSTICS=${shown(diagnosticsGiven)} is invalid: must be on or off`);
   }
   const extraCaCerts = read(env, 'NODE_EXTRA_CA_CERTS');
-  if (extraCaCerts !== undefined) {
-    try {
-      accessSync(extraCaCerts, constants.R_OK);
-      if (!statSync(extraCaCerts).isFile()) throw new Error('not a file');
-    } catch {
-      throw new ConfigError(`NODE_EXTRA_CA_CERTS=${shown(extraCaCerts)} is invalid: must be a readable PEM file`);
-    }
-  }
+  if (extraCaCerts !== undefined) checkExtraCaCerts(extraCaCerts);
   const noProxy = read(env, 'NO_PROXY') ?? read(env, 'no_proxy');
   const config: Config = {
     mode,

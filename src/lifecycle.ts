@@ -10,6 +10,10 @@ export interface LoadFigures {
   inFlight(): number;
   queued(): number;
   spooled(): number;
+  /** Results and files set aside in the spool's quarantine folder. */
+  quarantined(): number;
+  /** False while the spool cannot write to disk. */
+  spoolWritable(): boolean;
 }
 
 export class Lifecycle {
@@ -44,6 +48,8 @@ export class Lifecycle {
         inFlight: this.load.inFlight(),
         queued: this.load.queued(),
         spooled: this.load.spooled(),
+        quarantined: this.load.quarantined(),
+        spoolWritable: this.load.spoolWritable(),
         uptime: Math.round((Date.now() - this.startedAt) / 1000),
       }),
     });

@@ -12,6 +12,7 @@ import type { EventReporter } from './observability/events.js';
 import { createLogger } from './observability/logger.js';
 import { hasSuiteRunner, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from './runtimes/runtimes.js';
 import { agentSecrets, SecretPolicy } from './secrets/policy.js';
+import { checkStateDir } from './state-dir.js';
 import { VERSION } from './version.js';
 
 /** Scrubs text written straight to stderr (a crash); agent-wide secrets once they are known. */
@@ -62,6 +63,14 @@ async function main(): Promise<void> {
   } catch (error) {
     if (error instanceof ConfigError) fail(error.message, error.exitCode);
     throw error;
+  }
+  if (config.mode === 'agent') {
+    try {
+      await checkStateDir(config.stateDir);
+    } catch (error) {
+      if (error instanceof ConfigError) fail(error.message, error.exitCode);
+      throw error;
+    }
   }
   // The agent-wide secrets, compiled once; every log line passes the scrubber (README "Secrets").
   const secrets = new SecretPolicy(agentSecrets(process.env));

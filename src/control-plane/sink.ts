@@ -1,20 +1,41 @@
 // Delivers spooled results to the control plane in batches of up to 500.
 // A result leaves the spool only when the control plane accepted it, or
 // rejected it for good (4xx); 5xx rejections and failed calls are retried.
+// A batch refused as a whole for its content (413 too large, 400/422
+// invalid) is split in halves until the result at fault is alone; that one
+// is quarantined and the rest flows.
 
 import type { Logger } from '../observability/logger.js';
 import { Backoff, sleep } from './backoff.js';
-import { type ControlPlaneClient, type ControlPlaneError, withRetry } from './client.js';
+import { type ControlPlaneClient, ControlPlaneError, withRetry } from './client.js';
 import type { ResultEnvelope } from './protocol.js';
 import type { Spool, SpoolItem } from './spool.js';
 
 /** How long a partly filled batch may wait for company before it is sent. */
 export const RESULT_LINGER_MS = 500;
 
+/** Answers to a whole request that blame its content: a smaller request may pass. */
+const SPLIT_ON_STATUS = new Set([400, 413, 422]);
+
+/** How recent an accepted results request must be to trust that a lone refused result is at fault. */
+const EVIDENCE_MS = 60_000;
+
+interface Bisection {
+  /** Some request of this batch got a 2xx answer. */
+  answered: boolean;
+  /** Results refused alone, with the answer. */
+  refused: Array<{ item: SpoolItem; error: ControlPlaneError }>;
+}
+
+function blamesContent(error: unknown): error is ControlPlaneError {
+  return error instanceof ControlPlaneError && error.kind === 'fatal' && SPLIT_ON_STATUS.has(error.statusCode ?? 0);
+}
+
 export class ControlPlaneSink {
   private stopped = new AbortController();
   private loop: Promise<void> | undefined;
   delivered = 0;
+  private lastAnsweredAt = 0;
 
   constructor(
     private readonly spool: Spool,
@@ -47,7 +68,15 @@ export class ControlPlaneSink {
   private async run(signal: AbortSignal, lingerMs: number, untilEmpty = false): Promise<void> {
     const backoff = new Backoff();
     while (!signal.aborted) {
-      const batch = await this.spool.nextBatch(lingerMs);
+      let batch: Awaited<ReturnType<Spool['nextBatch']>>;
+      try {
+        batch = await this.spool.nextBatch(lingerMs);
+      } catch (error) {
+        // A segment that cannot be read now (EMFILE, EIO) is tried again; delivery must not stop for good.
+        this.logger.error({ err: error, dir: this.spool.dir }, 'could not read results from the spool; trying again');
+        await sleep(Math.max(backoff.next(), 1_000), signal);
+        continue;
+      }
       if (!batch) {
         if (untilEmpty) return;
         const due = this.spool.dueIn(lingerMs);
@@ -59,7 +88,7 @@ export class ControlPlaneSink {
         continue;
       }
       try {
-        const retry = await this.send(batch.items, signal, backoff);
+        const retry = await this.sendBatch(batch.items, signal, backoff);
         await this.spool.complete(batch.seq, retry);
         if (retry.length > 0) await sleep(backoff.next(), signal);
       } catch (error) {
@@ -70,6 +99,76 @@ export class ControlPlaneSink {
         this.onBatchError(error);
         await sleep(Math.max(backoff.next(), 5_000), signal);
       }
+    }
+  }
+
+  /**
+   * Sends a batch; one refused as a whole for its content is split in halves
+   * until the results at fault are alone, and those are quarantined. A 400 or
+   * 422 may also mean a control plane that refuses everything: its lone
+   * results are quarantined only when some other request got through (in this
+   * batch, or within a minute for a batch of one); otherwise they are sent
+   * again later. Returns the results that must be sent again.
+   */
+  private async sendBatch(items: SpoolItem[], signal: AbortSignal, backoff: Backoff): Promise<SpoolItem[]> {
+    const bisection: Bisection = { answered: false, refused: [] };
+    const retry = await this.sendSplitting(items, signal, backoff, bisection);
+    if (bisection.refused.length === 0) return retry;
+    const evidence = bisection.answered || (items.length === 1 && Date.now() - this.lastAnsweredAt < EVIDENCE_MS);
+    const deferred: Bisection['refused'] = [];
+    for (const refusal of bisection.refused) {
+      if (refusal.error.statusCode !== 413 && !evidence) {
+        deferred.push(refusal);
+        continue;
+      }
+      // Once more alone, so that a control plane that recovered mid-batch does not cost a result.
+      const confirmed = refusal.error.statusCode === 413 ? refusal.error : await this.refusedAlone(refusal.item, signal, backoff, retry);
+      if (!confirmed) continue;
+      await this.spool.quarantine([refusal.item], confirmed.message);
+      this.onBatchError(confirmed);
+    }
+    if (deferred.length > 0) {
+      const [first] = deferred;
+      this.logger.error(
+        { err: first?.error, results: deferred.length },
+        'control plane refuses results requests as a whole and accepted none of this batch; keeping them in the spool',
+      );
+      this.onBatchError(first?.error);
+    }
+    return [...retry, ...deferred.map((r) => r.item)];
+  }
+
+  /** Sends one result alone; returns the refusal if it is refused for its content again (anything to re-send goes to `retry`). */
+  private async refusedAlone(item: SpoolItem, signal: AbortSignal, backoff: Backoff, retry: SpoolItem[]): Promise<ControlPlaneError | undefined> {
+    try {
+      retry.push(...(await this.send([item], signal, backoff)));
+      return undefined;
+    } catch (error) {
+      if (blamesContent(error) && !signal.aborted) return error;
+      retry.push(item);
+      return undefined;
+    }
+  }
+
+  private async sendSplitting(items: SpoolItem[], signal: AbortSignal, backoff: Backoff, bisection: Bisection): Promise<SpoolItem[]> {
+    // Two results refused alone and nothing accepted: splitting further would only cost requests.
+    if (items.length > 1 && bisection.refused.length >= 2 && !bisection.answered) return items;
+    try {
+      const retry = await this.send(items, signal, backoff);
+      bisection.answered = true;
+      this.lastAnsweredAt = Date.now();
+      return retry;
+    } catch (error) {
+      if (!blamesContent(error) || signal.aborted) throw error;
+      if (items.length === 1) {
+        bisection.refused.push({ item: items[0] as SpoolItem, error });
+        return [];
+      }
+      const half = Math.ceil(items.length / 2);
+      this.logger.warn({ results: items.length, status: error.statusCode }, 'control plane refused a results batch as a whole; splitting it to find the result at fault');
+      const first = await this.sendSplitting(items.slice(0, half), signal, backoff, bisection);
+      const second = await this.sendSplitting(items.slice(half), signal, backoff, bisection);
+      return [...first, ...second];
     }
   }
 

@@ -1,5 +1,6 @@
 // Claims jobs from the control plane, only for free slots, and hands them to
-// the queue. Claiming pauses while the spool is over its bound.
+// the queue. Claiming pauses while the spool is over its bound, and while it
+// cannot write to disk (results are then held in memory, bounded by what runs).
 
 import type { ExecutorRegistry } from '../checks/executor.js';
 import { prepareJob } from '../jobs/prepare.js';
@@ -35,6 +36,7 @@ export class ControlPlaneSource {
   private readonly stopped = new AbortController();
   private loop: Promise<void> | undefined;
   private spoolPaused = false;
+  private spoolBroken = false;
   /** Jobs handed to the queue whose results are not yet spooled. */
   readonly inProgress = new Set<Promise<void>>();
 
@@ -59,6 +61,18 @@ export class ControlPlaneSource {
       // Jobs already claimed will add their results too: counted, so that a slow disk (a job's slot
       // frees before its result is synced) cannot let claims run past the spool's bound.
       const incoming = this.inProgress.size;
+      if (!spool.writable) {
+        if (!this.spoolBroken) {
+          logger.warn({ held: spool.heldInMemory, incoming }, 'spool cannot write to disk: claiming paused until it can');
+          this.spoolBroken = true;
+        }
+        await spool.changed(signal);
+        continue;
+      }
+      if (this.spoolBroken) {
+        logger.info({ spooled: spool.results }, 'spool writes again: claiming resumed');
+        this.spoolBroken = false;
+      }
       if (spool.isFull(incoming)) {
         if (!this.spoolPaused) {
           logger.warn({ spooled: spool.results, incoming, bytes: spool.bytes }, 'spool is full: claiming paused until it drains');

@@ -13,6 +13,8 @@ export interface HealthStatus {
   inFlight: number;
   queued: number;
   spooled: number;
+  quarantined: number;
+  spoolWritable: boolean;
   uptime: number;
 }
 

@@ -2,7 +2,8 @@
 // each check the same definition a job carries. Every problem names the check
 // and the JSON path; nothing runs until the whole file is valid.
 
-import { readFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { parseCheck, parseEnvironmentVariables } from '../checks/definition.js';
 import type { CheckDefinition } from '../checks/definition.js';
 import type { Executor, ExecutorRegistry } from '../checks/executor.js';
@@ -67,12 +68,25 @@ export function parseChecksFile(text: string, file: string, registry: ExecutorRe
   return checks;
 }
 
+/** A checks file holds definitions, not data: far below this. */
+export const MAX_CHECKS_FILE_BYTES = 10 * 1024 * 1024;
+
 export async function loadChecksFile(file: string, registry: ExecutorRegistry): Promise<LocalCheck[]> {
   let text: string;
+  const cannotRead = (error: unknown) => new ChecksFileError(file, [`cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`]);
+  // Non-blocking, so that opening a FIFO with no writer returns at once instead of waiting forever.
+  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK).catch((error: unknown) => {
+    throw cannotRead(error);
+  });
   try {
-    text = await readFile(file, 'utf8');
-  } catch (error) {
-    throw new ChecksFileError(file, [`cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`]);
+    const stat = await handle.stat();
+    if (!stat.isFile()) throw new ChecksFileError(file, ['is not a regular file (a FIFO, device or directory cannot be a checks file)']);
+    if (stat.size > MAX_CHECKS_FILE_BYTES) throw new ChecksFileError(file, [`is larger than ${MAX_CHECKS_FILE_BYTES} bytes`]);
+    text = await handle.readFile('utf8').catch((error: unknown) => {
+      throw cannotRead(error);
+    });
+  } finally {
+    await handle.close().catch(() => undefined);
   }
   return parseChecksFile(text, file, registry);
 }

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { LocalArtifacts, localArtifactsRoot } from '../artifacts/store.js';
 import { JobAbortedError } from '../checks/errors.js';
 import type { ExecutorRegistry } from '../checks/executor.js';
-import { type Config, checkSettings } from '../config.js';
+import { type Config, checkSettings, EXIT_CONFIG } from '../config.js';
 import type { PreparedJob } from '../jobs/prepare.js';
 import { Lifecycle } from '../lifecycle.js';
 import type { Logger } from '../observability/logger.js';
@@ -48,9 +48,14 @@ export async function runLocal(
     diagnostics: config.diagnostics,
     ...(config.testFault ? { testFault: config.testFault } : {}),
   });
-  const sink = new LocalSink(process.stdout, config.resultsFile);
+  const sink = new LocalSink(process.stdout, config.resultsFile, (error) => {
+    // Results can no longer be recorded: stop, saying so in one line (exit 78, like a bad --results at start).
+    process.stderr.write(`outpost: --results ${config.resultsFile} cannot be written (${error.code ?? error.message})\n`);
+    flushLogs();
+    process.exit(EXIT_CONFIG);
+  });
   await sink.open();
-  const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0 }, logger);
+  const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolWritable: () => true }, logger);
   const runOne = async (local: LocalCheck) => {
     const completion = await queue.submit(prepareLocal(local, logger), async (attempt) => sink.deliver(attempt));
     if (completion.result) sink.deliver(completion.result);

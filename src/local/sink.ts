@@ -32,12 +32,17 @@ export class LocalSink {
   constructor(
     private readonly out: NodeJS.WriteStream,
     resultsFile: string | undefined,
+    /** A write to the results file failed (a full disk, /dev/full): results would be lost from here on. */
+    private readonly onWriteError: (error: NodeJS.ErrnoException) => void = () => undefined,
   ) {
     if (resultsFile) this.file = createWriteStream(resultsFile, { flags: 'a' });
   }
 
+  /** Opens the results file; rejects if it cannot be opened. */
   async open(): Promise<void> {
-    if (this.file) await once(this.file, 'open');
+    if (!this.file) return;
+    await once(this.file, 'open');
+    this.file.on('error', (error: NodeJS.ErrnoException) => this.onWriteError(error));
   }
 
   deliver(result: CheckResultEntry): void {
@@ -51,6 +56,12 @@ export class LocalSink {
     const file = this.file;
     if (!file) return;
     this.file = undefined;
-    await new Promise<void>((resolve, reject) => file.end((error?: Error | null) => (error ? reject(error) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      file.end((error?: Error | null) => {
+        if (!error) return resolve();
+        this.onWriteError(error as NodeJS.ErrnoException);
+        reject(error);
+      }),
+    );
   }
 }

@@ -10,6 +10,8 @@ export interface Metrics {
   jobsInFlight: Gauge;
   queueCapacity: Gauge;
   spoolResults: Gauge;
+  spoolQuarantined: Counter;
+  spoolWritable: Gauge;
   controlPlaneRequests: Counter<'route' | 'status'>;
 }
 
@@ -40,6 +42,16 @@ export function createMetrics(): Metrics {
     spoolResults: new Gauge({
       name: 'outpost_spool_results',
       help: 'Results on disk waiting for the control plane to accept them',
+      registers: [registry],
+    }),
+    spoolQuarantined: new Counter({
+      name: 'outpost_spool_quarantined_total',
+      help: 'Results (and unusable spool files) moved to the spool quarantine folder instead of being sent',
+      registers: [registry],
+    }),
+    spoolWritable: new Gauge({
+      name: 'outpost_spool_writable',
+      help: '1 while the spool can write to disk; 0 while results are held in memory and claiming is paused',
       registers: [registry],
     }),
     controlPlaneRequests: new Counter({

@@ -1,6 +1,7 @@
 // The real CLI process: help, version, usage errors (64) and configuration
 // errors (78), each one line on stderr and never a stack trace.
 
+import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -193,5 +194,40 @@ describe('outpost CLI', () => {
     const line = await expectOneLineFailure(run(['once', checksFile(VALID), '--results', results]), 78);
     expect(line).toContain(results);
     expect(line).toContain('ENOENT');
+  });
+  it('a checks file that is a FIFO → exit 78 at once, naming it (no hang)', async () => {
+    const fifo = path.join(tempDir(), 'checks.json');
+    execFileSync('mkfifo', [fifo]);
+    const line = await expectOneLineFailure(run(['once', fifo]), 78);
+    expect(line).toBe(`outpost: ${fifo}: is not a regular file (a FIFO, device or directory cannot be a checks file)`);
+  });
+
+  it('--results /dev/full → exit 78, one outpost line naming the file, no stack trace', async () => {
+    const proc = run(['once', checksFile(VALID), '--results', '/dev/full']);
+    expect((await proc.exit).code).toBe(78);
+    const ours = stderrLines(proc).filter((l) => l.startsWith('outpost: '));
+    expect(ours).toEqual(['outpost: --results /dev/full cannot be written (ENOSPC)']);
+    expect(proc.stderr()).not.toMatch(/\n\s+at /);
+  });
+
+  it('STATE_DIR=/proc/self/x → exit 78 naming STATE_DIR (no hang)', async () => {
+    const line = await expectOneLineFailure(run(['agent'], { API_URL: 'http://127.0.0.1:9', API_KEY: 'a-long-key', STATE_DIR: '/proc/self/x' }), 78);
+    expect(line).toBe('outpost: STATE_DIR="/proc/self/x" must be a writable directory (ENOENT)');
+  });
+
+  it('STATE_DIR that is a file → exit 78 naming STATE_DIR', async () => {
+    const file = path.join(tempDir(), 'state');
+    writeFileSync(file, '');
+    const line = await expectOneLineFailure(run(['agent'], { API_URL: 'http://127.0.0.1:9', API_KEY: 'a-long-key', STATE_DIR: file }), 78);
+    expect(line).toMatch(/^outpost: STATE_DIR=".*" must be a writable directory \((ENOTDIR|EEXIST)\)$/);
+  });
+
+  it('a NODE_EXTRA_CA_CERTS file without a PEM certificate → exit 78 naming the variable', async () => {
+    const garbage = path.join(tempDir(), 'ca.pem');
+    writeFileSync(garbage, '-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\njunk\n');
+    const proc = run(['once', checksFile(VALID)], { NODE_EXTRA_CA_CERTS: garbage });
+    expect((await proc.exit).code).toBe(78);
+    const ours = stderrLines(proc).filter((l) => l.startsWith('outpost: '));
+    expect(ours).toEqual([`outpost: NODE_EXTRA_CA_CERTS=${JSON.stringify(garbage)} is invalid: holds no PEM certificate that parses`]);
   });
 });

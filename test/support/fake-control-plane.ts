@@ -109,6 +109,10 @@ export class FakeControlPlane {
   leaseMs: number;
   /** A lax service (a fault): hands out jobs of types the agent did not advertise. */
   handsOutUnadvertisedTypes = false;
+  /** A body limit on `results` (a fault, as a proxy or the service may have): larger requests are answered 413. */
+  maxResultsBodyBytes: number | undefined;
+  /** A strict service (a fault): a `results` request carrying any of these resultIds is refused whole with 400. */
+  readonly refusedResultIds = new Set<string>();
   private faults: Fault[] = [];
   private readonly waiters = new Set<() => void>();
   private server: http.Server;
@@ -339,6 +343,9 @@ export class FakeControlPlane {
       req.on('end', () => resolve(Buffer.concat(chunks)));
       req.on('error', reject);
     });
+    if (route === 'results' && this.maxResultsBodyBytes !== undefined && raw.length > this.maxResultsBodyBytes) {
+      return this.send(req, res, 413, errorBody(413, `request body is larger than ${this.maxResultsBodyBytes} bytes`));
+    }
     if (fault?.status) {
       const headers = fault.retryAfter ? { 'retry-after': fault.retryAfter } : {};
       return this.send(req, res, fault.status, errorBody(fault.status, 'injected fault'), headers);
@@ -473,6 +480,8 @@ export class FakeControlPlane {
   private resultsRoute(req: http.IncomingMessage, res: http.ServerResponse, body: { results: unknown }): void {
     check(Array.isArray(body.results), 'results: results must be an array');
     check(body.results.length >= 1 && body.results.length <= MAX_RESULTS_PER_BATCH, `results: ${body.results.length} results (1..${MAX_RESULTS_PER_BATCH} allowed)`);
+    const refused = (body.results as ResultEnvelope[]).findIndex((item) => this.refusedResultIds.has(item?.resultId));
+    if (refused !== -1) return this.send(req, res, 400, errorBody(400, `results[${refused}]: this service cannot take this result`));
     const accepted: string[] = [];
     const rejected: Array<{ resultId: string; statusCode: number; message: string }> = [];
     for (const [index, item] of (body.results as ResultEnvelope[]).entries()) {

@@ -1,7 +1,8 @@
 // parseChecksFile: a whole file validated at once, every problem naming the
 // check and its JSON path.
 
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -9,7 +10,7 @@ import { CHECK_TYPES, type CheckType } from '../../src/checks/definition.js';
 import { unsupportedReason } from '../../src/checks/executor.js';
 import { defaultRegistry } from '../../src/checks/registry.js';
 import type { UrlRequest } from '../../src/checks/url.js';
-import { ChecksFileError, loadChecksFile, parseChecksFile } from '../../src/local/checks-file.js';
+import { ChecksFileError, loadChecksFile, MAX_CHECKS_FILE_BYTES, parseChecksFile } from '../../src/local/checks-file.js';
 
 const registry = defaultRegistry();
 const FILE = 'checks.json';
@@ -209,6 +210,18 @@ describe('loadChecksFile', () => {
   it('names a missing file and the reason', async () => {
     const file = path.join(tmpdir(), 'outpost-no-such-dir', 'checks.json');
     await expect(loadChecksFile(file, registry)).rejects.toThrow(`${file}: cannot be read (ENOENT)`);
+  });
+
+  it('refuses a FIFO at once instead of waiting for a writer, and a file over the size bound', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'outpost-checks-'));
+    const fifo = path.join(dir, 'fifo.json');
+    execFileSync('mkfifo', [fifo]);
+    await expect(loadChecksFile(fifo, registry)).rejects.toThrow(`${fifo}: is not a regular file`);
+    await expect(loadChecksFile(dir, registry)).rejects.toThrow(`${dir}: is not a regular file`);
+    const huge = path.join(dir, 'huge.json');
+    writeFileSync(huge, '');
+    truncateSync(huge, MAX_CHECKS_FILE_BYTES + 1);
+    await expect(loadChecksFile(huge, registry)).rejects.toThrow(`${huge}: is larger than ${MAX_CHECKS_FILE_BYTES} bytes`);
   });
 });
 

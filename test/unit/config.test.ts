@@ -25,6 +25,19 @@ function envError(env: Env, mode: Mode = 'local'): ConfigError {
   return configError(() => configFromEnv(env, mode));
 }
 
+/** A self-signed certificate (P-256, valid until 2126), for NODE_EXTRA_CA_CERTS. */
+const TEST_CA = `-----BEGIN CERTIFICATE-----
+MIIBjDCCATGgAwIBAgIUV4VJ5wgoa/+H/GrtaSXRMy5nEVAwCgYIKoZIzj0EAwIw
+GjEYMBYGA1UEAwwPb3V0cG9zdC10ZXN0LWNhMCAXDTI2MTEyMzIxNDQwMVoYDzIx
+MjYxMDMwMjE0NDAxWjAaMRgwFgYDVQQDDA9vdXRwb3N0LXRlc3QtY2EwWTATBgcq
+hkjOPQIBBggqhkjOPQMBBwNCAAQ3OnArrrHfmxwydpeXbne3pPPRjq6NIPJamI2X
+z6364mswV+P6H+q1CMJX6D6ZY4KpQpVymZeYiB92nZmKgSXEo1MwUTAdBgNVHQ4E
+FgQUE4zh4T4BlmIBRpfmlowKcJjt1u4wHwYDVR0jBBgwFoAUE4zh4T4BlmIBRpfm
+lowKcJjt1u4wDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNJADBGAiEAlCmW
+ZSgd5lhpgF+C6p01F+azpZXscSOOj0DSEdswpegCIQC8wpo/OE+eOmTHwY45koAe
+kCo6wGZJHsAtzmDHFRU3vg==
+-----END CERTIFICATE-----`;
+
 describe('configFromEnv: defaults', () => {
   it('fills every default in local mode from an empty environment', () => {
     const config = configFromEnv({}, 'local', { checksFile: '/tmp/checks.json' });
@@ -58,7 +71,7 @@ describe('configFromEnv: defaults', () => {
   it('reads agent settings and valid values', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'outpost-config-'));
     const ca = path.join(dir, 'ca.pem');
-    writeFileSync(ca, '-----BEGIN CERTIFICATE-----\n');
+    writeFileSync(ca, `# a bundle may carry comments\n${TEST_CA}\n`);
     const config = configFromEnv(
       {
         ...AGENT_ENV,
@@ -173,6 +186,17 @@ describe('configFromEnv: bad values name the variable, the value and what is all
     const error = envError({ NODE_EXTRA_CA_CERTS: tmpdir() });
     expect(error.exitCode).toBe(78);
     expect(error.message).toContain(`NODE_EXTRA_CA_CERTS=${JSON.stringify(tmpdir())}`);
+  });
+
+  it('rejects a NODE_EXTRA_CA_CERTS file that holds no PEM certificate that parses', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'outpost-config-'));
+    const garbage = path.join(dir, 'ca.pem');
+    writeFileSync(garbage, '-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n');
+    const error = envError({ NODE_EXTRA_CA_CERTS: garbage });
+    expect(error.exitCode).toBe(78);
+    expect(error.message).toBe(`NODE_EXTRA_CA_CERTS=${JSON.stringify(garbage)} is invalid: holds no PEM certificate that parses`);
+    writeFileSync(garbage, 'just text\n');
+    expect(envError({ NODE_EXTRA_CA_CERTS: garbage }).message).toContain('holds no PEM certificate that parses');
   });
 
   it('does not print proxy credentials in the error line', () => {

@@ -1,14 +1,15 @@
 // The on-disk result spool: group-committed appends, 500-result segments,
 // linger, completion, crash recovery and backpressure limits.
 
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, promises as fs, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import type { ResultEnvelope } from '../../src/control-plane/protocol.js';
-import { type Batch, Spool, type SpoolLimits, spoolItem } from '../../src/control-plane/spool.js';
+import { type Batch, MEMORY_BATCH_SEQ, type OpenSegmentFile, Spool, type SpoolLimits, spoolItem } from '../../src/control-plane/spool.js';
 import { errorResult } from '../../src/results/result.js';
 
 const logger = pino({ level: 'silent' });
@@ -40,6 +41,31 @@ function envelope(): ResultEnvelope {
 /** The envelopes of a batch, as the control plane would read them. */
 function envelopesOf(batch: Batch | undefined): ResultEnvelope[] {
   return (batch?.items ?? []).map((item) => JSON.parse(item.line) as ResultEnvelope);
+}
+
+/** Every line in the spool's quarantine folder. */
+function quarantinedLines(at: string): string[] {
+  const q = path.join(at, 'quarantine');
+  if (!existsSync(q)) return [];
+  return readdirSync(q)
+    .sort()
+    .flatMap((n) => readFileSync(path.join(q, n), 'utf8').split('\n'))
+    .filter((l) => l.length > 0);
+}
+
+/** A logger whose lines (JSON text) are kept for assertions. */
+function capture(): { lines: string[]; log: pino.Logger } {
+  const lines: string[] = [];
+  const log = pino(
+    { level: 'info' },
+    new Writable({
+      write(chunk, _enc, done) {
+        lines.push(String(chunk));
+        done();
+      },
+    }),
+  );
+  return { lines, log };
 }
 
 function segments(at: string): string[] {
@@ -166,31 +192,108 @@ describe('Spool', () => {
     expect(envelopesOf(next)).toEqual([later]);
   });
 
-  it('skips a torn last line (a crash mid-write) and warns', async () => {
+  it('quarantines a torn last line (a crash mid-write) and logs it, sending the good lines', async () => {
     const at = dir();
     const [a, b] = [envelope(), envelope()];
     const torn = JSON.stringify(envelope()).slice(0, 40);
     writeFileSync(path.join(at, 'segment-000000000007.jsonl'), `${JSON.stringify(a)}\n${JSON.stringify(b)}\n${torn}`);
-    const lines: string[] = [];
-    const capture = pino(
-      { level: 'warn' },
-      new Writable({
-        write(chunk, _enc, done) {
-          lines.push(String(chunk));
-          done();
-        },
-      }),
-    );
-    const spool = await open(at, LIMITS, undefined, capture);
+    const { lines, log } = capture();
+    const spool = await open(at, LIMITS, undefined, log);
+    expect(spool.results).toBe(3);
     const batch = await spool.nextBatch(0);
     expect(batch?.seq).toBe(7);
     expect(envelopesOf(batch)).toEqual([a, b]);
-    expect(lines.some((l) => l.includes('skipping an unreadable line in the spool'))).toBe(true);
+    expect(spool.results).toBe(2);
+    expect(lines.some((l) => l.includes('spool line is not a result: quarantined'))).toBe(true);
+    expect(quarantinedLines(at)).toEqual([torn]);
+    expect(spool.quarantined).toBe(1);
+    // Read again (a send that failed), the line is not quarantined twice.
+    await spool.nextBatch(0);
+    expect(quarantinedLines(at)).toEqual([torn]);
     await spool.complete(7);
     expect(segments(at)).toEqual([]);
+    expect(spool.results).toBe(0);
     // New segments continue after the highest number found.
     await spool.append(envelope());
     expect(segments(at)).toEqual(['segment-000000000008.jsonl']);
+  });
+
+  it('quarantines lines that are not result envelopes ({} has no jobId or resultId) instead of sending them', async () => {
+    const at = dir();
+    const a = envelope();
+    writeFileSync(path.join(at, 'segment-000000000002.jsonl'), `{}\n${JSON.stringify(a)}\n{"jobId":"j"}\n`);
+    const spool = await open(at);
+    const batch = await spool.nextBatch(0);
+    expect(batch?.items.map((i) => i.resultId)).toEqual([a.resultId]);
+    expect(quarantinedLines(at)).toEqual(['{}', '{"jobId":"j"}']);
+    expect(spool.quarantined).toBe(2);
+  });
+
+  it('quarantines a segment that is a directory at start, with one log line, and goes on', async () => {
+    const at = dir();
+    mkdirSync(path.join(at, 'segment-000000000004.jsonl'));
+    const e = envelope();
+    writeFileSync(path.join(at, 'segment-000000000005.jsonl'), `${JSON.stringify(e)}\n`);
+    const { lines, log } = capture();
+    const spool = await open(at, LIMITS, undefined, log);
+    expect(spool.results).toBe(1);
+    expect(spool.quarantined).toBe(1);
+    expect(lines.filter((l) => l.includes('spool segment cannot be used: quarantined'))).toHaveLength(1);
+    expect(readdirSync(path.join(at, 'quarantine')).some((n) => n.startsWith('segment-000000000004.jsonl'))).toBe(true);
+    expect(envelopesOf(await spool.nextBatch(0))).toEqual([e]);
+    // Numbering continues after the quarantined one.
+    await spool.append(envelope());
+    expect(segments(at)).toContain('segment-000000000006.jsonl');
+  });
+
+  it('quarantines a huge segment at start without reading it into memory (600 MB, sparse)', async () => {
+    const at = dir();
+    const huge = path.join(at, 'segment-000000000001.jsonl');
+    writeFileSync(huge, '');
+    truncateSync(huge, 600 * 1024 * 1024);
+    const before = process.memoryUsage().rss;
+    const spool = await open(at);
+    expect(process.memoryUsage().rss - before).toBeLessThan(100 * 1024 * 1024);
+    expect(spool.results).toBe(0);
+    expect(spool.quarantined).toBe(1);
+    expect(existsSync(huge)).toBe(false);
+    expect(statSync(path.join(at, 'quarantine', readdirSync(path.join(at, 'quarantine'))[0] as string)).size).toBe(600 * 1024 * 1024);
+  });
+
+  it('counts the lines of a segment left at start by streaming it', async () => {
+    const at = dir();
+    const all = Array.from({ length: 1000 }, envelope);
+    writeFileSync(path.join(at, 'segment-000000000001.jsonl'), `${all.map((e) => JSON.stringify(e)).join('\n')}\n`);
+    const spool = await open(at);
+    expect(spool.results).toBe(1000);
+  });
+
+  it('writes every byte when the disk takes a write in pieces (short writes), and the line reads back whole', async () => {
+    const at = dir();
+    let writes = 0;
+    const stingy: OpenSegmentFile = async (file) => {
+      const handle = await fs.open(file, 'a');
+      return {
+        write: (buffer, offset, length) => {
+          writes++;
+          // The kernel may take fewer bytes than asked: here, half of every write.
+          return handle.write(buffer, offset, Math.max(1, Math.floor(length / 2)));
+        },
+        datasync: () => handle.datasync(),
+        truncate: (length) => handle.truncate(length),
+        close: () => handle.close(),
+      };
+    };
+    const spool = await Spool.open(at, LIMITS, logger, undefined, undefined, { openFile: stingy });
+    spools.push(spool);
+    const e = envelope();
+    await spool.append(e);
+    expect(writes).toBeGreaterThan(1);
+    expect(spool.bytes).toBe(Buffer.byteLength(`${JSON.stringify(e)}\n`));
+    await spool.close();
+    const again = await open(at);
+    expect(envelopesOf(await again.nextBatch(0))).toEqual([e]);
+    expect(again.quarantined).toBe(0);
   });
 
   it('removes empty segments a crash left and ignores other files', async () => {
@@ -265,5 +368,121 @@ describe('Spool', () => {
     const batch = await spool.nextBatch(0);
     expect(envelopesOf(batch)).toEqual(written);
     expect(batch?.items.map((i) => i.resultId)).toEqual(written.map((e) => e.resultId));
+  });
+});
+
+// Real disk failures on a small tmpfs: mounting needs root, which the test machine (and its containers) give.
+describe('Spool on a failing disk', () => {
+  const mounts: string[] = [];
+
+  function smallDisk(size = '1m'): string {
+    if (process.getuid?.() !== 0) throw new Error('these tests mount a tmpfs and must run as root');
+    const at = dir();
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', at]);
+    mounts.push(at);
+    return at;
+  }
+
+  function remount(at: string, mode: 'ro' | 'rw'): void {
+    execFileSync('mount', ['-o', `remount,${mode}`, at]);
+  }
+
+  afterAll(() => {
+    for (const at of mounts.splice(0)) execFileSync('umount', ['-l', at]);
+  });
+
+  async function until(predicate: () => boolean, spool: Spool, what: string): Promise<void> {
+    const deadline = Date.now() + 30_000;
+    while (!predicate()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await Promise.race([spool.changed(), new Promise((r) => setTimeout(r, 100))]);
+    }
+  }
+
+  /** Settles within the deadline (a hang is the defect), resolving to what the promises settled to. */
+  async function settled(promises: Promise<void>[]): Promise<PromiseSettledResult<void>[] | 'hung'> {
+    const timer = new Promise<'hung'>((r) => setTimeout(() => r('hung'), 30_000).unref());
+    return Promise.race([Promise.allSettled(promises), timer]);
+  }
+
+  it('read-only spool: every append settles, the spool is not writable, results are sent from memory, and writing resumes', async () => {
+    const at = path.join(smallDisk(), 'spool');
+    const spool = await open(at);
+    const first = [envelope(), envelope()];
+    await Promise.all(first.map((e) => spool.append(e)));
+    expect(spool.writable).toBe(true);
+    const onDisk = await spool.nextBatch(0); // seals (closes) the segment, so the mount can turn read-only
+    remount(path.dirname(at), 'ro');
+
+    const later = Array.from({ length: 20 }, envelope);
+    const outcome = await settled(later.map((e) => spool.append(e)));
+    expect(outcome).not.toBe('hung');
+    expect((outcome as PromiseSettledResult<void>[]).every((o) => o.status === 'fulfilled')).toBe(true);
+    expect(spool.writable).toBe(false);
+    expect(spool.results).toBe(22);
+    expect(spool.heldInMemory).toBe(20);
+
+    // The disk segment first, then the held results, from memory.
+    expect((await spool.nextBatch(0))?.seq).toBe(onDisk?.seq);
+    await spool.complete(onDisk?.seq as number);
+    const held = await spool.nextBatch(0);
+    expect(held?.seq).toBe(MEMORY_BATCH_SEQ);
+    expect(held?.items.map((i) => i.resultId)).toEqual(later.map((e) => e.resultId));
+    // Half accepted; the other half comes back to be sent again.
+    await spool.complete(MEMORY_BATCH_SEQ, held?.items.slice(10));
+    expect(spool.results).toBe(10);
+
+    remount(path.dirname(at), 'rw');
+    await until(() => spool.writable, spool, 'the spool to be writable again');
+    await until(() => spool.heldInMemory === 0, spool, 'held results to reach the disk');
+    await spool.close();
+    // The delivered segment could not be removed from the read-only disk: it is sent again (the control plane deduplicates).
+    const again = await open(at);
+    expect(again.results).toBe(12);
+    const sent: string[] = [];
+    for (let batch = await again.nextBatch(0); batch; batch = await again.nextBatch(0)) {
+      sent.push(...envelopesOf(batch).map((e) => e.resultId));
+      await again.complete(batch.seq);
+    }
+    expect(sent).toEqual([...first, ...later.slice(10)].map((e) => e.resultId));
+  });
+
+  it('full disk: no result is lost, a torn line never lands on disk, and held results are written once there is room', async () => {
+    const mount = smallDisk('256k');
+    const at = path.join(mount, 'spool');
+    const spool = await open(at);
+    // Leave less room than the next five results need (about 3 KB each, with a large field).
+    const big = (): ResultEnvelope => {
+      const e = envelope();
+      return { ...e, result: { ...e.result, name: 'x'.repeat(3000) } };
+    };
+    const filler = path.join(mount, 'filler');
+    const free = () => Number(execFileSync('df', ['--output=avail', '-B1', mount]).toString().split('\n')[1]);
+    writeFileSync(filler, Buffer.alloc(Math.max(0, free() - 6000)));
+    const five = Array.from({ length: 5 }, big);
+    const outcome = await settled(five.map((e) => spool.append(e)));
+    expect(outcome).not.toBe('hung');
+    expect((outcome as PromiseSettledResult<void>[]).every((o) => o.status === 'fulfilled')).toBe(true);
+    expect(spool.results).toBe(5);
+    expect(spool.writable).toBe(false);
+    // What is on disk now is whole lines only.
+    for (const name of segments(at)) {
+      const text = readFileSync(path.join(at, name), 'utf8');
+      expect(text === '' || text.endsWith('\n')).toBe(true);
+      for (const line of text.split('\n').filter((l) => l.length > 0)) expect(() => JSON.parse(line)).not.toThrow();
+    }
+
+    rmSync(filler);
+    await until(() => spool.writable && spool.heldInMemory === 0, spool, 'the held results to be written');
+    await spool.close();
+    const again = await open(at);
+    expect(again.results).toBe(5);
+    const sent: string[] = [];
+    for (let batch = await again.nextBatch(0); batch; batch = await again.nextBatch(0)) {
+      sent.push(...envelopesOf(batch).map((e) => e.resultId));
+      await again.complete(batch.seq);
+    }
+    expect(sent.sort()).toEqual(five.map((e) => e.resultId).sort());
+    expect(again.quarantined).toBe(0);
   });
 });

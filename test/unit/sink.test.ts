@@ -1,0 +1,111 @@
+// The results sink against the fake control plane over real HTTP, with a real
+// spool: a batch the control plane refuses as a whole for one result's sake
+// must not stop the others.
+
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pino from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ControlPlaneClient } from '../../src/control-plane/client.js';
+import type { ResultEnvelope } from '../../src/control-plane/protocol.js';
+import { ControlPlaneSink } from '../../src/control-plane/sink.js';
+import { Spool } from '../../src/control-plane/spool.js';
+import { createMetrics } from '../../src/observability/metrics.js';
+import { errorResult } from '../../src/results/result.js';
+import { FakeControlPlane } from '../support/fake-control-plane.js';
+
+const logger = pino({ level: 'silent' });
+const cleanup: Array<() => Promise<void>> = [];
+
+afterEach(async () => {
+  for (const step of cleanup.splice(0).reverse()) await step();
+});
+
+async function setUp(): Promise<{ cp: FakeControlPlane; spool: Spool; sink: ControlPlaneSink; dir: string }> {
+  const cp = await FakeControlPlane.start();
+  cleanup.push(() => cp.close());
+  const dir = mkdtempSync(path.join(tmpdir(), 'outpost-sink-'));
+  const spool = await Spool.open(dir, { maxResults: 100_000, maxBytes: 1024 ** 3 }, logger);
+  cleanup.push(() => spool.close());
+  const client = new ControlPlaneClient(
+    { apiUrl: cp.url, apiKey: cp.apiKey, agentId: randomUUID(), version: '0.0.0-test', timeoutMs: 10_000, proxy: {} },
+    createMetrics(),
+  );
+  cleanup.push(() => client.close());
+  const sink = new ControlPlaneSink(spool, client, logger, 1_000, () => undefined);
+  cleanup.push(() => sink.flush(Date.now()).then(() => undefined));
+  return { cp, spool, sink, dir };
+}
+
+/** A result for a job the control plane knows, with `name` as big as asked. */
+function resultFor(cp: FakeControlPlane, nameBytes = 10): ResultEnvelope {
+  const jobId = cp.addJob({ checkType: 'API' });
+  const result = errorResult('x'.repeat(nameBytes), { checkRunId: 1, sequenceId: null, runLocation: 'test' }, { id: jobId });
+  return { jobId, resultId: result.id, result };
+}
+
+function quarantined(dir: string): ResultEnvelope[] {
+  const q = path.join(dir, 'quarantine');
+  if (!existsSync(q)) return [];
+  return readdirSync(q).flatMap((n) =>
+    readFileSync(path.join(q, n), 'utf8')
+      .split('\n')
+      .filter((l) => l.length > 0)
+      .map((l) => JSON.parse(l) as ResultEnvelope),
+  );
+}
+
+describe('ControlPlaneSink', () => {
+  it('delivers the other 199 results when one is over the control plane body limit (413), and quarantines that one', async () => {
+    const { cp, spool, sink, dir } = await setUp();
+    cp.maxResultsBodyBytes = 1024 * 1024;
+    const results = Array.from({ length: 200 }, () => resultFor(cp));
+    const oversize = resultFor(cp, 2 * 1024 * 1024);
+    results.splice(100, 0, oversize);
+    await Promise.all(results.map((e) => spool.append(e)));
+    sink.start();
+    await cp.waitFor(() => cp.results.size === 200 && spool.results === 0, 30_000, '200 results delivered');
+    expect(cp.results.has(oversize.resultId)).toBe(false);
+    expect(quarantined(dir).map((e) => e.resultId)).toEqual([oversize.resultId]);
+    expect(spool.quarantined).toBe(1);
+    expect(cp.violations).toEqual([]);
+  });
+
+  it('delivers the rest when a strict control plane refuses any request that carries one given result (400)', async () => {
+    const { cp, spool, sink, dir } = await setUp();
+    const results = Array.from({ length: 50 }, () => resultFor(cp));
+    const poisoned = results[37] as ResultEnvelope;
+    cp.refusedResultIds.add(poisoned.resultId);
+    await Promise.all(results.map((e) => spool.append(e)));
+    sink.start();
+    await cp.waitFor(() => cp.results.size === 49 && spool.results === 0, 30_000, '49 results delivered');
+    expect(quarantined(dir).map((e) => e.resultId)).toEqual([poisoned.resultId]);
+    // Bisecting 50 results costs a handful of requests per level, not one per result.
+    expect(cp.countRequests('results')).toBeLessThan(30);
+  });
+
+  it('keeps a batch refused whole for another reason (404) in the spool, quarantining nothing', async () => {
+    const { cp, spool, sink, dir } = await setUp();
+    await spool.append(resultFor(cp));
+    cp.inject({ route: 'results', status: 404, count: 1000 });
+    sink.start();
+    await cp.waitFor(() => cp.countRequests('results') >= 1, 30_000, 'a results request');
+    expect(spool.results).toBe(1);
+    expect(quarantined(dir)).toEqual([]);
+  });
+
+  it('quarantines nothing when the control plane refuses every results request with 400: the results stay in the spool', async () => {
+    const { cp, spool, sink, dir } = await setUp();
+    await Promise.all(Array.from({ length: 8 }, () => spool.append(resultFor(cp))));
+    cp.inject({ route: 'results', status: 400, count: 100_000 });
+    sink.start();
+    await cp.waitFor(() => cp.countRequests('results') >= 15, 30_000, 'a few rounds of results requests');
+    expect(quarantined(dir)).toEqual([]);
+    expect(spool.results).toBe(8);
+    // The control plane recovers (perhaps mid-batch): a result it refused alone before is confirmed alone first, not lost.
+    cp.clearFaults();
+    await cp.waitFor(() => cp.results.size === 8 && spool.results === 0, 60_000, 'all 8 delivered once the control plane accepts');
+  }, 90_000);
+});

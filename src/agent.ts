@@ -6,7 +6,7 @@ import path from 'node:path';
 import { ControlPlaneArtifacts } from './artifacts/store.js';
 import { JobAbortedError } from './checks/errors.js';
 import type { ExecutorRegistry } from './checks/executor.js';
-import { type Config, checkSettings } from './config.js';
+import { type Config, checkSettings, maskUrlCredentials } from './config.js';
 import { ControlPlaneClient } from './control-plane/client.js';
 import { LeaseKeeper } from './control-plane/leases.js';
 import { ControlPlaneSink } from './control-plane/sink.js';
@@ -114,7 +114,7 @@ export async function runAgent(
   source.start();
   lifecycle.started = true;
   logger.info(
-    { agentId, version: VERSION, apiUrl: config.apiUrl, concurrency: config.jobConcurrency, checkTypes: [...registry.keys()] },
+    { agentId, version: VERSION, apiUrl: maskUrlCredentials(config.apiUrl as string), concurrency: config.jobConcurrency, checkTypes: [...registry.keys()] },
     'outpost agent started',
   );
 

@@ -66,9 +66,14 @@ export class ConfigError extends Error {
 
 export type Env = Record<string, string | undefined>;
 
+/** A URL (or any text holding one) with its userinfo replaced by `*****`: fit for logs and /health. */
+export function maskUrlCredentials(value: string): string {
+  return value.replace(/\/\/[^/@\s]*@/g, '//*****@');
+}
+
 /** The value as the operator wrote it, quoted and shortened, with URL credentials hidden. */
 function shown(value: string): string {
-  const safe = value.replace(/\/\/[^/@\s]*@/, '//*****@');
+  const safe = maskUrlCredentials(value);
   return JSON.stringify(safe.length > 80 ? `${safe.slice(0, 77)}...` : safe);
 }
 

@@ -107,7 +107,7 @@ export async function runAgent(
     },
   });
 
-  await lifecycle.startHealth(config.healthPort);
+  await lifecycle.startHealth(config.healthPort, config.healthHost);
   const leaseLoop = new AbortController();
   const leaseRun = leases.run(leaseLoop.signal);
   sink.start();

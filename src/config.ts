@@ -3,6 +3,7 @@
 // allowed; main.ts prints it and exits 78 (EX_CONFIG).
 
 import { accessSync, constants, statSync } from 'node:fs';
+import { isIP } from 'node:net';
 import path from 'node:path';
 import type { CheckSettings } from './checks/executor.js';
 import { LOG_LEVELS, type LogLevel } from './observability/logger.js';
@@ -27,6 +28,8 @@ export interface Config {
   apiUrl?: string;
   jobConcurrency: number;
   healthPort: number;
+  /** AGENT_HEALTH_HOST: the address the health server binds; undefined means every interface. */
+  healthHost?: string;
   logLevel: LogLevel;
   proxy: ProxyConfig;
   extraCaCerts?: string;
@@ -165,6 +168,13 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     scriptConcurrency: integer(env, 'SCRIPT_CONCURRENCY', 2, 1, 100),
     scriptMemoryMb: integer(env, 'SCRIPT_MEMORY_MB', 256, 32, 16_384),
   };
+  const healthHost = read(env, 'AGENT_HEALTH_HOST');
+  if (healthHost !== undefined) {
+    if (isIP(healthHost) === 0) {
+      throw new ConfigError(`AGENT_HEALTH_HOST=${shown(healthHost)} is invalid: must be an IP address (0.0.0.0, ::, 127.0.0.1, a pod IP)`);
+    }
+    config.healthHost = healthHost;
+  }
   const runtimesDir = read(env, 'RUNTIMES_DIR');
   if (runtimesDir !== undefined) config.runtimesDir = path.resolve(runtimesDir);
   // The ICMP monitor reads PING_PATH when it runs; a wrong value is still a startup error.
@@ -213,7 +223,7 @@ Options:
   -h, --help                 show this help
   -v, --version              print the version
 
-Environment (see README): API_URL, API_KEY, JOB_CONCURRENCY, AGENT_HEALTH_PORT, LOG_LEVEL,
+Environment (see README): API_URL, API_KEY, JOB_CONCURRENCY, AGENT_HEALTH_PORT, AGENT_HEALTH_HOST, LOG_LEVEL,
 HTTPS_PROXY, HTTP_PROXY, NO_PROXY, NODE_EXTRA_CA_CERTS, EXTERNAL_OBSERVABILITY, STATE_DIR,
 SHUTDOWN_GRACE_SECONDS, SPOOL_MAX_RESULTS, SPOOL_MAX_BYTES, CLAIM_WAIT_SECONDS,
 AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, CHECK_PROXY, PING_PATH,

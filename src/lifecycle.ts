@@ -1,7 +1,7 @@
 // What every mode shares: readiness state, the health server, and signals
 // (DESIGN §6: first SIGTERM/SIGINT drains, a second exits at once).
 
-import { startHealthServer } from './health/server.js';
+import { type HealthSource, startHealthServer } from './health/server.js';
 import type { Logger } from './observability/logger.js';
 import type { Metrics } from './observability/metrics.js';
 import { VERSION } from './version.js';
@@ -32,8 +32,15 @@ export class Lifecycle {
     return this.started && !this.shuttingDown && this.modeReady();
   }
 
-  async startHealth(port: number): Promise<void> {
-    const handle = await startHealthServer(port, {
+  async startHealth(port: number, host?: string): Promise<void> {
+    const handle = await startHealthServer(port, this.healthSource(), host);
+    this.healthClose = handle.close;
+    this.healthPort = handle.port;
+    this.logger.info({ port: handle.port, host: host ?? 'every interface' }, 'health server listening');
+  }
+
+  private healthSource(): HealthSource {
+    return {
       registry: this.metrics.registry,
       isReady: () => this.isReady(),
       status: () => ({
@@ -46,10 +53,7 @@ export class Lifecycle {
         spooled: this.load.spooled(),
         uptime: Math.round((Date.now() - this.startedAt) / 1000),
       }),
-    });
-    this.healthClose = handle.close;
-    this.healthPort = handle.port;
-    this.logger.info({ port: handle.port }, 'health server listening');
+    };
   }
 
   async closeHealth(): Promise<void> {

@@ -96,6 +96,9 @@ async function main(): Promise<void> {
     flush();
     if (error instanceof ChecksFileError) fail(error.message, EXIT_CONFIG);
     const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EADDRNOTAVAIL') {
+      fail(`AGENT_HEALTH_HOST=${config.healthHost} cannot be bound (${code}): it is not an address of this host`, EXIT_CONFIG);
+    }
     if (code === 'EADDRINUSE' || code === 'EACCES') {
       fail(`AGENT_HEALTH_PORT=${config.healthPort} cannot be used (${code}): choose a free port`, EXIT_CONFIG);
     }

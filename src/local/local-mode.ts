@@ -81,7 +81,7 @@ export async function runLocal(
     return { done };
   }
 
-  await lifecycle.startHealth(config.healthPort);
+  await lifecycle.startHealth(config.healthPort, config.healthHost);
   const scheduler = new Scheduler(
     checks.map((c) => ({ ...c, id: c.check.id, frequencySeconds: c.check.frequency })),
     runOne,

@@ -1,10 +1,29 @@
 // The health server and what it says: credentials in API_URL never shown.
 
+import { writeFileSync } from 'node:fs';
+import net, { type Socket } from 'node:net';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { probe } from '../support/agent-process.js';
+import { HEALTH_MAX_CONNECTIONS } from '../../src/health/server.js';
+import { probe, tempDir } from '../support/agent-process.js';
 import { useHarness } from '../support/harness.js';
 
 const h = useHarness();
+
+/** A local-mode checks file with one check that runs rarely: these tests are about the health server. */
+const CHECKS_FILE = path.join(tempDir(), 'checks.json');
+writeFileSync(CHECKS_FILE, JSON.stringify({ checks: [{ id: 'rare', name: 'rare', checkType: 'URL', frequency: 3600, request: { url: 'http://127.0.0.1:9/' } }] }));
+
+/** No packet capture after the check's refused connection: these tests are not about it. */
+const QUIET = { DIAGNOSTICS: 'off' };
+
+async function waitUntil(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
 
 describe('API_URL credentials', () => {
   it('are masked in every log line and absent from /health', async () => {
@@ -22,5 +41,80 @@ describe('API_URL credentials', () => {
       expect(text).not.toContain('cp-pass-5ecret');
       expect(text).not.toContain('cp-user');
     }
+  });
+});
+
+/** Opens `n` TCP connections that never send a byte; counts those the server closes. */
+async function holdIdleSockets(port: number, host: string, n: number): Promise<{ sockets: Socket[]; closed: () => number }> {
+  let closed = 0;
+  const sockets = await Promise.all(
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<Socket>((resolve, reject) => {
+          const socket = net.connect(port, host);
+          socket.once('connect', () => resolve(socket));
+          socket.once('error', reject);
+          socket.on('close', () => closed++);
+          // Read what the server may send (a 408) so that its close is seen.
+          socket.resume();
+          // A reset from the server is expected once it drops us.
+          socket.on('error', () => undefined);
+        }),
+    ),
+  );
+  return { sockets, closed: () => closed };
+}
+
+async function untilAnswered(port: number, path: string, host: string, timeoutMs: number): Promise<number> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const response = await fetch(`http://${host}:${port}${path}`, { signal: AbortSignal.timeout(2_000) });
+      await response.text();
+      return response.status;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
+describe('health server limits', () => {
+  it('drops connections over its cap, reaps idle ones, and liveness answers again', async () => {
+    const proc = h.start(['local', CHECKS_FILE], QUIET);
+    const port = await proc.healthPort();
+    const held = await holdIdleSockets(port, '127.0.0.1', HEALTH_MAX_CONNECTIONS + 50);
+    try {
+      // Those over the cap are closed by the agent at once (node:http destroys them); a deadline, not a measure.
+      await waitUntil(() => held.closed() >= 50, 10_000, `50 of ${held.sockets.length} idle connections closed`);
+      // The idle ones are reaped by the server's idle bounds, and then a fresh probe answers.
+      await waitUntil(() => held.closed() === held.sockets.length, 60_000, 'every idle connection reaped');
+      expect(await untilAnswered(port, '/-/liveness', '127.0.0.1', 15_000)).toBe(200);
+    } finally {
+      for (const socket of held.sockets) socket.destroy();
+    }
+  });
+
+  it('AGENT_HEALTH_HOST=127.0.0.1 binds only loopback 127.0.0.1', async () => {
+    const proc = h.start(['local', CHECKS_FILE], { ...QUIET, AGENT_HEALTH_HOST: '127.0.0.1' });
+    const port = await proc.healthPort();
+    expect(await untilAnswered(port, '/-/liveness', '127.0.0.1', 15_000)).toBe(200);
+    // 127.0.0.2 is loopback too, but another address: a socket bound to 127.0.0.1 alone refuses it.
+    const refused = await new Promise<string>((resolve) => {
+      const socket = net.connect(port, '127.0.0.2');
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve('connected');
+      });
+      socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+    });
+    expect(refused).toBe('ECONNREFUSED');
+  });
+
+  it('AGENT_HEALTH_HOST must be an IP address (exit 78)', async () => {
+    const proc = h.start(['local', CHECKS_FILE], { ...QUIET, AGENT_HEALTH_HOST: 'not an address' });
+    expect((await proc.exit).code).toBe(78);
+    expect(proc.stderr()).toMatch(/AGENT_HEALTH_HOST="not an address" is invalid: must be an IP address/);
   });
 });

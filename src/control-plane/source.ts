@@ -7,6 +7,7 @@ import type { Logger } from '../observability/logger.js';
 import type { JobCompletion, JobQueue } from '../queue/job-queue.js';
 import type { CheckResultEntry } from '../results/result.js';
 import { sleep } from './backoff.js';
+import { ClaimPacer } from './claim-pacing.js';
 import { type ControlPlaneClient, type ControlPlaneError, withRetry } from './client.js';
 import type { LeaseKeeper } from './leases.js';
 import type { AgentDescriptor, Job } from './protocol.js';
@@ -35,6 +36,7 @@ export class ControlPlaneSource {
   private readonly stopped = new AbortController();
   private loop: Promise<void> | undefined;
   private spoolPaused = false;
+  private readonly pacer = new ClaimPacer();
   /** Jobs handed to the queue whose results are not yet spooled. */
   readonly inProgress = new Set<Promise<void>>();
 
@@ -76,12 +78,16 @@ export class ControlPlaneSource {
       const max = queue.free;
       if (max === 0 || signal.aborted) continue;
       let jobs: Job[];
+      const claimedAt = Date.now();
+      let askedWaitSeconds = 0;
       try {
         const answer = await withRetry(
-          // Until the control plane has accepted the key, ask without waiting: readiness hangs
-          // on that first answer, and an idle long poll would hold it back for waitSeconds.
-          () =>
-            client.claim({ max, waitSeconds: client.authorized === true ? this.options.waitSeconds : 0, agent: this.options.agent }, signal),
+          () => {
+            // Until the control plane has accepted the key, ask without waiting: readiness hangs
+            // on that first answer, and an idle long poll would hold it back for waitSeconds.
+            askedWaitSeconds = client.authorized === true ? this.options.waitSeconds : 0;
+            return client.claim({ max, waitSeconds: askedWaitSeconds, agent: this.options.agent }, signal);
+          },
           { signal, logger, authRetryMs: this.options.authRetryMs, onFailure: this.options.onFailure },
         );
         jobs = answer.jobs;
@@ -95,6 +101,7 @@ export class ControlPlaneSource {
         logger.warn({ max, received: jobs.length }, 'control plane sent more jobs than claimed; running them anyway');
       }
       for (const job of jobs) this.accept(job);
+      await sleep(this.pacer.next(jobs.length, Date.now() - claimedAt, askedWaitSeconds * 1000), signal);
     }
   }
 

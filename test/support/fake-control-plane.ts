@@ -87,6 +87,8 @@ export interface FakeControlPlaneOptions {
   apiKey?: string;
   leaseMs?: number;
   port?: number;
+  /** A service that ignores waitSeconds: every claim is answered at once, empty when there is no job. */
+  answersClaimsAtOnce?: boolean;
 }
 
 export class FakeControlPlane {
@@ -109,6 +111,8 @@ export class FakeControlPlane {
   leaseMs: number;
   /** A lax service (a fault): hands out jobs of types the agent did not advertise. */
   handsOutUnadvertisedTypes = false;
+  /** A faulty service (see the option): claims are never held open. */
+  answersClaimsAtOnce: boolean;
   private faults: Fault[] = [];
   private readonly waiters = new Set<() => void>();
   private server: http.Server;
@@ -128,6 +132,7 @@ export class FakeControlPlane {
   private constructor(options: FakeControlPlaneOptions) {
     this.validKeys = new Set([options.apiKey ?? 'test-key']);
     this.leaseMs = options.leaseMs ?? 30_000;
+    this.answersClaimsAtOnce = options.answersClaimsAtOnce ?? false;
     this.server = this.createServer();
   }
 
@@ -421,7 +426,7 @@ export class FakeControlPlane {
     check(typeof agent.version === 'string' && agent.version.length > 0, 'claim: agent.version missing');
     check(Array.isArray(agent.checkTypes) && agent.checkTypes.every((t) => typeof t === 'string'), 'claim: agent.checkTypes');
     check(Array.isArray(agent.runtimes), 'claim: agent.runtimes');
-    const deadline = Date.now() + body.waitSeconds * 1000;
+    const deadline = Date.now() + (this.answersClaimsAtOnce ? 0 : body.waitSeconds * 1000);
     let closed = false;
     res.on('close', () => {
       closed = true;

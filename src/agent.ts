@@ -61,7 +61,7 @@ export async function runAgent(
     secrets,
     artifacts,
     diagnostics: config.diagnostics,
-    ...(config.testFault ? { testFault: config.testFault } : {}),
+    ...(config.testFault === 'executor-throw' ? { testFault: config.testFault } : {}),
     onExecutorError: (error, job) =>
       events?.report(error, {
         origin: 'executor',
@@ -85,7 +85,12 @@ export async function runAgent(
   lifecycle.modeReady = () => client.authorized === true;
   const authRetryMs = config.authRetrySeconds * 1000;
   const onFailure = () => undefined;
-  const sink = new ControlPlaneSink(spool, client, logger, authRetryMs, onFailure, (error) => events?.report(error, { origin: 'results-batch' }));
+  // The longest one call may take: a wait for the rate limiter's window, then the request's own timeout.
+  const callBoundMs = client.limiter.windowMs + config.controlPlaneTimeoutSeconds * 1000;
+  const sink = new ControlPlaneSink(spool, client, logger, authRetryMs, onFailure, (error) => events?.report(error, { origin: 'results-batch' }), {
+    heartbeat: lifecycle.watchdog.heart('sink-loop'),
+    sendBoundMs: callBoundMs,
+  });
   const leases = new LeaseKeeper(client, logger, (jobId) =>
     queue.abort(jobId, new JobAbortedError('lease-lost', 'Aborted: the job lease was lost')),
   );
@@ -99,6 +104,9 @@ export async function runAgent(
     agent: { id: agentId, version: VERSION, checkTypes: [...registry.keys()], runtimes: registry.has('MULTI_STEP') ? usableRuntimeNames(config.runtimesDir) : [] },
     waitSeconds: config.claimWaitSeconds,
     authRetryMs,
+    heartbeat: lifecycle.watchdog.heart('claim-loop'),
+    claimBoundMs: callBoundMs + config.claimWaitSeconds * 1000,
+    ...(config.testFault === 'claim-loop-throw' ? { testFault: config.testFault } : {}),
     onFailure,
     onAttempt: (result, job) => sink.deliver({ jobId: job.id, resultId: result.id, result }),
     onCompletion: async (completion) => {

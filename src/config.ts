@@ -54,8 +54,15 @@ export interface Config {
   /** RUNTIMES_DIR, resolved; undefined means <package root>/runtimes. */
   runtimesDir?: string;
   /** Test hook OUTPOST_TEST_FAULT (README "Test hooks"); never set in production. */
-  testFault?: 'executor-throw';
+  testFault?: TestFault;
 }
+
+/**
+ * OUTPOST_TEST_FAULT values: `executor-throw` makes every executor call throw;
+ * `claim-loop-throw` makes the agent's claim loop crash on every run.
+ */
+export const TEST_FAULTS = ['executor-throw', 'claim-loop-throw'] as const;
+export type TestFault = (typeof TEST_FAULTS)[number];
 
 export class ConfigError extends Error {
   constructor(
@@ -184,11 +191,13 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
   }
   const checkProxy = httpUrl('CHECK_PROXY', read(env, 'CHECK_PROXY'));
   if (checkProxy) config.checkProxy = checkProxy;
-  // A test hook, and the only place it is read: inert unless set, and only to this one value.
+  // A test hook, and the only place it is read: inert unless set, and only to one of its values.
   const testFault = read(env, 'OUTPOST_TEST_FAULT');
   if (testFault !== undefined) {
-    if (testFault !== 'executor-throw') throw new ConfigError(`OUTPOST_TEST_FAULT=${shown(testFault)} is invalid: the only test fault is executor-throw`);
-    config.testFault = testFault;
+    if (!(TEST_FAULTS as readonly string[]).includes(testFault)) {
+      throw new ConfigError(`OUTPOST_TEST_FAULT=${shown(testFault)} is invalid: the test faults are ${TEST_FAULTS.join(', ')}`);
+    }
+    config.testFault = testFault as TestFault;
   }
   if (mode === 'agent') {
     const apiUrl = read(env, 'API_URL');

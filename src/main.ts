@@ -69,7 +69,10 @@ async function main(): Promise<void> {
   // Local and once modes print results on stdout, so their logs go to stderr.
   const { logger, flush } = createLogger(config.logLevel, config.mode === 'agent' ? 'stdout' : 'stderr', secrets.scrubLogLine);
   secrets.attachLogger(logger);
-  if (config.testFault) logger.warn({ testFault: config.testFault }, 'OUTPOST_TEST_FAULT is set: a test hook is active and every check fails');
+  if (config.testFault) {
+    const effect = config.testFault === 'executor-throw' ? 'every check fails' : 'the claim loop crashes';
+    logger.warn({ testFault: config.testFault }, `OUTPOST_TEST_FAULT is set: a test hook is active and ${effect}`);
+  }
   const registry = command.uptimeOnly ? uptimeOnly(defaultRegistry()) : defaultRegistry();
   // Error events (agent mode, EXTERNAL_OBSERVABILITY=on): set once the agent runs.
   let events: EventReporter | undefined;

@@ -265,6 +265,8 @@ export interface RetryOptions {
   backoff?: Backoff;
   /** Called after every failed attempt; e.g. to flip readiness. */
   onFailure?: (error: ControlPlaneError) => void;
+  /** Called before each wait between attempts, with its length (a heartbeat promises the next attempt). */
+  onWait?: (ms: number) => void;
 }
 
 /**
@@ -301,6 +303,7 @@ export async function withRetry<T>(attempt: () => Promise<T>, options: RetryOpti
         wait = Math.max(error.retryAfterMs ?? 0, backoff.next());
         options.logger.warn({ route: error.route, status: error.statusCode, retryInMs: wait }, error.message);
       }
+      options.onWait?.(wait);
       await sleep(wait, options.signal);
       if (options.signal.aborted) throw error;
     }

@@ -2,6 +2,8 @@
 // the queue. Claiming pauses while the spool is over its bound.
 
 import type { ExecutorRegistry } from '../checks/executor.js';
+import { superviseLoop } from '../health/supervise.js';
+import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
 import { prepareJob } from '../jobs/prepare.js';
 import type { Logger } from '../observability/logger.js';
 import type { JobCompletion, JobQueue } from '../queue/job-queue.js';
@@ -30,6 +32,11 @@ export interface SourceOptions {
   /** A failed attempt that will be retried (resultType ATTEMPT). */
   onAttempt: (result: CheckResultEntry, job: Job) => Promise<void>;
   onFailure: (error: ControlPlaneError) => void;
+  /** The claim loop's heartbeat for the watchdog, and the longest one claim may take (limiter wait, long poll, timeout). */
+  heartbeat?: Heartbeat;
+  claimBoundMs?: number;
+  /** OUTPOST_TEST_FAULT=claim-loop-throw: every run of the claim loop throws at once. */
+  testFault?: 'claim-loop-throw';
 }
 
 export class ControlPlaneSource {
@@ -43,19 +50,26 @@ export class ControlPlaneSource {
   constructor(private readonly options: SourceOptions) {}
 
   start(): void {
-    this.loop ??= this.run();
+    const { logger, heartbeat = NO_HEARTBEAT } = this.options;
+    this.loop ??= superviseLoop('claim-loop', () => this.run(), { logger, signal: this.stopped.signal, heartbeat });
   }
 
   /** Stops claiming (an open long poll is cancelled) and waits for the loop to end. */
   async stop(): Promise<void> {
     this.stopped.abort();
     await this.loop;
+    // Stopped on purpose: not stuck.
+    this.options.heartbeat?.idle();
   }
 
   private async run(): Promise<void> {
     const { queue, spool, client, logger } = this.options;
     const signal = this.stopped.signal;
+    const { heartbeat = NO_HEARTBEAT, claimBoundMs = 0 } = this.options;
     while (!signal.aborted) {
+      if (this.options.testFault === 'claim-loop-throw') throw new Error('OUTPOST_TEST_FAULT=claim-loop-throw: injected claim loop crash');
+      // Waiting for a slot is on purpose; a loop that does not come back while slots are free is stuck.
+      if (queue.free === 0) heartbeat.idle();
       await queue.waitForFreeSlot(signal);
       if (signal.aborted) break;
       // Jobs already claimed will add their results too: counted, so that a slow disk (a job's slot
@@ -66,6 +80,7 @@ export class ControlPlaneSource {
           logger.warn({ spooled: spool.results, incoming, bytes: spool.bytes }, 'spool is full: claiming paused until it drains');
           this.spoolPaused = true;
         }
+        heartbeat.idle();
         if (spool.isFull()) await spool.waitUntilDrained(signal);
         else await this.oneSpooled(signal);
         continue;
@@ -74,6 +89,7 @@ export class ControlPlaneSource {
         logger.info({ spooled: spool.results }, 'spool drained: claiming resumed');
         this.spoolPaused = false;
       }
+      heartbeat.beat(CLAIM_GATHER_MS + claimBoundMs);
       if (queue.free < queue.concurrency / 2) await sleep(CLAIM_GATHER_MS, signal);
       const max = queue.free;
       if (max === 0 || signal.aborted) continue;
@@ -86,14 +102,16 @@ export class ControlPlaneSource {
             // Until the control plane has accepted the key, ask without waiting: readiness hangs
             // on that first answer, and an idle long poll would hold it back for waitSeconds.
             askedWaitSeconds = client.authorized === true ? this.options.waitSeconds : 0;
+            heartbeat.beat(claimBoundMs);
             return client.claim({ max, waitSeconds: askedWaitSeconds, agent: this.options.agent }, signal);
           },
-          { signal, logger, authRetryMs: this.options.authRetryMs, onFailure: this.options.onFailure },
+          { signal, logger, authRetryMs: this.options.authRetryMs, onFailure: this.options.onFailure, onWait: (ms) => heartbeat.beat(ms) },
         );
         jobs = answer.jobs;
       } catch (error) {
         if (signal.aborted) break;
         logger.error({ err: error }, 'claim refused; trying again in 5 s');
+        heartbeat.beat(5_000);
         await sleep(5_000, signal);
         continue;
       }
@@ -101,7 +119,9 @@ export class ControlPlaneSource {
         logger.warn({ max, received: jobs.length }, 'control plane sent more jobs than claimed; running them anyway');
       }
       for (const job of jobs) this.accept(job);
-      await sleep(this.pacer.next(jobs.length, Date.now() - claimedAt, askedWaitSeconds * 1000), signal);
+      const pause = this.pacer.next(jobs.length, Date.now() - claimedAt, askedWaitSeconds * 1000);
+      heartbeat.beat(pause);
+      await sleep(pause, signal);
     }
   }
 

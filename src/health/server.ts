@@ -4,6 +4,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
+import type { WatchdogReport } from './watchdog.js';
 
 export interface HealthStatus {
   version: string;
@@ -14,6 +15,9 @@ export interface HealthStatus {
   queued: number;
   spooled: number;
   uptime: number;
+  /** Parts that stopped making progress (the watchdog); empty when all are well. */
+  stuck: string[];
+  components: WatchdogReport['components'];
 }
 
 export interface HealthSource {
@@ -75,8 +79,8 @@ export async function startHealthServer(
       case '/-/readiness': {
         const ready = source.isReady();
         const status = source.status();
-        const reason = status.shuttingDown ? 'shutting down' : ready ? 'ready' : 'not ready';
-        return sendJson(res, ready ? 200 : 503, { status: reason });
+        const reason = status.shuttingDown ? 'shutting down' : ready ? 'ready' : status.stuck.length > 0 ? 'stuck' : 'not ready';
+        return sendJson(res, ready ? 200 : 503, { status: reason, ...(status.stuck.length > 0 ? { stuck: status.stuck } : {}) });
       }
       case '/health':
         return sendJson(res, 200, source.status());

@@ -46,7 +46,7 @@ export async function runLocal(
     // Artifacts (diagnostics', BROWSER scripts') stay in a folder beside the results file (README "Diagnostics and artifacts").
     artifacts: new LocalArtifacts(localArtifactsRoot(config.resultsFile, config.stateDir)),
     diagnostics: config.diagnostics,
-    ...(config.testFault ? { testFault: config.testFault } : {}),
+    ...(config.testFault === 'executor-throw' ? { testFault: config.testFault } : {}),
   });
   const sink = new LocalSink(process.stdout, config.resultsFile);
   await sink.open();
@@ -86,6 +86,8 @@ export async function runLocal(
     checks.map((c) => ({ ...c, id: c.check.id, frequencySeconds: c.check.frequency })),
     runOne,
     logger,
+    Date.now,
+    lifecycle.watchdog.heart('scheduler'),
   );
   scheduler.start();
   lifecycle.started = true;

@@ -46,9 +46,10 @@ describe('API_URL credentials', () => {
   });
 });
 
-/** Opens `n` TCP connections that never send a byte; counts those the server closes. */
-async function holdIdleSockets(port: number, host: string, n: number): Promise<{ sockets: Socket[]; closed: () => number }> {
+/** Opens `n` TCP connections that never send a byte; counts those the server closes, and those it answered first (a 408). */
+async function holdIdleSockets(port: number, host: string, n: number): Promise<{ sockets: Socket[]; closed: () => number; answered: () => number }> {
   let closed = 0;
+  let answered = 0;
   const sockets = await Promise.all(
     Array.from(
       { length: n },
@@ -57,6 +58,11 @@ async function holdIdleSockets(port: number, host: string, n: number): Promise<{
           const socket = net.connect(port, host);
           socket.once('connect', () => resolve(socket));
           socket.once('error', reject);
+          let gotData = false;
+          socket.on('data', () => {
+            if (!gotData) answered++;
+            gotData = true;
+          });
           socket.on('close', () => closed++);
           // Read what the server may send (a 408) so that its close is seen.
           socket.resume();
@@ -65,7 +71,7 @@ async function holdIdleSockets(port: number, host: string, n: number): Promise<{
         }),
     ),
   );
-  return { sockets, closed: () => closed };
+  return { sockets, closed: () => closed, answered: () => answered };
 }
 
 async function untilAnswered(port: number, path: string, host: string, timeoutMs: number): Promise<number> {
@@ -92,6 +98,9 @@ describe('health server limits', () => {
       await waitUntil(() => held.closed() >= 50, 10_000, `50 of ${held.sockets.length} idle connections closed`);
       // The idle ones are reaped by the server's idle bounds, and then a fresh probe answers.
       await waitUntil(() => held.closed() === held.sockets.length, 60_000, 'every idle connection reaped');
+      // Only those the server held were answered (408 at the headers timeout); the rest were dropped unanswered.
+      expect(held.answered()).toBeLessThanOrEqual(HEALTH_MAX_CONNECTIONS);
+      expect(held.sockets.length - held.answered()).toBeGreaterThanOrEqual(50);
       expect(await untilAnswered(port, '/-/liveness', '127.0.0.1', 15_000)).toBe(200);
     } finally {
       for (const socket of held.sockets) socket.destroy();

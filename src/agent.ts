@@ -12,6 +12,7 @@ import { LeaseKeeper } from './control-plane/leases.js';
 import { ControlPlaneSink } from './control-plane/sink.js';
 import { ControlPlaneSource } from './control-plane/source.js';
 import { Spool } from './control-plane/spool.js';
+import { superviseLoop } from './health/supervise.js';
 import { Lifecycle } from './lifecycle.js';
 import { EventReporter, jobTargetStrings } from './observability/events.js';
 import type { Logger } from './observability/logger.js';
@@ -91,8 +92,12 @@ export async function runAgent(
     heartbeat: lifecycle.watchdog.heart('sink-loop'),
     sendBoundMs: callBoundMs,
   });
-  const leases = new LeaseKeeper(client, logger, (jobId) =>
-    queue.abort(jobId, new JobAbortedError('lease-lost', 'Aborted: the job lease was lost')),
+  const leaseHeartbeat = lifecycle.watchdog.heart('lease-loop');
+  const leases = new LeaseKeeper(
+    client,
+    logger,
+    (jobId) => queue.abort(jobId, new JobAbortedError('lease-lost', 'Aborted: the job lease was lost')),
+    { heartbeat: leaseHeartbeat, callBoundMs },
   );
   const source = new ControlPlaneSource({
     queue,
@@ -117,7 +122,7 @@ export async function runAgent(
 
   await lifecycle.startHealth(config.healthPort, config.healthHost);
   const leaseLoop = new AbortController();
-  const leaseRun = leases.run(leaseLoop.signal);
+  const leaseRun = superviseLoop('lease-loop', () => leases.run(leaseLoop.signal), { logger, signal: leaseLoop.signal, heartbeat: leaseHeartbeat });
   sink.start();
   source.start();
   lifecycle.started = true;
@@ -139,6 +144,7 @@ export async function runAgent(
     }
     leaseLoop.abort();
     await leaseRun;
+    leaseHeartbeat.idle();
     const flushed = await sink.flush(Math.max(graceEnd, Date.now() + 10_000));
     await spool.close();
     if (!flushed) logger.warn({ spooled: spool.results }, 'control plane unreachable: results stay in the spool and are sent on the next start');

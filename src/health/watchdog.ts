@@ -84,7 +84,7 @@ export class Watchdog {
 
   /** A loop to watch; it starts idle until its first beat. */
   heart(name: string): Heartbeat {
-    if (name === EVENT_LOOP) throw new Error(`${EVENT_LOOP} is watched by the watchdog itself`);
+    if (name === EVENT_LOOP || this.components.has(name)) throw new Error(`${name} is watched already`);
     const component: Component = { lastBeat: this.now(), dueBy: undefined, crash: undefined };
     this.components.set(name, component);
     return {

@@ -145,7 +145,7 @@ describe('the watchdog behind readiness', () => {
     expect(health).toMatchObject({ ready: true, stuck: [] });
     // The fields that were there before stay.
     for (const key of ['version', 'mode', 'shuttingDown', 'inFlight', 'queued', 'spooled', 'uptime']) expect(health).toHaveProperty(key);
-    expect(Object.keys(health.components as object).sort()).toEqual(['claim-loop', 'event-loop', 'sink-loop']);
+    expect(Object.keys(health.components as object).sort()).toEqual(['claim-loop', 'event-loop', 'lease-loop', 'sink-loop']);
   });
 
   it('a crashed claim loop is logged, restarted with backoff, and turns readiness 503 naming it', async () => {

@@ -63,6 +63,13 @@ describe('Watchdog', () => {
     expect(dog.report().components['claim-loop']?.state).toBe('ok');
   });
 
+  it('watches each name once', () => {
+    const dog = new Watchdog(OPTIONS);
+    dog.heart('claim-loop');
+    expect(() => dog.heart('claim-loop')).toThrow(/claim-loop is watched already/);
+    expect(() => dog.heart(EVENT_LOOP)).toThrow(/event-loop is watched already/);
+  });
+
   it('names every stuck part, each loop on its own', () => {
     const c = clock();
     const dog = new Watchdog({ now: c.now, ...OPTIONS });

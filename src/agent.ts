@@ -6,12 +6,13 @@ import path from 'node:path';
 import { ControlPlaneArtifacts } from './artifacts/store.js';
 import { JobAbortedError } from './checks/errors.js';
 import type { ExecutorRegistry } from './checks/executor.js';
-import { type Config, checkSettings } from './config.js';
+import { type Config, checkSettings, maskUrlCredentials } from './config.js';
 import { ControlPlaneClient } from './control-plane/client.js';
 import { LeaseKeeper } from './control-plane/leases.js';
 import { ControlPlaneSink } from './control-plane/sink.js';
 import { ControlPlaneSource } from './control-plane/source.js';
 import { Spool } from './control-plane/spool.js';
+import { superviseLoop } from './health/supervise.js';
 import { Lifecycle } from './lifecycle.js';
 import { EventReporter, jobTargetStrings } from './observability/events.js';
 import type { Logger } from './observability/logger.js';
@@ -61,7 +62,7 @@ export async function runAgent(
     secrets,
     artifacts,
     diagnostics: config.diagnostics,
-    ...(config.testFault ? { testFault: config.testFault } : {}),
+    ...(config.testFault === 'executor-throw' ? { testFault: config.testFault } : {}),
     onExecutorError: (error, job) =>
       events?.report(error, {
         origin: 'executor',
@@ -90,9 +91,18 @@ export async function runAgent(
   lifecycle.modeReady = () => client.authorized === true && spool.writable;
   const authRetryMs = config.authRetrySeconds * 1000;
   const onFailure = () => undefined;
-  const sink = new ControlPlaneSink(spool, client, logger, authRetryMs, onFailure, (error) => events?.report(error, { origin: 'results-batch' }));
-  const leases = new LeaseKeeper(client, logger, (jobId) =>
-    queue.abort(jobId, new JobAbortedError('lease-lost', 'Aborted: the job lease was lost')),
+  // The longest one call may take: a wait for the rate limiter's window, then the request's own timeout.
+  const callBoundMs = client.limiter.windowMs + config.controlPlaneTimeoutSeconds * 1000;
+  const sink = new ControlPlaneSink(spool, client, logger, authRetryMs, onFailure, (error) => events?.report(error, { origin: 'results-batch' }), {
+    heartbeat: lifecycle.watchdog.heart('sink-loop'),
+    sendBoundMs: callBoundMs,
+  });
+  const leaseHeartbeat = lifecycle.watchdog.heart('lease-loop');
+  const leases = new LeaseKeeper(
+    client,
+    logger,
+    (jobId) => queue.abort(jobId, new JobAbortedError('lease-lost', 'Aborted: the job lease was lost')),
+    { heartbeat: leaseHeartbeat, callBoundMs },
   );
   const source = new ControlPlaneSource({
     queue,
@@ -104,6 +114,9 @@ export async function runAgent(
     agent: { id: agentId, version: VERSION, checkTypes: [...registry.keys()], runtimes: registry.has('MULTI_STEP') ? usableRuntimeNames(config.runtimesDir) : [] },
     waitSeconds: config.claimWaitSeconds,
     authRetryMs,
+    heartbeat: lifecycle.watchdog.heart('claim-loop'),
+    claimBoundMs: callBoundMs + config.claimWaitSeconds * 1000,
+    ...(config.testFault === 'claim-loop-throw' ? { testFault: config.testFault } : {}),
     onFailure,
     onAttempt: (result, job) => sink.deliver({ jobId: job.id, resultId: result.id, result }),
     onCompletion: async (completion) => {
@@ -112,14 +125,14 @@ export async function runAgent(
     },
   });
 
-  await lifecycle.startHealth(config.healthPort);
+  await lifecycle.startHealth(config.healthPort, config.healthHost);
   const leaseLoop = new AbortController();
-  const leaseRun = leases.run(leaseLoop.signal);
+  const leaseRun = superviseLoop('lease-loop', () => leases.run(leaseLoop.signal), { logger, signal: leaseLoop.signal, heartbeat: leaseHeartbeat });
   sink.start();
   source.start();
   lifecycle.started = true;
   logger.info(
-    { agentId, version: VERSION, apiUrl: config.apiUrl, concurrency: config.jobConcurrency, checkTypes: [...registry.keys()] },
+    { agentId, version: VERSION, apiUrl: maskUrlCredentials(config.apiUrl as string), concurrency: config.jobConcurrency, checkTypes: [...registry.keys()] },
     'outpost agent started',
   );
 
@@ -136,6 +149,7 @@ export async function runAgent(
     }
     leaseLoop.abort();
     await leaseRun;
+    leaseHeartbeat.idle();
     const flushed = await sink.flush(Math.max(graceEnd, Date.now() + 10_000));
     await spool.close();
     if (!flushed) logger.warn({ spooled: spool.results }, 'control plane unreachable: results stay in the spool and are sent on the next start');

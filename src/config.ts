@@ -4,6 +4,7 @@
 
 import { X509Certificate } from 'node:crypto';
 import { accessSync, constants, readFileSync, statSync } from 'node:fs';
+import { isIP } from 'node:net';
 import path from 'node:path';
 import type { CheckSettings } from './checks/executor.js';
 import { LOG_LEVELS, type LogLevel } from './observability/logger.js';
@@ -28,6 +29,8 @@ export interface Config {
   apiUrl?: string;
   jobConcurrency: number;
   healthPort: number;
+  /** AGENT_HEALTH_HOST: the address the health server binds; undefined means every interface. */
+  healthHost?: string;
   logLevel: LogLevel;
   proxy: ProxyConfig;
   extraCaCerts?: string;
@@ -52,8 +55,15 @@ export interface Config {
   /** RUNTIMES_DIR, resolved; undefined means <package root>/runtimes. */
   runtimesDir?: string;
   /** Test hook OUTPOST_TEST_FAULT (README "Test hooks"); never set in production. */
-  testFault?: 'executor-throw';
+  testFault?: TestFault;
 }
+
+/**
+ * OUTPOST_TEST_FAULT values: `executor-throw` makes every executor call throw;
+ * `claim-loop-throw` makes the agent's claim loop crash on every run.
+ */
+export const TEST_FAULTS = ['executor-throw', 'claim-loop-throw'] as const;
+export type TestFault = (typeof TEST_FAULTS)[number];
 
 export class ConfigError extends Error {
   constructor(
@@ -99,9 +109,14 @@ function checkExtraCaCerts(file: string): void {
   }
 }
 
+/** A URL (or any text holding one) with its userinfo replaced by `*****`: fit for logs and /health. */
+export function maskUrlCredentials(value: string): string {
+  return value.replace(/\/\/[^/@\s]*@/g, '//*****@');
+}
+
 /** The value as the operator wrote it, quoted and shortened, with URL credentials hidden. */
 function shown(value: string): string {
-  const safe = value.replace(/\/\/[^/@\s]*@/, '//*****@');
+  const safe = maskUrlCredentials(value);
   return JSON.stringify(safe.length > 80 ? `${safe.slice(0, 77)}...` : safe);
 }
 
@@ -186,6 +201,13 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     scriptConcurrency: integer(env, 'SCRIPT_CONCURRENCY', 2, 1, 100),
     scriptMemoryMb: integer(env, 'SCRIPT_MEMORY_MB', 256, 32, 16_384),
   };
+  const healthHost = read(env, 'AGENT_HEALTH_HOST');
+  if (healthHost !== undefined) {
+    if (isIP(healthHost) === 0) {
+      throw new ConfigError(`AGENT_HEALTH_HOST=${shown(healthHost)} is invalid: must be an IP address (0.0.0.0, ::, 127.0.0.1, a pod IP)`);
+    }
+    config.healthHost = healthHost;
+  }
   const runtimesDir = read(env, 'RUNTIMES_DIR');
   if (runtimesDir !== undefined) config.runtimesDir = path.resolve(runtimesDir);
   // The ICMP monitor reads PING_PATH when it runs; a wrong value is still a startup error.
@@ -195,11 +217,13 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
   }
   const checkProxy = httpUrl('CHECK_PROXY', read(env, 'CHECK_PROXY'));
   if (checkProxy) config.checkProxy = checkProxy;
-  // A test hook, and the only place it is read: inert unless set, and only to this one value.
+  // A test hook, and the only place it is read: inert unless set, and only to one of its values.
   const testFault = read(env, 'OUTPOST_TEST_FAULT');
   if (testFault !== undefined) {
-    if (testFault !== 'executor-throw') throw new ConfigError(`OUTPOST_TEST_FAULT=${shown(testFault)} is invalid: the only test fault is executor-throw`);
-    config.testFault = testFault;
+    if (!(TEST_FAULTS as readonly string[]).includes(testFault)) {
+      throw new ConfigError(`OUTPOST_TEST_FAULT=${shown(testFault)} is invalid: the test faults are ${TEST_FAULTS.join(', ')}`);
+    }
+    config.testFault = testFault as TestFault;
   }
   if (mode === 'agent') {
     const apiUrl = read(env, 'API_URL');
@@ -234,7 +258,7 @@ Options:
   -h, --help                 show this help
   -v, --version              print the version
 
-Environment (see README): API_URL, API_KEY, JOB_CONCURRENCY, AGENT_HEALTH_PORT, LOG_LEVEL,
+Environment (see README): API_URL, API_KEY, JOB_CONCURRENCY, AGENT_HEALTH_PORT, AGENT_HEALTH_HOST, LOG_LEVEL,
 HTTPS_PROXY, HTTP_PROXY, NO_PROXY, NODE_EXTRA_CA_CERTS, EXTERNAL_OBSERVABILITY, STATE_DIR,
 SHUTDOWN_GRACE_SECONDS, SPOOL_MAX_RESULTS, SPOOL_MAX_BYTES, CLAIM_WAIT_SECONDS,
 AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, CHECK_PROXY, PING_PATH,

@@ -1,7 +1,8 @@
 // What every mode shares: readiness state, the health server, and signals
 // (DESIGN §6: first SIGTERM/SIGINT drains, a second exits at once).
 
-import { startHealthServer } from './health/server.js';
+import { type HealthSource, startHealthServer } from './health/server.js';
+import { Watchdog } from './health/watchdog.js';
 import type { Logger } from './observability/logger.js';
 import type { Metrics } from './observability/metrics.js';
 import { VERSION } from './version.js';
@@ -22,6 +23,8 @@ export class Lifecycle {
   shuttingDown = false;
   /** Extra readiness condition of a mode (agent: the control plane accepted our key). */
   modeReady: () => boolean = () => true;
+  /** The mode's loops beat here; any stuck one (or a stalled event loop) makes readiness 503. */
+  readonly watchdog = new Watchdog();
   private healthClose: (() => Promise<void>) | undefined;
   healthPort: number | undefined;
 
@@ -33,32 +36,43 @@ export class Lifecycle {
   ) {}
 
   isReady(): boolean {
-    return this.started && !this.shuttingDown && this.modeReady();
+    return this.started && !this.shuttingDown && this.modeReady() && this.watchdog.healthy();
   }
 
-  async startHealth(port: number): Promise<void> {
-    const handle = await startHealthServer(port, {
-      registry: this.metrics.registry,
-      isReady: () => this.isReady(),
-      status: () => ({
-        version: VERSION,
-        mode: this.mode,
-        ready: this.isReady(),
-        shuttingDown: this.shuttingDown,
-        inFlight: this.load.inFlight(),
-        queued: this.load.queued(),
-        spooled: this.load.spooled(),
-        quarantined: this.load.quarantined(),
-        spoolWritable: this.load.spoolWritable(),
-        uptime: Math.round((Date.now() - this.startedAt) / 1000),
-      }),
-    });
+  async startHealth(port: number, host?: string): Promise<void> {
+    this.watchdog.start();
+    const handle = await startHealthServer(port, this.healthSource(), host);
     this.healthClose = handle.close;
     this.healthPort = handle.port;
-    this.logger.info({ port: handle.port }, 'health server listening');
+    this.logger.info({ port: handle.port, host: host ?? 'every interface' }, 'health server listening');
+  }
+
+  private healthSource(): HealthSource {
+    return {
+      registry: this.metrics.registry,
+      isReady: () => this.isReady(),
+      status: () => {
+        const watch = this.watchdog.report();
+        return {
+          version: VERSION,
+          mode: this.mode,
+          ready: this.isReady(),
+          shuttingDown: this.shuttingDown,
+          inFlight: this.load.inFlight(),
+          queued: this.load.queued(),
+          spooled: this.load.spooled(),
+          quarantined: this.load.quarantined(),
+          spoolWritable: this.load.spoolWritable(),
+          uptime: Math.round((Date.now() - this.startedAt) / 1000),
+          stuck: watch.stuck,
+          components: watch.components,
+        };
+      },
+    };
   }
 
   async closeHealth(): Promise<void> {
+    this.watchdog.stop();
     await this.healthClose?.();
   }
 

@@ -78,7 +78,10 @@ async function main(): Promise<void> {
   // Local and once modes print results on stdout, so their logs go to stderr.
   const { logger, flush } = createLogger(config.logLevel, config.mode === 'agent' ? 'stdout' : 'stderr', secrets.scrubLogLine);
   secrets.attachLogger(logger);
-  if (config.testFault) logger.warn({ testFault: config.testFault }, 'OUTPOST_TEST_FAULT is set: a test hook is active and every check fails');
+  if (config.testFault) {
+    const effect = config.testFault === 'executor-throw' ? 'every check fails' : 'the claim loop crashes';
+    logger.warn({ testFault: config.testFault }, `OUTPOST_TEST_FAULT is set: a test hook is active and ${effect}`);
+  }
   const registry = command.uptimeOnly ? uptimeOnly(defaultRegistry()) : defaultRegistry();
   // Error events (agent mode, EXTERNAL_OBSERVABILITY=on): set once the agent runs.
   let events: EventReporter | undefined;
@@ -105,6 +108,9 @@ async function main(): Promise<void> {
     flush();
     if (error instanceof ChecksFileError) fail(error.message, EXIT_CONFIG);
     const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EADDRNOTAVAIL') {
+      fail(`AGENT_HEALTH_HOST=${config.healthHost} cannot be bound (${code}): it is not an address of this host`, EXIT_CONFIG);
+    }
     if (code === 'EADDRINUSE' || code === 'EACCES') {
       fail(`AGENT_HEALTH_PORT=${config.healthPort} cannot be used (${code}): choose a free port`, EXIT_CONFIG);
     }

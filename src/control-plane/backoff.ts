@@ -51,30 +51,48 @@ export function parseRetryAfter(value: string | string[] | undefined, capMs = 30
  * At most `limit` requests in any `windowMs`. The agent routes allow 3,000 per
  * 60 s per key; the agent keeps a margin below that for clock skew between the
  * two sides' windows.
+ *
+ * Deferrable requests (claims) may use only `deferrableShare` of the window,
+ * so the others (leases, results) always find room: a control plane that
+ * answers every claim at once cannot make the agent spend its whole budget
+ * on claims while leases expire.
  */
 export class SlidingWindowLimiter {
   private readonly stamps: number[] = [];
+  private readonly deferrableStamps: number[] = [];
+  readonly deferrableLimit: number;
 
   constructor(
     readonly limit: number,
     readonly windowMs: number,
     private readonly now: () => number = Date.now,
-  ) {}
-
-  /** Milliseconds to wait before the next request may go; 0 when it may go now. */
-  delay(): number {
-    const now = this.now();
-    while (this.stamps.length > 0 && (this.stamps[0] as number) <= now - this.windowMs) this.stamps.shift();
-    if (this.stamps.length < this.limit) return 0;
-    return (this.stamps[0] as number) + this.windowMs - now;
+    deferrableShare = 1,
+  ) {
+    this.deferrableLimit = Math.max(1, Math.floor(limit * deferrableShare));
   }
 
-  async acquire(signal?: AbortSignal): Promise<void> {
-    for (let wait = this.delay(); wait > 0; wait = this.delay()) {
+  /** Milliseconds to wait before the next request may go; 0 when it may go now. */
+  delay(deferrable = false): number {
+    const now = this.now();
+    const since = now - this.windowMs;
+    for (const stamps of [this.stamps, this.deferrableStamps]) {
+      while (stamps.length > 0 && (stamps[0] as number) <= since) stamps.shift();
+    }
+    let wait = this.stamps.length < this.limit ? 0 : (this.stamps[0] as number) + this.windowMs - now;
+    if (deferrable && this.deferrableStamps.length >= this.deferrableLimit) {
+      wait = Math.max(wait, (this.deferrableStamps[0] as number) + this.windowMs - now);
+    }
+    return wait;
+  }
+
+  async acquire(signal?: AbortSignal, deferrable = false): Promise<void> {
+    for (let wait = this.delay(deferrable); wait > 0; wait = this.delay(deferrable)) {
       await sleep(wait, signal);
       if (signal?.aborted) return;
     }
-    this.stamps.push(this.now());
+    const now = this.now();
+    this.stamps.push(now);
+    if (deferrable) this.deferrableStamps.push(now);
   }
 
   /** Requests made in the current window (for tests and /health). */

@@ -48,6 +48,8 @@ export class ControlPlaneError extends Error {
 
 /** 90 % of the agent routes' limit, so skew between our window and the service's never trips it. */
 export const CLIENT_REQUEST_LIMIT = Math.floor(AGENT_ROUTE_LIMIT_PER_MINUTE * 0.9);
+/** Claims may use at most this share of the limit; the rest is kept for leases, results and the others. */
+export const CLAIM_SHARE_OF_LIMIT = 0.5;
 
 export interface ClientOptions {
   apiUrl: string;
@@ -67,7 +69,7 @@ function errorMessage(body: unknown, fallback: string): string {
 }
 
 export class ControlPlaneClient {
-  readonly limiter = new SlidingWindowLimiter(CLIENT_REQUEST_LIMIT, 60_000);
+  readonly limiter = new SlidingWindowLimiter(CLIENT_REQUEST_LIMIT, 60_000, Date.now, CLAIM_SHARE_OF_LIMIT);
   private readonly dispatcher: Dispatcher;
   private readonly base: string;
   /** true after any 2xx, false after a 401; undefined before the first answer. */
@@ -194,7 +196,7 @@ export class ControlPlaneClient {
   }
 
   private async post<T>(route: RouteName, body: unknown, timeoutMs: number, signal?: AbortSignal): Promise<T> {
-    await this.limiter.acquire(signal);
+    await this.limiter.acquire(signal, route === 'claim');
     if (signal?.aborted) throw new ControlPlaneError(route, 'retryable', 'aborted');
     const url = `${this.base}${PROTOCOL_ROUTES[route]}`;
     const timeout = AbortSignal.timeout(timeoutMs);
@@ -263,6 +265,8 @@ export interface RetryOptions {
   backoff?: Backoff;
   /** Called after every failed attempt; e.g. to flip readiness. */
   onFailure?: (error: ControlPlaneError) => void;
+  /** Called before each wait between attempts, with its length (a heartbeat promises the next attempt). */
+  onWait?: (ms: number) => void;
 }
 
 /**
@@ -299,6 +303,7 @@ export async function withRetry<T>(attempt: () => Promise<T>, options: RetryOpti
         wait = Math.max(error.retryAfterMs ?? 0, backoff.next());
         options.logger.warn({ route: error.route, status: error.statusCode, retryInMs: wait }, error.message);
       }
+      options.onWait?.(wait);
       await sleep(wait, options.signal);
       if (options.signal.aborted) throw error;
     }

@@ -1,6 +1,7 @@
 // Keeps the leases of running jobs alive with one `leases` call for all that
 // are due, and aborts a job whose lease the control plane says is lost.
 
+import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
 import type { Logger } from '../observability/logger.js';
 import { sleep } from './backoff.js';
 import { type ControlPlaneClient, ControlPlaneError } from './client.js';
@@ -26,6 +27,8 @@ export class LeaseKeeper {
     private readonly client: ControlPlaneClient,
     private readonly logger: Logger,
     private readonly onLost: (jobId: string) => void,
+    /** The loop's heartbeat for the watchdog, and the longest one `leases` call may take (limiter wait, timeout). */
+    private readonly watch: { heartbeat: Heartbeat; callBoundMs: number } = { heartbeat: NO_HEARTBEAT, callBoundMs: 0 },
   ) {}
 
   track(jobId: string, leaseExpiresAt: string): void {
@@ -61,10 +64,14 @@ export class LeaseKeeper {
         else next = Math.min(next, at);
       }
       if (due.length > 0) {
+        // A failed call is followed by a 1 s pause.
+        this.watch.heartbeat.beat(this.watch.callBoundMs + 1_000);
         await this.extend(due, signal);
         continue;
       }
-      await this.sleepUntil(Math.max(next, now + MIN_TICK_MS), signal);
+      const at = Math.max(next, now + MIN_TICK_MS);
+      this.watch.heartbeat.beat(at - now);
+      await this.sleepUntil(at, signal);
     }
   }
 

@@ -6,6 +6,8 @@
 // is quarantined and the rest flows.
 
 import type { Logger } from '../observability/logger.js';
+import { superviseLoop } from '../health/supervise.js';
+import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
 import { Backoff, sleep } from './backoff.js';
 import { type ControlPlaneClient, ControlPlaneError, withRetry } from './client.js';
 import type { ResultEnvelope } from './protocol.js';
@@ -45,6 +47,8 @@ export class ControlPlaneSink {
     private readonly onFailure: (error: ControlPlaneError) => void,
     /** A batch was refused for good (for error events). */
     private readonly onBatchError: (error: unknown) => void = () => undefined,
+    /** The loop's heartbeat for the watchdog, and the longest one send may take (limiter wait, timeout). */
+    private readonly watch: { heartbeat: Heartbeat; sendBoundMs: number } = { heartbeat: NO_HEARTBEAT, sendBoundMs: 0 },
   ) {}
 
   /** Spools the result (fsync) before anything else; resolves once it is durable. */
@@ -53,7 +57,8 @@ export class ControlPlaneSink {
   }
 
   start(): void {
-    this.loop ??= this.run(this.stopped.signal, RESULT_LINGER_MS);
+    const signal = this.stopped.signal;
+    this.loop ??= superviseLoop('sink-loop', () => this.run(signal, RESULT_LINGER_MS), { logger: this.logger, signal, heartbeat: this.watch.heartbeat });
   }
 
   /** Stops the background loop, then sends what the spool holds until it is empty or `deadline` passes. */
@@ -62,12 +67,16 @@ export class ControlPlaneSink {
     await this.loop;
     const signal = AbortSignal.timeout(Math.max(1, deadlineMs - Date.now()));
     await this.run(signal, 0, true);
+    // Stopped on purpose: not stuck.
+    this.watch.heartbeat.idle();
     return this.spool.results === 0;
   }
 
   private async run(signal: AbortSignal, lingerMs: number, untilEmpty = false): Promise<void> {
     const backoff = new Backoff();
+    const { heartbeat, sendBoundMs } = this.watch;
     while (!signal.aborted) {
+      heartbeat.beat(lingerMs);
       let batch: Awaited<ReturnType<Spool['nextBatch']>>;
       try {
         batch = await this.spool.nextBatch(lingerMs);
@@ -80,6 +89,9 @@ export class ControlPlaneSink {
       if (!batch) {
         if (untilEmpty) return;
         const due = this.spool.dueIn(lingerMs);
+        // Nothing to send is waiting on purpose; results held without an attempt are not.
+        if (due === undefined) heartbeat.idle();
+        else heartbeat.beat(due);
         await (due === undefined ? this.spool.changed(signal) : sleep(due, signal));
         continue;
       }
@@ -88,16 +100,23 @@ export class ControlPlaneSink {
         continue;
       }
       try {
+        heartbeat.beat(sendBoundMs);
         const retry = await this.sendBatch(batch.items, signal, backoff);
         await this.spool.complete(batch.seq, retry);
-        if (retry.length > 0) await sleep(backoff.next(), signal);
+        if (retry.length > 0) {
+          const wait = backoff.next();
+          heartbeat.beat(wait);
+          await sleep(wait, signal);
+        }
       } catch (error) {
         if (signal.aborted) return;
         // A non-retryable answer (400 for the whole batch, say) must not wedge delivery:
         // the results stay on disk, and the agent keeps trying slowly.
         this.logger.error({ err: error, results: batch.items.length }, 'results batch refused; keeping it in the spool');
         this.onBatchError(error);
-        await sleep(Math.max(backoff.next(), 5_000), signal);
+        const wait = Math.max(backoff.next(), 5_000);
+        heartbeat.beat(wait);
+        await sleep(wait, signal);
       }
     }
   }
@@ -181,6 +200,7 @@ export class ControlPlaneSink {
       authRetryMs: this.authRetryMs,
       backoff,
       onFailure: this.onFailure,
+      onWait: (ms) => this.watch.heartbeat.beat(ms + this.watch.sendBoundMs),
     });
     const accepted = new Set(answer.accepted);
     const retry: SpoolItem[] = [];

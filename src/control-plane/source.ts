@@ -3,11 +3,14 @@
 // cannot write to disk (results are then held in memory, bounded by what runs).
 
 import type { ExecutorRegistry } from '../checks/executor.js';
+import { superviseLoop } from '../health/supervise.js';
+import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
 import { prepareJob } from '../jobs/prepare.js';
 import type { Logger } from '../observability/logger.js';
 import type { JobCompletion, JobQueue } from '../queue/job-queue.js';
 import type { CheckResultEntry } from '../results/result.js';
 import { sleep } from './backoff.js';
+import { ClaimPacer } from './claim-pacing.js';
 import { type ControlPlaneClient, type ControlPlaneError, withRetry } from './client.js';
 import type { LeaseKeeper } from './leases.js';
 import type { AgentDescriptor, Job } from './protocol.js';
@@ -30,6 +33,11 @@ export interface SourceOptions {
   /** A failed attempt that will be retried (resultType ATTEMPT). */
   onAttempt: (result: CheckResultEntry, job: Job) => Promise<void>;
   onFailure: (error: ControlPlaneError) => void;
+  /** The claim loop's heartbeat for the watchdog, and the longest one claim may take (limiter wait, long poll, timeout). */
+  heartbeat?: Heartbeat;
+  claimBoundMs?: number;
+  /** OUTPOST_TEST_FAULT=claim-loop-throw: every run of the claim loop throws at once. */
+  testFault?: 'claim-loop-throw';
 }
 
 export class ControlPlaneSource {
@@ -37,25 +45,33 @@ export class ControlPlaneSource {
   private loop: Promise<void> | undefined;
   private spoolPaused = false;
   private spoolBroken = false;
+  private readonly pacer = new ClaimPacer();
   /** Jobs handed to the queue whose results are not yet spooled. */
   readonly inProgress = new Set<Promise<void>>();
 
   constructor(private readonly options: SourceOptions) {}
 
   start(): void {
-    this.loop ??= this.run();
+    const { logger, heartbeat = NO_HEARTBEAT } = this.options;
+    this.loop ??= superviseLoop('claim-loop', () => this.run(), { logger, signal: this.stopped.signal, heartbeat });
   }
 
   /** Stops claiming (an open long poll is cancelled) and waits for the loop to end. */
   async stop(): Promise<void> {
     this.stopped.abort();
     await this.loop;
+    // Stopped on purpose: not stuck.
+    this.options.heartbeat?.idle();
   }
 
   private async run(): Promise<void> {
     const { queue, spool, client, logger } = this.options;
     const signal = this.stopped.signal;
+    const { heartbeat = NO_HEARTBEAT, claimBoundMs = 0 } = this.options;
     while (!signal.aborted) {
+      if (this.options.testFault === 'claim-loop-throw') throw new Error('OUTPOST_TEST_FAULT=claim-loop-throw: injected claim loop crash');
+      // Waiting for a slot is on purpose; a loop that does not come back while slots are free is stuck.
+      if (queue.free === 0) heartbeat.idle();
       await queue.waitForFreeSlot(signal);
       if (signal.aborted) break;
       // Jobs already claimed will add their results too: counted, so that a slow disk (a job's slot
@@ -66,6 +82,8 @@ export class ControlPlaneSource {
           logger.warn({ held: spool.heldInMemory, incoming }, 'spool cannot write to disk: claiming paused until it can');
           this.spoolBroken = true;
         }
+        // Paused on purpose (readiness already says why): not stuck.
+        heartbeat.idle();
         await spool.changed(signal);
         continue;
       }
@@ -78,6 +96,7 @@ export class ControlPlaneSource {
           logger.warn({ spooled: spool.results, incoming, bytes: spool.bytes }, 'spool is full: claiming paused until it drains');
           this.spoolPaused = true;
         }
+        heartbeat.idle();
         if (spool.isFull()) await spool.waitUntilDrained(signal);
         else await this.oneSpooled(signal);
         continue;
@@ -86,22 +105,29 @@ export class ControlPlaneSource {
         logger.info({ spooled: spool.results }, 'spool drained: claiming resumed');
         this.spoolPaused = false;
       }
+      heartbeat.beat(CLAIM_GATHER_MS + claimBoundMs);
       if (queue.free < queue.concurrency / 2) await sleep(CLAIM_GATHER_MS, signal);
       const max = queue.free;
       if (max === 0 || signal.aborted) continue;
       let jobs: Job[];
+      const claimedAt = Date.now();
+      let askedWaitSeconds = 0;
       try {
         const answer = await withRetry(
-          // Until the control plane has accepted the key, ask without waiting: readiness hangs
-          // on that first answer, and an idle long poll would hold it back for waitSeconds.
-          () =>
-            client.claim({ max, waitSeconds: client.authorized === true ? this.options.waitSeconds : 0, agent: this.options.agent }, signal),
-          { signal, logger, authRetryMs: this.options.authRetryMs, onFailure: this.options.onFailure },
+          () => {
+            // Until the control plane has accepted the key, ask without waiting: readiness hangs
+            // on that first answer, and an idle long poll would hold it back for waitSeconds.
+            askedWaitSeconds = client.authorized === true ? this.options.waitSeconds : 0;
+            heartbeat.beat(claimBoundMs);
+            return client.claim({ max, waitSeconds: askedWaitSeconds, agent: this.options.agent }, signal);
+          },
+          { signal, logger, authRetryMs: this.options.authRetryMs, onFailure: this.options.onFailure, onWait: (ms) => heartbeat.beat(ms) },
         );
         jobs = answer.jobs;
       } catch (error) {
         if (signal.aborted) break;
         logger.error({ err: error }, 'claim refused; trying again in 5 s');
+        heartbeat.beat(5_000);
         await sleep(5_000, signal);
         continue;
       }
@@ -109,6 +135,9 @@ export class ControlPlaneSource {
         logger.warn({ max, received: jobs.length }, 'control plane sent more jobs than claimed; running them anyway');
       }
       for (const job of jobs) this.accept(job);
+      const pause = this.pacer.next(jobs.length, Date.now() - claimedAt, askedWaitSeconds * 1000);
+      heartbeat.beat(pause);
+      await sleep(pause, signal);
     }
   }
 

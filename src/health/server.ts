@@ -4,6 +4,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
+import type { WatchdogReport } from './watchdog.js';
 
 export interface HealthStatus {
   version: string;
@@ -16,6 +17,9 @@ export interface HealthStatus {
   quarantined: number;
   spoolWritable: boolean;
   uptime: number;
+  /** Parts that stopped making progress (the watchdog); empty when all are well. */
+  stuck: string[];
+  components: WatchdogReport['components'];
 }
 
 export interface HealthSource {
@@ -41,12 +45,31 @@ function errorBody(statusCode: number, message: string) {
 
 const ROUTES = new Set(['/-/readiness', '/-/liveness', '/health', '/metrics']);
 
+/**
+ * Connections held at once; node:http destroys any beyond this at accept, so a
+ * flood of idle sockets costs at most this many descriptors. Probes and a
+ * Prometheus scraper need a handful.
+ */
+export const HEALTH_MAX_CONNECTIONS = 256;
+/** A connection that sends no complete request head within this is closed. */
+export const HEALTH_HEADERS_TIMEOUT_MS = 5_000;
+/** A socket with no traffic at all for this long is closed (one that never sends a byte included). */
+export const HEALTH_IDLE_TIMEOUT_MS = 10_000;
+
+const SERVER_OPTIONS: http.ServerOptions = {
+  headersTimeout: HEALTH_HEADERS_TIMEOUT_MS,
+  requestTimeout: 10_000,
+  keepAliveTimeout: 5_000,
+  // How often the two timeouts above are enforced (node's default is every 30 s).
+  connectionsCheckingInterval: 1_000,
+};
+
 export async function startHealthServer(
   port: number,
   source: HealthSource,
   host?: string,
 ): Promise<{ server: http.Server; port: number; close(): Promise<void> }> {
-  const server = http.createServer((req, res) => {
+  const server = http.createServer(SERVER_OPTIONS, (req, res) => {
     const pathname = (req.url ?? '/').split('?')[0] ?? '/';
     if (!ROUTES.has(pathname)) return sendJson(res, 404, errorBody(404, `No route ${pathname}`));
     if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -58,8 +81,8 @@ export async function startHealthServer(
       case '/-/readiness': {
         const ready = source.isReady();
         const status = source.status();
-        const reason = status.shuttingDown ? 'shutting down' : ready ? 'ready' : 'not ready';
-        return sendJson(res, ready ? 200 : 503, { status: reason });
+        const reason = status.shuttingDown ? 'shutting down' : ready ? 'ready' : status.stuck.length > 0 ? 'stuck' : 'not ready';
+        return sendJson(res, ready ? 200 : 503, { status: reason, ...(status.stuck.length > 0 ? { stuck: status.stuck } : {}) });
       }
       case '/health':
         return sendJson(res, 200, source.status());
@@ -74,8 +97,9 @@ export async function startHealthServer(
         return;
     }
   });
-  server.keepAliveTimeout = 5_000;
-  server.requestTimeout = 10_000;
+  server.maxConnections = HEALTH_MAX_CONNECTIONS;
+  // With no 'timeout' listener, node:http destroys a socket idle this long.
+  server.setTimeout(HEALTH_IDLE_TIMEOUT_MS);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {

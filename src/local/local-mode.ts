@@ -46,7 +46,7 @@ export async function runLocal(
     // Artifacts (diagnostics', BROWSER scripts') stay in a folder beside the results file (README "Diagnostics and artifacts").
     artifacts: new LocalArtifacts(localArtifactsRoot(config.resultsFile, config.stateDir)),
     diagnostics: config.diagnostics,
-    ...(config.testFault ? { testFault: config.testFault } : {}),
+    ...(config.testFault === 'executor-throw' ? { testFault: config.testFault } : {}),
   });
   const sink = new LocalSink(process.stdout, config.resultsFile, (error) => {
     // Results can no longer be recorded: stop, saying so in one line (exit 78, like a bad --results at start).
@@ -86,11 +86,13 @@ export async function runLocal(
     return { done };
   }
 
-  await lifecycle.startHealth(config.healthPort);
+  await lifecycle.startHealth(config.healthPort, config.healthHost);
   const scheduler = new Scheduler(
     checks.map((c) => ({ ...c, id: c.check.id, frequencySeconds: c.check.frequency })),
     runOne,
     logger,
+    Date.now,
+    lifecycle.watchdog.heart('scheduler'),
   );
   scheduler.start();
   lifecycle.started = true;

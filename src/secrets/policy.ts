@@ -1,7 +1,7 @@
 // Which values are secrets, and which scrubber applies where (README "Secrets"):
 //
 // - agent-wide secrets (API_KEY, every OUTPOST_SECRET_* process variable, the
-//   credentials in HTTPS_PROXY / HTTP_PROXY / CHECK_PROXY) are compiled once,
+//   credentials in API_URL, HTTPS_PROXY / HTTP_PROXY / CHECK_PROXY) are compiled once,
 //   at start;
 // - each job gets its own scrubber, built once from the agent-wide one plus
 //   its variables marked `secret`; executors add what they discover at run
@@ -60,7 +60,8 @@ export function urlCredentials(raw: string | undefined): string[] {
   return [];
 }
 
-const PROXY_VARIABLES = ['HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy', 'CHECK_PROXY'];
+/** Variables holding URLs whose userinfo is a secret: the proxies, and API_URL. */
+const URL_VARIABLES = ['API_URL', 'HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy', 'CHECK_PROXY'];
 
 /** The agent's own secrets, from its environment. */
 export function agentSecrets(env: Record<string, string | undefined>): NamedSecret[] {
@@ -70,7 +71,7 @@ export function agentSecrets(env: Record<string, string | undefined>): NamedSecr
   for (const [key, value] of Object.entries(env)) {
     if (key.startsWith(PROCESS_SECRET_PREFIX) && value) secrets.push({ name: key, value });
   }
-  for (const name of PROXY_VARIABLES) {
+  for (const name of URL_VARIABLES) {
     for (const value of urlCredentials(env[name]?.trim())) secrets.push({ name: `${name} credentials`, value });
   }
   return secrets;

@@ -147,6 +147,6 @@ describe('error events', () => {
     const proc = startAgent(['once', 'nothing.json'], cleanEnv({ OUTPOST_TEST_FAULT: 'something-else' }));
     running.push(proc);
     expect((await proc.exit).code).toBe(78);
-    expect(proc.stderr()).toMatch(/OUTPOST_TEST_FAULT="something-else" is invalid: the only test fault is executor-throw/);
+    expect(proc.stderr()).toMatch(/OUTPOST_TEST_FAULT="something-else" is invalid: the test faults are executor-throw, claim-loop-throw/);
   });
 });

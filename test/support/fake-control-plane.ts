@@ -87,6 +87,8 @@ export interface FakeControlPlaneOptions {
   apiKey?: string;
   leaseMs?: number;
   port?: number;
+  /** A service that ignores waitSeconds: every claim is answered at once, empty when there is no job. */
+  answersClaimsAtOnce?: boolean;
 }
 
 export class FakeControlPlane {
@@ -113,6 +115,8 @@ export class FakeControlPlane {
   maxResultsBodyBytes: number | undefined;
   /** A strict service (a fault): a `results` request carrying any of these resultIds is refused whole with 400. */
   readonly refusedResultIds = new Set<string>();
+  /** A faulty service (see the option): claims are never held open. */
+  answersClaimsAtOnce: boolean;
   private faults: Fault[] = [];
   private readonly waiters = new Set<() => void>();
   private server: http.Server;
@@ -132,6 +136,7 @@ export class FakeControlPlane {
   private constructor(options: FakeControlPlaneOptions) {
     this.validKeys = new Set([options.apiKey ?? 'test-key']);
     this.leaseMs = options.leaseMs ?? 30_000;
+    this.answersClaimsAtOnce = options.answersClaimsAtOnce ?? false;
     this.server = this.createServer();
   }
 
@@ -428,7 +433,7 @@ export class FakeControlPlane {
     check(typeof agent.version === 'string' && agent.version.length > 0, 'claim: agent.version missing');
     check(Array.isArray(agent.checkTypes) && agent.checkTypes.every((t) => typeof t === 'string'), 'claim: agent.checkTypes');
     check(Array.isArray(agent.runtimes), 'claim: agent.runtimes');
-    const deadline = Date.now() + body.waitSeconds * 1000;
+    const deadline = Date.now() + (this.answersClaimsAtOnce ? 0 : body.waitSeconds * 1000);
     let closed = false;
     res.on('close', () => {
       closed = true;

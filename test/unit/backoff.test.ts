@@ -165,6 +165,31 @@ describe('SlidingWindowLimiter', () => {
     }
   });
 
+  it('keeps room for other requests: deferrable ones (claims) use only their share of the window', async () => {
+    const c = clock();
+    const limiter = new SlidingWindowLimiter(10, 60_000, c.now, 0.5);
+    for (let i = 0; i < 5; i++) await limiter.acquire(undefined, true);
+    // Claims have had their half; a lease or a result still goes at once.
+    expect(limiter.delay(true)).toBe(60_000);
+    expect(limiter.delay()).toBe(0);
+    for (let i = 0; i < 5; i++) await limiter.acquire();
+    expect(limiter.used).toBe(10);
+    expect(limiter.delay()).toBe(60_000);
+    // When the first claims leave the window, claims may go again.
+    c.advance(60_000);
+    expect(limiter.delay(true)).toBe(0);
+  });
+
+  it('deferrable requests also count towards the whole limit', async () => {
+    const c = clock();
+    const limiter = new SlidingWindowLimiter(4, 60_000, c.now, 0.5);
+    for (let i = 0; i < 3; i++) await limiter.acquire();
+    c.advance(1_000);
+    await limiter.acquire(undefined, true);
+    expect(limiter.used).toBe(4);
+    expect(limiter.delay(true)).toBe(59_000);
+  });
+
   it('acquire returns without taking a slot when aborted', async () => {
     const c = clock();
     const limiter = new SlidingWindowLimiter(1, 60_000, c.now);

@@ -103,6 +103,12 @@ describe('configFromEnv: defaults', () => {
     });
   });
 
+  it('reads AGENT_HEALTH_HOST as an IPv4 or IPv6 address; unset means every interface', () => {
+    expect(configFromEnv({}, 'local').healthHost).toBeUndefined();
+    expect(configFromEnv({ AGENT_HEALTH_HOST: '127.0.0.1' }, 'local').healthHost).toBe('127.0.0.1');
+    expect(configFromEnv({ AGENT_HEALTH_HOST: ' :: ' }, 'local').healthHost).toBe('::');
+  });
+
   it('treats empty and blank values as unset, and trims values', () => {
     const config = configFromEnv({ JOB_CONCURRENCY: '', AGENT_HEALTH_PORT: '   ', LOG_LEVEL: ' warn ' }, 'local');
     expect(config.jobConcurrency).toBe(1);
@@ -125,6 +131,8 @@ describe('configFromEnv: bad values name the variable, the value and what is all
     { env: { JOB_CONCURRENCY: '2.5' }, parts: ['JOB_CONCURRENCY', '"2.5"', 'integer'] },
     { env: { AGENT_HEALTH_PORT: 'abc' }, parts: ['AGENT_HEALTH_PORT', '"abc"', '0 to 65535'] },
     { env: { AGENT_HEALTH_PORT: '70000' }, parts: ['AGENT_HEALTH_PORT', '"70000"', '0 to 65535'] },
+    { env: { AGENT_HEALTH_HOST: 'localhost' }, parts: ['AGENT_HEALTH_HOST', '"localhost"', 'IP address'] },
+    { env: { AGENT_HEALTH_HOST: '127.0.0.300' }, parts: ['AGENT_HEALTH_HOST', '"127.0.0.300"', 'IP address'] },
     { env: { LOG_LEVEL: 'verbose' }, parts: ['LOG_LEVEL', '"verbose"', 'debug, info, warn, error'] },
     { env: { EXTERNAL_OBSERVABILITY: 'maybe' }, parts: ['EXTERNAL_OBSERVABILITY', '"maybe"', 'on or off'] },
     { env: { SHUTDOWN_GRACE_SECONDS: '-1' }, parts: ['SHUTDOWN_GRACE_SECONDS', '"-1"', '0 to 3600'] },

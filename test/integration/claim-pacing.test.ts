@@ -1,0 +1,38 @@
+// A control plane that answers every claim at once, empty, whatever waitSeconds
+// says: the agent paces its claims, and leases and results still get through.
+
+import { describe, expect, it } from 'vitest';
+import { useHarness } from '../support/harness.js';
+
+const h = useHarness();
+
+describe('claims against a control plane that never holds a claim open', () => {
+  it('empty answers are paced, not repeated in a tight loop', async () => {
+    const cp = await h.controlPlane({ answersClaimsAtOnce: true });
+    h.agent(cp, { CLAIM_WAIT_SECONDS: '5' });
+    await cp.waitFor(() => cp.claims.length > 0, 15_000, 'the first claim');
+    const first = cp.requests.find((r) => r.route === '/v1/agent/claim')?.at as number;
+    // Watch four seconds of the agent's life; unpaced, it made thousands of claims in that time.
+    await cp.waitFor(() => Date.now() > first + 4_000, 10_000, 'four seconds of claims');
+    const inWindow = cp.requests.filter((r) => r.route === '/v1/agent/claim' && r.at <= first + 4_000).length;
+    // Paced: about one a second at first, then slower. Generous: a slow machine only makes fewer.
+    expect(inWindow).toBeGreaterThanOrEqual(2);
+    expect(inWindow).toBeLessThanOrEqual(12);
+    expect(cp.violations).toEqual([]);
+  });
+
+  it('a running job keeps its lease and delivers its result while slots stay free', async () => {
+    const cp = await h.controlPlane({ answersClaimsAtOnce: true, leaseMs: 4_000 });
+    const id = cp.addJob({ id: 'slow-check', name: 'slow', checkType: 'URL', request: { url: `${h.target.url}/slow/6000` } });
+    h.agent(cp, { JOB_CONCURRENCY: '4', CLAIM_WAIT_SECONDS: '5' });
+    await cp.waitFor(() => cp.resultsFor(id).length === 1, 40_000, 'the slow job result');
+    const leases = cp.requests.filter((r) => r.route === '/v1/agent/leases');
+    expect(leases.length).toBeGreaterThanOrEqual(1);
+    expect(leases.every((r) => r.status === 200)).toBe(true);
+    // The job was never lost and handed out again: its lease was extended in time.
+    expect(cp.jobs.get(id)?.claims).toBe(1);
+    // It ran to its end (slower than a URL check's default limit, so it may fail on time, but not aborted).
+    expect(String(cp.resultsFor(id)[0]?.result.apiCheckResult?.requestError ?? '')).not.toMatch(/lease|Aborted/);
+    expect(cp.violations).toEqual([]);
+  });
+});

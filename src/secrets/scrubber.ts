@@ -556,15 +556,7 @@ export class Scrubber {
 
   /** `text` with every form of every secret replaced by `*****` (the same string when nothing matched). */
   scrubText(text: string): string {
-    if (this.index.size === 0 || text.length < 4) return text;
-    if (this.index.size <= NATIVE_SEARCH_MAX_PATTERNS && !containsAny(text, this.fewPatterns().texts)) return text;
-    const runs = new Runs();
-    if (this.index.size <= NATIVE_SEARCH_MAX_PATTERNS) {
-      const { texts } = this.fewPatterns();
-      nativeSearch((p, from) => text.indexOf(texts[p] as string, from), texts.map((t) => t.length), runs);
-    } else this.index.scan(text, runs.add);
-    runs.close();
-    const { starts, ends } = runs;
+    const { starts, ends } = this.findRuns(text);
     if (starts.length === 0) return text;
     let out = '';
     let last = 0;
@@ -573,6 +565,38 @@ export class Scrubber {
       last = ends[r] as number;
     }
     return out + text.slice(last);
+  }
+
+  /**
+   * Where secrets occur in `text`: each run of overlapping matches of any form
+   * of any secret, as `[starts[i], ends[i])`, left to right (what scrubText replaces).
+   */
+  findRuns(text: string): { starts: readonly number[]; ends: readonly number[] } {
+    const runs = new Runs();
+    if (this.index.size === 0 || text.length < 4) return runs;
+    if (this.index.size <= NATIVE_SEARCH_MAX_PATTERNS) {
+      const { texts } = this.fewPatterns();
+      if (!containsAny(text, texts)) return runs;
+      nativeSearch((p, from) => text.indexOf(texts[p] as string, from), texts.map((t) => t.length), runs);
+    } else this.index.scan(text, runs.add);
+    runs.close();
+    return runs;
+  }
+
+  /**
+   * Whether `value` could be a piece of a secret too short for the scrubber
+   * to recognise: it is not empty, shorter than the shortest secret, and part
+   * of a secret as written, lower- or upper-cased. Such a piece is invisible
+   * to scrubText; a check could read a secret a few characters at a time.
+   */
+  mayBeFragment(value: string): boolean {
+    if (value.length === 0 || this.secrets.size === 0) return false;
+    let shortest = Number.POSITIVE_INFINITY;
+    for (const secret of this.secrets.keys()) shortest = Math.min(shortest, secret.length);
+    if (value.length >= shortest) return false;
+    const lower = value.toLowerCase();
+    for (const secret of this.secrets.keys()) if (secret.toLowerCase().includes(lower)) return true;
+    return false;
   }
 
   /**

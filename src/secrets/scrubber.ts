@@ -17,6 +17,11 @@
 // longer secret survives next to a shorter one. With at most
 // NATIVE_SEARCH_MAX_PATTERNS patterns (one plain secret) V8's own indexOf is
 // faster than any JavaScript loop and is used instead, with the same result.
+// Both re-read a pattern wherever it may start, which is quadratic when text
+// and secret repeat themselves; past a work budget linear in the input they
+// give up, and an Aho–Corasick automaton over the same patterns
+// (src/secrets/automaton.ts, built on first need) gives the same runs in
+// linear time, whatever the content.
 //
 // Public API for other issues (artifacts, #5):
 //   scrubber.scrubText(text)     → text with every secret form replaced by `*****`
@@ -30,6 +35,7 @@
 
 import { Buffer } from 'node:buffer';
 import { domainToASCII } from 'node:url';
+import { Automaton } from './automaton.js';
 
 /** What every secret form is replaced with. */
 export const REDACTED = '*****';
@@ -48,6 +54,21 @@ export const MIN_SECRET_LENGTH = 4;
  * one pass of the index; beyond it the index wins, by more the more patterns.
  */
 const NATIVE_SEARCH_MAX_PATTERNS = 12;
+
+/**
+ * The fast searches re-read a candidate pattern at each position it may start
+ * at: cheap on real text, quadratic on repetitive text and secrets. They may
+ * do this much work (candidates looked at plus characters compared) per
+ * character of input, plus WORK_ALLOWANCE, before giving up to the
+ * Aho–Corasick automaton (src/secrets/automaton.ts), which is linear whatever
+ * the content. Real text stays far below it.
+ */
+const WORK_PER_UNIT = 8;
+const WORK_ALLOWANCE = 1 << 16;
+
+function workBudget(length: number): number {
+  return WORK_PER_UNIT * length + WORK_ALLOWANCE;
+}
 
 /** The embedded base64 forms (a secret in the middle of a longer base64 text) must be at least this long. */
 const MIN_EMBEDDED_BASE64 = 6;
@@ -343,10 +364,11 @@ class TextIndex {
    * keeps the loop fast (sieves that pass half the time cost more than they
    * save). Only a window that passes looks at its bucket of candidates.
    */
-  scan(text: string, onMatch: (start: number, end: number) => void): void {
+  scan(text: string, onMatch: (start: number, end: number) => void): boolean {
     const n = text.length;
-    if (this.size === 0 || n < 4) return;
+    if (this.size === 0 || n < 4) return true;
     const { heads, filter, next, k1, k2, lens, patterns } = this;
+    let work = workBudget(n);
     const hshift = 32 - this.hbits;
     const fshift = 32 - this.fbits;
     let c0 = text.charCodeAt(0);
@@ -361,16 +383,21 @@ class TextIndex {
       if ((filter[f >>> 3] as number) & (1 << (f & 7))) {
         let best = 0;
         for (let j = heads[h >>> hshift] as number; j !== -1; j = next[j] as number) {
+          work--;
           if (k1[j] !== w1 || k2[j] !== w2) continue;
           const len = lens[j] as number;
-          if (len > best && i + len <= n && (len === 4 || text.startsWith(patterns[j] as string, i))) best = len;
+          if (len <= best || i + len > n) continue;
+          work -= len;
+          if (len === 4 || text.startsWith(patterns[j] as string, i)) best = len;
         }
+        if (work < 0) return false;
         if (best > 0) onMatch(i, i + best);
       }
       c0 = c1;
       c1 = c2;
       c2 = c3;
     }
+    return true;
   }
 }
 
@@ -414,10 +441,11 @@ class ByteIndex {
     this.maxLength = max;
   }
 
-  scan(bytes: Uint8Array, onMatch: (start: number, end: number) => void): void {
+  scan(bytes: Uint8Array, onMatch: (start: number, end: number) => void): boolean {
     const n = bytes.length;
-    if (this.patterns.length === 0 || n < 4) return;
+    if (this.patterns.length === 0 || n < 4) return true;
     const { heads, filter, next, keys, patterns } = this;
+    let work = workBudget(n);
     const hshift = 32 - this.hbits;
     const fshift = 32 - this.fbits;
     let w = ((bytes[0] as number) << 16) | ((bytes[1] as number) << 8) | (bytes[2] as number);
@@ -428,17 +456,26 @@ class ByteIndex {
       if ((filter[f >>> 3] as number) & (1 << (f & 7))) {
         let best = 0;
         for (let j = heads[h >>> hshift] as number; j !== -1; j = next[j] as number) {
+          work--;
           if (keys[j] !== w) continue;
           const p = patterns[j] as Buffer;
           const len = p.length;
           if (len <= best || i + len > n) continue;
           let k = 4;
           while (k < len && bytes[i + k] === p[k]) k++;
+          work -= k;
           if (k === len) best = len;
         }
+        if (work < 0) return false;
         if (best > 0) onMatch(i, i + best);
       }
     }
+    return true;
+  }
+
+  /** The patterns, for the automaton. */
+  get all(): readonly Buffer[] {
+    return this.patterns;
   }
 }
 
@@ -448,14 +485,25 @@ function containsAny(text: string, patterns: readonly string[]): boolean {
   return false;
 }
 
-/** Every occurrence of every pattern by the engine's own search: the same runs a scan of the index gives. */
-function nativeSearch(find: (pattern: number, from: number) => number, lengths: number[], runs: Runs): void {
+/**
+ * Every occurrence of every pattern by the engine's own search: the same runs
+ * a scan of the index gives. False (nothing added) past the work budget: each
+ * occurrence found costs its length (the engine compared that much).
+ */
+function nativeSearch(find: (pattern: number, from: number) => number, lengths: number[], haystackLength: number, runs: Runs): boolean {
   const found: Array<[number, number]> = [];
-  lengths.forEach((length, p) => {
-    for (let at = find(p, 0); at !== -1; at = find(p, at + 1)) found.push([at, at + length]);
-  });
+  let work = workBudget(haystackLength);
+  for (let p = 0; p < lengths.length; p++) {
+    const length = lengths[p] as number;
+    for (let at = find(p, 0); at !== -1; at = find(p, at + 1)) {
+      work -= length;
+      if (work < 0) return false;
+      found.push([at, at + length]);
+    }
+  }
   found.sort((a, b) => a[0] - b[0] || b[1] - a[1]);
   for (const [start, end] of found) runs.add(start, end);
+  return true;
 }
 
 /** Collects match intervals and merges overlapping ones into redacted runs. */
@@ -501,6 +549,8 @@ export class Scrubber {
   private readonly secrets: Map<string, number>;
   private bytes: ByteIndex | undefined;
   private bytesVersion = -1;
+  private textAutomaton: { version: number; automaton: Automaton } | undefined;
+  private byteAutomaton: { version: number; automaton: Automaton } | undefined;
   private few: { version: number; texts: string[]; buffers: Buffer[] } | undefined;
 
   constructor(base?: Scrubber) {
@@ -574,11 +624,13 @@ export class Scrubber {
   findRuns(text: string): { starts: readonly number[]; ends: readonly number[] } {
     const runs = new Runs();
     if (this.index.size === 0 || text.length < 4) return runs;
+    let done: boolean;
     if (this.index.size <= NATIVE_SEARCH_MAX_PATTERNS) {
       const { texts } = this.fewPatterns();
       if (!containsAny(text, texts)) return runs;
-      nativeSearch((p, from) => text.indexOf(texts[p] as string, from), texts.map((t) => t.length), runs);
-    } else this.index.scan(text, runs.add);
+      done = nativeSearch((p, from) => text.indexOf(texts[p] as string, from), texts.map((t) => t.length), text.length, runs);
+    } else done = this.index.scan(text, runs.add);
+    if (!done) return this.automatonForText().scan(text.length, (i) => text.charCodeAt(i));
     runs.close();
     return runs;
   }
@@ -606,14 +658,15 @@ export class Scrubber {
    */
   scrubBuffer<T extends Uint8Array>(bytes: T): T | Buffer {
     if (this.index.size === 0 || bytes.length < 4) return bytes;
-    const runs = new Runs();
+    const fast = new Runs();
+    let done: boolean;
     if (this.index.size <= NATIVE_SEARCH_MAX_PATTERNS) {
       const { buffers } = this.fewPatterns();
       const haystack = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
-      nativeSearch((p, from) => haystack.indexOf(buffers[p] as Buffer, from), buffers.map((b) => b.length), runs);
-    } else this.byteIndex().scan(bytes, runs.add);
-    runs.close();
-    const { starts, ends } = runs;
+      done = nativeSearch((p, from) => haystack.indexOf(buffers[p] as Buffer, from), buffers.map((b) => b.length), bytes.length, fast);
+    } else done = this.byteIndex().scan(bytes, fast.add);
+    fast.close();
+    const { starts, ends } = done ? fast : this.automatonForBytes().scan(bytes.length, (i) => bytes[i] as number);
     if (starts.length === 0) return bytes;
     const parts: Uint8Array[] = [];
     let last = 0;
@@ -691,6 +744,26 @@ export class Scrubber {
       this.few = { version: this.index.version, texts, buffers: texts.map((t) => Buffer.from(t, 'utf8')) };
     }
     return this.few;
+  }
+
+  /** Built on the first input the fast search gives up on, then kept until the secrets change. */
+  private automatonForText(): Automaton {
+    if (this.textAutomaton?.version !== this.index.version) {
+      const patterns = this.index.livePatterns().map((p) => {
+        const units = new Uint16Array(p.length);
+        for (let i = 0; i < p.length; i++) units[i] = p.charCodeAt(i);
+        return units;
+      });
+      this.textAutomaton = { version: this.index.version, automaton: new Automaton(patterns, 0x10000) };
+    }
+    return this.textAutomaton.automaton;
+  }
+
+  private automatonForBytes(): Automaton {
+    if (this.byteAutomaton?.version !== this.index.version) {
+      this.byteAutomaton = { version: this.index.version, automaton: new Automaton(this.byteIndex().all, 0x100) };
+    }
+    return this.byteAutomaton.automaton;
   }
 
   private byteIndex(): ByteIndex {

@@ -3,6 +3,7 @@
 // deep-value APIs, and agreement between its two search paths.
 
 import { describe, expect, it } from 'vitest';
+import { Automaton } from '../../src/secrets/automaton.js';
 import { isScrubbable, MIN_SECRET_LENGTH, REDACTED, Scrubber, scrubJsonLine, secretForms } from '../../src/secrets/scrubber.js';
 
 const TRICKY = [
@@ -150,6 +151,65 @@ describe('matching', () => {
         expect(scrubber.scrubText(text)).toBe(reference(text, patterns));
         expect(Buffer.from(scrubber.scrubBuffer(Buffer.from(text, 'utf8'))).toString('utf8')).toBe(reference(text, patterns));
       }
+    }
+  });
+});
+
+describe('repetitive secrets and text (linear time)', () => {
+  /** Milliseconds to build a scrubber for `secrets` and scrub `text` as text and as bytes. */
+  function timed(secrets: string[], text: string): { ms: number; text: string; bytes: string } {
+    const start = performance.now();
+    const scrubber = Scrubber.of(secrets);
+    const out = scrubber.scrubText(text);
+    const bytes = Buffer.from(scrubber.scrubBuffer(Buffer.from(text))).toString();
+    return { ms: performance.now() - start, text: out, bytes };
+  }
+
+  const others = Array.from({ length: 10 }, (_, i) => `other-secret-${i}-value`);
+
+  it.each([
+    ['one secret (the engine’s own search)', [] as string[]],
+    ['with other secrets (the index)', others],
+  ])('scrubs a secret of 100,000 "a" from 400 KB of "a" in time comparable to ordinary text: %s', (_what, extra) => {
+    let seed = 1;
+    const random = (n: number) =>
+      Array.from({ length: n }, () => {
+        seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+        return String.fromCharCode(97 + (seed >>> 27));
+      }).join('');
+    const plainSecret = random(100_000);
+    const baseline = timed([plainSecret, ...extra], `${random(300_000)}${plainSecret}`);
+    expect(baseline.text.endsWith(REDACTED)).toBe(true);
+    const secret = 'a'.repeat(100_000);
+    const worst = timed([secret, ...extra], `<${'a'.repeat(400_000)}>${others[3]}`);
+    expect(worst.text).toBe(`<${REDACTED}>${extra.length > 0 ? REDACTED : others[3]}`);
+    expect(worst.bytes).toBe(worst.text);
+    // A ratio with a floor, not an absolute time: the quadratic search took 100 to 1,000 times the baseline.
+    expect(worst.ms).toBeLessThan(baseline.ms * 20 + 2_000);
+  });
+
+  it('gives the same runs through the automaton as the reference, on random repetitive patterns and texts', () => {
+    let seed = 7;
+    const random = () => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return seed / 2 ** 32;
+    };
+    const word = (n: number, alphabet: string) => Array.from({ length: n }, () => alphabet[Math.floor(random() * alphabet.length)]).join('');
+    for (let round = 0; round < 200; round++) {
+      const alphabet = round % 2 === 0 ? 'ab' : 'abcé🔑';
+      const patterns = [...new Set(Array.from({ length: 1 + Math.floor(random() * 6) }, () => word(1 + Math.floor(random() * 8), alphabet)))];
+      const text = word(Math.floor(random() * 80), alphabet);
+      const runs = new Automaton(
+        patterns.map((p) => Array.from({ length: p.length }, (_, i) => p.charCodeAt(i))),
+        0x10000,
+      ).scan(text.length, (i) => text.charCodeAt(i));
+      let out = '';
+      let last = 0;
+      runs.starts.forEach((start, r) => {
+        out += text.slice(last, start) + REDACTED;
+        last = runs.ends[r] as number;
+      });
+      expect(out + text.slice(last), JSON.stringify({ patterns, text })).toBe(reference(text, patterns));
     }
   });
 });

@@ -64,7 +64,8 @@ const NATIVE_SEARCH_MAX_PATTERNS = 12;
  * the content. Real text stays far below it.
  */
 const WORK_PER_UNIT = 8;
-const WORK_ALLOWANCE = 1 << 16;
+/** Small: scrubValue scans every string of a result, and the allowance is paid per string. */
+const WORK_ALLOWANCE = 256;
 
 function workBudget(length: number): number {
   return WORK_PER_UNIT * length + WORK_ALLOWANCE;

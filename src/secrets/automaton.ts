@@ -98,7 +98,7 @@ export class Automaton {
           f = this.fail[f] as number;
           g = this.next(f, c);
         }
-        const link = g < 0 ? 0 : g;
+        const link = Math.max(g, 0);
         this.fail[v] = link;
         if (this.out[v] === 0) this.out[v] = this.out[link] as number;
         queue[tail++] = v;
@@ -152,7 +152,7 @@ export class Automaton {
         s = fail[s] as number;
         t = this.next(s, c);
       }
-      s = t < 0 ? 0 : t;
+      s = Math.max(t, 0);
       const longest = out[s] as number;
       if (longest > 0) runs.add(i + 1 - longest, i + 1);
     }

@@ -36,6 +36,7 @@
 import { Buffer } from 'node:buffer';
 import { domainToASCII } from 'node:url';
 import { Automaton } from './automaton.js';
+import { foldedRegions } from './folding.js';
 
 /** What every secret form is replaced with. */
 export const REDACTED = '*****';
@@ -118,6 +119,53 @@ function htmlForms(secret: string): string[] {
   return [base, quoted, quoted.replace(/'/g, '&#39;'), quoted.replace(/'/g, '&#x27;'), quoted.replace(/'/g, '&apos;')];
 }
 
+/** Each byte (or code unit) of `values` written as `prefix` + hex (`digits` wide) + `suffix`, in both hex cases. */
+function eachEscaped(values: Iterable<number>, prefix: string, digits: number, suffix = ''): [string, string] {
+  let lower = '';
+  for (const v of values) lower += `${prefix}${v.toString(16).padStart(digits, '0')}${suffix}`;
+  const upper = lower.replace(/[a-f]/g, (c) => c.toUpperCase());
+  // The prefix's own letters (`\x`, `&#x`) keep their case.
+  const fixedUpper = prefix === '' ? upper : lower.replace(/[0-9a-f]+(?=[^0-9a-f]|$)/g, (hex) => hex.toUpperCase());
+  return [lower, prefix === '' ? upper : fixedUpper];
+}
+
+function utf16Bytes(secret: string, littleEndian: boolean): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < secret.length; i++) {
+    const c = secret.charCodeAt(i);
+    if (littleEndian) out.push(c & 0xff, c >>> 8);
+    else out.push(c >>> 8, c & 0xff);
+  }
+  return out;
+}
+
+/**
+ * Whole-secret escapings that no single library call writes but a script
+ * or a target easily does: hex of the UTF-8 bytes (plain, `\x`, `%` before
+ * every byte) and of the UTF-16 code units (LE and BE bytes), `\u` before
+ * every code unit, HTML decimal and hex entities for every code point —
+ * each with lower- and upper-case hex.
+ */
+function escapedForms(secret: string): string[] {
+  const utf8 = Buffer.from(secret, 'utf8');
+  const units: number[] = [];
+  for (let i = 0; i < secret.length; i++) units.push(secret.charCodeAt(i));
+  const points: number[] = [];
+  for (const ch of secret) points.push(ch.codePointAt(0) as number);
+  let decimal = '';
+  for (const p of points) decimal += `&#${p};`;
+  return [
+    ...eachEscaped(utf8, '', 2),
+    ...eachEscaped(utf8, '\\x', 2),
+    ...eachEscaped(utf8, '%', 2),
+    ...eachEscaped(utf16Bytes(secret, true), '', 2),
+    ...eachEscaped(utf16Bytes(secret, false), '', 2),
+    ...eachEscaped(units, '\\u', 4),
+    ...eachEscaped(points, '&#x', 1, ';'),
+    decimal,
+  ];
+}
+
 /**
  * Base64 and base64url of the secret's UTF-8 bytes: on its own (padded and
  * not), and embedded in a longer encoded text at each of the three byte
@@ -155,7 +203,7 @@ function base64Forms(secret: string): string[] {
  * units are dropped (none are, for a secret that is long enough).
  */
 export function secretForms(secret: string): string[] {
-  const forms: Array<string | undefined> = [secret, secret.toLowerCase()];
+  const forms: Array<string | undefined> = [secret, secret.toLowerCase(), secret.toUpperCase()];
   let component: string | undefined;
   try {
     component = encodeURIComponent(secret);
@@ -164,7 +212,8 @@ export function secretForms(secret: string): string[] {
   }
   if (component !== undefined) {
     const plus = component.replace(/%20/g, '+');
-    forms.push(component, lowerHex(component), plus, lowerHex(plus));
+    const twice = encodeURIComponent(component);
+    forms.push(component, lowerHex(component), plus, lowerHex(plus), twice, lowerHex(twice));
     try {
       const uri = encodeURI(secret);
       forms.push(uri, lowerHex(uri));
@@ -195,6 +244,9 @@ export function secretForms(secret: string): string[] {
   forms.push(...base64Forms(secret));
   const json = JSON.stringify(secret).slice(1, -1);
   forms.push(json, jsonAscii(json, false), jsonAscii(json, true), json.replace(/\//g, '\\/'), JSON.stringify(json).slice(1, -1));
+  // A JSON document holding the secret, base64-encoded (a JWT payload, a data: URL): the escaped form's base64.
+  if (json !== secret) forms.push(...base64Forms(json));
+  forms.push(...escapedForms(secret));
   forms.push(...htmlForms(secret));
   if (/[\u0080-\uffff]/.test(secret)) {
     const puny = domainToASCII(secret);
@@ -203,6 +255,12 @@ export function secretForms(secret: string): string[] {
   const unique = new Set<string>();
   for (const f of forms) if (f !== undefined && f.length >= MIN_SECRET_LENGTH) unique.add(f);
   return [...unique];
+}
+
+/** The forms that line folding cuts (MIME, PEM): base64 of the secret and of its JSON-escaped form. */
+function foldableForms(secret: string): string[] {
+  const json = JSON.stringify(secret).slice(1, -1);
+  return [...base64Forms(secret), ...(json !== secret ? base64Forms(json) : [])].filter((f) => f.length >= MIN_SECRET_LENGTH);
 }
 
 /** Forms are computed once per distinct secret value (bounded). */
@@ -552,6 +610,7 @@ export class Scrubber {
   private bytesVersion = -1;
   private textAutomaton: { version: number; automaton: Automaton } | undefined;
   private byteAutomaton: { version: number; automaton: Automaton } | undefined;
+  private foldedAutomaton: { version: number; automaton: Automaton } | undefined;
   private few: { version: number; texts: string[]; buffers: Buffer[] } | undefined;
 
   constructor(base?: Scrubber) {
@@ -623,6 +682,27 @@ export class Scrubber {
    * of any secret, as `[starts[i], ends[i])`, left to right (what scrubText replaces).
    */
   findRuns(text: string): { starts: readonly number[]; ends: readonly number[] } {
+    const direct = this.directRuns(text);
+    if (this.index.size === 0 || text.length < 4 || text.indexOf('\n') === -1) return direct;
+    const regions = foldedRegions(text);
+    if (regions.length === 0) return direct;
+    // Base64 forms cut by line breaks, found in the joined stretches and mapped back: each covers its breaks too.
+    const found: Array<[number, number]> = direct.starts.map((start, r) => [start, direct.ends[r] as number]);
+    const automaton = this.automatonForFolded();
+    for (const { joined, origin } of regions) {
+      const runs = automaton.scan(joined.length, (i) => joined.charCodeAt(i));
+      for (let r = 0; r < runs.starts.length; r++) {
+        found.push([origin[runs.starts[r] as number] as number, (origin[(runs.ends[r] as number) - 1] as number) + 1]);
+      }
+    }
+    found.sort((a, b) => a[0] - b[0] || b[1] - a[1]);
+    const merged = new Runs();
+    for (const [start, end] of found) merged.add(start, end);
+    merged.close();
+    return merged;
+  }
+
+  private directRuns(text: string): { starts: readonly number[]; ends: readonly number[] } {
     const runs = new Runs();
     if (this.index.size === 0 || text.length < 4) return runs;
     let done: boolean;
@@ -758,6 +838,21 @@ export class Scrubber {
       this.textAutomaton = { version: this.index.version, automaton: new Automaton(patterns, 0x10000) };
     }
     return this.textAutomaton.automaton;
+  }
+
+  private automatonForFolded(): Automaton {
+    if (this.foldedAutomaton?.version !== this.index.version) {
+      const patterns: Uint16Array[] = [];
+      for (const secret of this.secrets.keys()) {
+        for (const form of foldableForms(secret)) {
+          const units = new Uint16Array(form.length);
+          for (let i = 0; i < form.length; i++) units[i] = form.charCodeAt(i);
+          patterns.push(units);
+        }
+      }
+      this.foldedAutomaton = { version: this.index.version, automaton: new Automaton(patterns, 0x10000) };
+    }
+    return this.foldedAutomaton.automaton;
   }
 
   private automatonForBytes(): Automaton {

@@ -103,6 +103,52 @@ describe('encoded forms', () => {
   });
 });
 
+describe('escaped and transformed encodings', () => {
+  const hex = (bytes: Buffer) => bytes.toString('hex');
+  const utf16 = (s: string, le: boolean) => {
+    const b = Buffer.from(s, 'utf16le');
+    if (!le) b.swap16();
+    return b;
+  };
+  /** Forms a script or a target writes easily, computed independently of the scrubber. */
+  function escapedForms(secret: string): Record<string, string> {
+    const utf8 = Buffer.from(secret, 'utf8');
+    const json = JSON.stringify(secret).slice(1, -1);
+    return {
+      'upper-case': secret.toUpperCase(),
+      hex: hex(utf8),
+      'HEX (upper)': hex(utf8).toUpperCase(),
+      '\\x per byte': [...utf8].map((b) => `\\x${b.toString(16).padStart(2, '0')}`).join(''),
+      '% per byte': [...utf8].map((b) => `%${b.toString(16).padStart(2, '0').toUpperCase()}`).join(''),
+      'UTF-16LE hex': hex(utf16(secret, true)),
+      'UTF-16BE HEX': hex(utf16(secret, false)).toUpperCase(),
+      '\\u per code unit': Array.from({ length: secret.length }, (_, i) => `\\u${secret.charCodeAt(i).toString(16).padStart(4, '0')}`).join(''),
+      '\\u per code unit (upper)': Array.from({ length: secret.length }, (_, i) => `\\u${secret.charCodeAt(i).toString(16).padStart(4, '0').toUpperCase()}`).join(''),
+      'HTML decimal entities': Array.from(secret, (c) => `&#${c.codePointAt(0)};`).join(''),
+      'HTML hex entities': Array.from(secret, (c) => `&#x${(c.codePointAt(0) as number).toString(16)};`).join(''),
+      'double URL-encoding': encodeURIComponent(encodeURIComponent(secret)),
+      'base64 of the JSON-escaped secret': b64(json),
+      'base64 of a JSON document holding it': b64(JSON.stringify({ token: secret })),
+      'base64 with CRLF every 76': b64(`Authorization: ${secret} and more text to make it long enough ${secret}`).replace(/.{76}/g, '$&\r\n'),
+      'base64 with CRLF every 3': b64(secret).replace(/.{3}/g, '$&\r\n'),
+      'base64 with LF every 4': b64(`x${secret}`).replace(/.{4}/g, '$&\n'),
+    };
+  }
+
+  it.each(TRICKY.map((s, i) => [i, s]))('secret #%i is scrubbed in every escaped form, alone and inside other text', (_i, secret) => {
+    const scrubber = Scrubber.of([secret]);
+    for (const [form, encoded] of Object.entries(escapedForms(secret))) {
+      const out = scrubber.scrubText(`before [${encoded}] after`);
+      expect(out, form).toContain(REDACTED);
+      // What survives of the form: at most a few characters at each end (base64 that mixes in neighbouring bytes).
+      const kept = out.replace(/^before \[/, '').replace(/\] after$/, '').split(REDACTED).join('');
+      if (!form.includes('base64')) expect(kept, form).toBe('');
+      else if (!form.includes('document') && !form.includes('76')) expect(kept.replace(/[\r\n]/g, '').length, form).toBeLessThanOrEqual(8);
+      expect(out, form).not.toContain(encoded);
+    }
+  });
+});
+
 describe('matching', () => {
   it('lets the longest match win and leaves no piece of overlapping secrets', () => {
     const scrubber = Scrubber.of(['token1234', 'token1234-extended', 'abcdef-secret', 'secret-tail-xyz']);

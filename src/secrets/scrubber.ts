@@ -257,12 +257,6 @@ export function secretForms(secret: string): string[] {
   return [...unique];
 }
 
-/** The forms that line folding cuts (MIME, PEM): base64 of the secret and of its JSON-escaped form. */
-function foldableForms(secret: string): string[] {
-  const json = JSON.stringify(secret).slice(1, -1);
-  return [...base64Forms(secret), ...(json !== secret ? base64Forms(json) : [])].filter((f) => f.length >= MIN_SECRET_LENGTH);
-}
-
 /** Forms are computed once per distinct secret value (bounded). */
 const formsCache = new Map<string, readonly string[]>();
 const FORMS_CACHE_MAX = 10_000;
@@ -610,7 +604,6 @@ export class Scrubber {
   private bytesVersion = -1;
   private textAutomaton: { version: number; automaton: Automaton } | undefined;
   private byteAutomaton: { version: number; automaton: Automaton } | undefined;
-  private foldedAutomaton: { version: number; automaton: Automaton } | undefined;
   private few: { version: number; texts: string[]; buffers: Buffer[] } | undefined;
 
   constructor(base?: Scrubber) {
@@ -686,11 +679,10 @@ export class Scrubber {
     if (this.index.size === 0 || text.length < 4 || text.indexOf('\n') === -1) return direct;
     const regions = foldedRegions(text);
     if (regions.length === 0) return direct;
-    // Base64 forms cut by line breaks, found in the joined stretches and mapped back: each covers its breaks too.
+    // Forms cut by line breaks (folded base64), found in the joined stretches and mapped back: each covers its breaks too.
     const found: Array<[number, number]> = direct.starts.map((start, r) => [start, direct.ends[r] as number]);
-    const automaton = this.automatonForFolded();
     for (const { joined, origin } of regions) {
-      const runs = automaton.scan(joined.length, (i) => joined.charCodeAt(i));
+      const runs = this.directRuns(joined);
       for (let r = 0; r < runs.starts.length; r++) {
         found.push([origin[runs.starts[r] as number] as number, (origin[(runs.ends[r] as number) - 1] as number) + 1]);
       }
@@ -838,21 +830,6 @@ export class Scrubber {
       this.textAutomaton = { version: this.index.version, automaton: new Automaton(patterns, 0x10000) };
     }
     return this.textAutomaton.automaton;
-  }
-
-  private automatonForFolded(): Automaton {
-    if (this.foldedAutomaton?.version !== this.index.version) {
-      const patterns: Uint16Array[] = [];
-      for (const secret of this.secrets.keys()) {
-        for (const form of foldableForms(secret)) {
-          const units = new Uint16Array(form.length);
-          for (let i = 0; i < form.length; i++) units[i] = form.charCodeAt(i);
-          patterns.push(units);
-        }
-      }
-      this.foldedAutomaton = { version: this.index.version, automaton: new Automaton(patterns, 0x10000) };
-    }
-    return this.foldedAutomaton.automaton;
   }
 
   private automatonForBytes(): Automaton {

@@ -135,6 +135,19 @@ describe('escaped and transformed encodings', () => {
     };
   }
 
+  it('unfolds only line breaks between base64 lines: prose, headers and JSON lines are left as they are', () => {
+    const secret = 'folded-secret-value-42';
+    const scrubber = Scrubber.of([secret]);
+    const text = `Content-Type: text/html\r\nServer: nginx\r\n\r\nhello\nworld\n{"a":1}\n{"b":2}\nfolded\nsecret`;
+    expect(scrubber.scrubText(text)).toBe(text);
+    const pem = `-----BEGIN DATA-----\n${b64(`prefix ${secret} suffix`).replace(/.{16}/g, '$&\n')}\n-----END DATA-----\n`;
+    const out = scrubber.scrubText(pem);
+    expect(out).toContain(REDACTED);
+    expect(out.startsWith('-----BEGIN DATA-----\n')).toBe(true);
+    expect(out.endsWith('\n-----END DATA-----\n')).toBe(true);
+    expect(Buffer.from(out.replace(/-----[A-Z ]+-----|\n/g, '').replace(REDACTED, ''), 'base64').toString('latin1')).not.toContain('secret');
+  });
+
   it.each(TRICKY.map((s, i) => [i, s]))('secret #%i is scrubbed in every escaped form, alone and inside other text', (_i, secret) => {
     const scrubber = Scrubber.of([secret]);
     for (const [form, encoded] of Object.entries(escapedForms(secret))) {

@@ -52,8 +52,8 @@ export class Automaton {
     this.rootNext = new Int32Array(alphabet).fill(-1);
     this.fail = new Int32Array(total);
     this.out = new Int32Array(total);
-    const depth = new Int32Array(total);
-    const symbolOf = new Int32Array(total);
+    // Construction only: the symbol into each state, and each state's children as a list.
+    const symbolOf = alphabet <= 0x10000 ? new Uint16Array(total) : new Int32Array(total);
     const firstChild = new Int32Array(total).fill(-1);
     const nextSibling = new Int32Array(total).fill(-1);
     this.firstSymbol = new Int32Array(total).fill(-1);
@@ -74,14 +74,13 @@ export class Automaton {
         if (t < 0) {
           t = count++;
           this.set(s, c, t);
-          depth[t] = (depth[s] as number) + 1;
           symbolOf[t] = c;
           nextSibling[t] = firstChild[s] as number;
           firstChild[s] = t;
         }
         s = t;
       }
-      if (s !== 0) this.out[s] = depth[s] as number;
+      if (s !== 0) this.out[s] = p.length;
     }
     // Breadth first: a state's failure link is the longest proper suffix of its string that is a state.
     const queue = new Int32Array(count);

@@ -123,15 +123,49 @@ function hasValue(actual: unknown, target: string): boolean {
   return Object.values(actual).some((v) => compare('EQUALS', v, target));
 }
 
+/** Where a regex capture came from: the text the regex ran on, and the capture's range in it. */
+export interface CaptureOrigin {
+  source: string;
+  start: number;
+  end: number;
+}
+
+/**
+ * The origin of each regex capture in an outcome (one entry per value of
+ * `actual`: one, or one per JSONPath node), kept beside the outcome rather
+ * than in it so that it never reaches a result. The job queue reads it to
+ * withhold captures that are pieces of a secret (src/secrets/captures.ts).
+ */
+const captureOrigins = new WeakMap<object, ReadonlyArray<CaptureOrigin | undefined>>();
+
+export function captureOriginsOf(outcome: object): ReadonlyArray<CaptureOrigin | undefined> | undefined {
+  return captureOrigins.get(outcome);
+}
+
+/** `extract`, with where the capture lies in the text it was taken from. */
+export function extractWithOrigin(regex: string | null, value: unknown): { value: unknown; origin?: CaptureOrigin } {
+  if (!regex) return { value };
+  const source = asText(value);
+  const match = new RegExp(regex, 'd').exec(source);
+  if (!match) return { value: null };
+  const group = match[1] !== undefined ? 1 : 0;
+  const range = match.indices?.[group];
+  const captured = match[group] as string;
+  return range ? { value: captured, origin: { source, start: range[0], end: range[1] } } : { value: captured };
+}
+
 /** Applies `regex` first (first capture group, else the whole match; no match → null). */
 export function extract(regex: string | null, value: unknown): unknown {
-  if (!regex) return value;
-  const match = new RegExp(regex).exec(asText(value));
-  if (!match) return null;
-  return match[1] ?? match[0];
+  return extractWithOrigin(regex, value).value;
+}
+
+/** Records where an outcome's captures came from (see captureOriginsOf). */
+export function recordCaptureOrigins(outcome: AssertionOutcome, origins: ReadonlyArray<CaptureOrigin | undefined>): AssertionOutcome {
+  if (origins.some((o) => o !== undefined)) captureOrigins.set(outcome, origins);
+  return outcome;
 }
 
 export function evaluate(assertion: Assertion, actual: unknown): AssertionOutcome {
-  const value = extract(assertion.regex, actual);
-  return { ...assertion, actual: value, passed: compare(assertion.comparison, value, assertion.target) };
+  const { value, origin } = extractWithOrigin(assertion.regex, actual);
+  return recordCaptureOrigins({ ...assertion, actual: value, passed: compare(assertion.comparison, value, assertion.target) }, [origin]);
 }

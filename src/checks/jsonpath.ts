@@ -2,7 +2,7 @@
 // itself and never evaluates code from a check definition.
 
 import { query } from 'jsonpath-rfc9535';
-import { type Assertion, type AssertionOutcome, compare, evaluate, extract } from './assertions.js';
+import { type Assertion, type AssertionOutcome, compare, evaluate, extractWithOrigin, recordCaptureOrigins } from './assertions.js';
 
 export type JsonPathResult = { ok: true; values: unknown[] } | { ok: false; error: string };
 
@@ -25,6 +25,10 @@ export function evaluateJsonPath(assertion: Assertion, document: unknown): Asser
   const found = queryJsonPath(document, assertion.property || '$');
   if (!found.ok) return { ...assertion, actual: null, passed: false, error: found.error };
   if (found.values.length <= 1) return evaluate(assertion, found.values[0] ?? null);
-  const actual = found.values.map((value) => extract(assertion.regex, value));
-  return { ...assertion, actual, passed: actual.every((value) => compare(assertion.comparison, value, assertion.target)) };
+  const extracted = found.values.map((value) => extractWithOrigin(assertion.regex, value));
+  const actual = extracted.map((e) => e.value);
+  return recordCaptureOrigins(
+    { ...assertion, actual, passed: actual.every((value) => compare(assertion.comparison, value, assertion.target)) },
+    extracted.map((e) => e.origin),
+  );
 }

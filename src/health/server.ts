@@ -71,9 +71,13 @@ export async function startHealthServer(
 ): Promise<{ server: http.Server; port: number; close(): Promise<void> }> {
   const server = http.createServer(SERVER_OPTIONS, (req, res) => {
     const pathname = (req.url ?? '/').split('?')[0] ?? '/';
-    if (!ROUTES.has(pathname)) return sendJson(res, 404, errorBody(404, `No route ${pathname}`));
+    // Error bodies never repeat the request: a check aimed at this port could
+    // put a secret in the path and read it back, in pieces its scrubber cannot
+    // recognise. A known route and a method from Node's fixed list are safe to name.
+    if (!ROUTES.has(pathname)) return sendJson(res, 404, errorBody(404, 'No such route'));
     if (req.method !== 'GET' && req.method !== 'HEAD') {
-      return sendJson(res, 405, errorBody(405, `Method ${req.method} not allowed on ${pathname}`), { allow: 'GET, HEAD' });
+      const method = req.method !== undefined && http.METHODS.includes(req.method) ? req.method : 'this method';
+      return sendJson(res, 405, errorBody(405, `${method} not allowed on ${pathname}`), { allow: 'GET, HEAD' });
     }
     switch (pathname) {
       case '/-/liveness':

@@ -56,8 +56,23 @@ const QUOTED = /"(?:[^"\\\n]|\\.){2,}"|'(?:[^'\\\n]|\\.){2,}'|`(?:[^`\\\n]|\\.){
 const AUTH_SCHEME = /\b(Bearer|Basic|Digest|Token|Negotiate|NTLM)\s+[^\s,;"']+/gi;
 const HEADER_VALUE = /\b(authorization|proxy-authorization|x-api-key|set-cookie|cookie)\b(\s*[:=]\s*)[^\n]*/gi;
 const HEADER_LINE = /^([ \t]*(?:[A-Za-z][A-Za-z0-9]*-[A-Za-z0-9-]+|host|location|referer|server|via|cookie|authorization)):[ \t].*$/gim;
-/** Token-like runs (keys, hashes, base64 blobs): 32 or more such characters, with both letters and digits. */
-const LONG_TOKEN = /(?=[A-Za-z0-9+/=_%-]*[0-9])(?=[A-Za-z0-9+/=_%-]*[A-Za-z])[A-Za-z0-9+/=_%-]{32,}/g;
+/**
+ * Token-like runs (keys, hashes, base64 blobs): 32 or more such characters,
+ * with both letters and digits. One character class, no lookahead: each run
+ * is read once (a lookahead per start position made this quadratic).
+ */
+const LONG_TOKEN = /[A-Za-z0-9+/=_%-]{32,}/g;
+const HAS_DIGIT = /[0-9]/;
+const HAS_LETTER = /[A-Za-z]/;
+/**
+ * Some of the patterns above backtrack over a whole line when they fail
+ * (a host name, a URL scheme, a quoted string without its closing quote), so
+ * their cost grows with the square of a line's length: lines are cut to this
+ * length, and the whole text to MAX_CLEAN_CHARS, before they run. Both are
+ * above what an event keeps (MAX_MESSAGE_CHARS, MAX_STACK_CHARS).
+ */
+export const MAX_LINE_CHARS = 1_000;
+export const MAX_CLEAN_CHARS = 2 * MAX_STACK_CHARS;
 const FRAME = /^\s+at\s/;
 
 function removeNetworkData(text: string): string {
@@ -78,7 +93,27 @@ function sanitizeMessageLine(text: string): string {
       .replace(HEADER_VALUE, '$1$2<redacted>')
       .replace(AUTH_SCHEME, '$1 <redacted>')
       .replace(QUOTED, (match) => `${match[0]}<redacted>${match[0]}`),
-  ).replace(LONG_TOKEN, '<redacted>');
+  ).replace(LONG_TOKEN, (run) => (HAS_DIGIT.test(run) && HAS_LETTER.test(run) ? '<redacted>' : run));
+}
+
+function isTokenChar(c: number): boolean {
+  return (
+    (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || c === 0x2b || c === 0x2f || c === 0x3d || c === 0x5f || c === 0x25 || c === 0x2d
+  );
+}
+
+/**
+ * `text` cut to `max` characters (and `…`). A token-like run that the cut
+ * splits is dropped whole: a 31-character piece of a long token would be too
+ * short for LONG_TOKEN.
+ */
+function cutForCleaning(text: string, max: number): string {
+  if (text.length <= max) return text;
+  let end = max;
+  if (isTokenChar(text.charCodeAt(end))) while (end > 0 && isTokenChar(text.charCodeAt(end - 1))) end--;
+  const high = text.charCodeAt(end - 1);
+  if (high >= 0xd800 && high <= 0xdbff) end--;
+  return `${text.slice(0, end)}…`;
 }
 
 /**
@@ -90,10 +125,12 @@ function sanitizeMessageLine(text: string): string {
  */
 export function sanitizeEventText(text: string, scrubbers: readonly Scrubber[]): string {
   let out = text;
+  // Secrets first, on the whole text (the scrubber is linear): a cut made before could split one and keep its first half.
   for (const scrubber of scrubbers) out = scrubber.scrubText(out);
   out = out.split(ROOT_URL).join('<outpost>').split(PACKAGE_ROOT).join('<outpost>');
-  return out
+  return cutForCleaning(out, MAX_CLEAN_CHARS)
     .split('\n')
+    .map((line) => cutForCleaning(line, MAX_LINE_CHARS))
     .map((line) => (FRAME.test(line) ? removeNetworkData(line) : sanitizeMessageLine(line)))
     .join('\n');
 }

@@ -16,6 +16,7 @@ import { AttemptArtifacts } from '../artifacts/attempt.js';
 import type { ArtifactStore } from '../artifacts/store.js';
 import type { Metrics } from '../observability/metrics.js';
 import { buildResult, type CheckResultEntry, errorResult, resultOutcome } from '../results/result.js';
+import { guardCaptures } from '../secrets/captures.js';
 import { type JobSecrets, SecretPolicy } from '../secrets/policy.js';
 import type { Scrubber } from '../secrets/scrubber.js';
 
@@ -312,6 +313,7 @@ export class JobQueue {
         entry.attempts = attempt;
         return { entry };
       }
+      guardCaptures(outcome, secrets.scrubber);
       const entry = buildResult(outcome, check, prepared.identity, check, 'FINAL', attempt);
       // The result is delivered after its artifacts are uploaded (or have failed to be), within a bounded time.
       published = true;

@@ -17,6 +17,11 @@
 // longer secret survives next to a shorter one. With at most
 // NATIVE_SEARCH_MAX_PATTERNS patterns (one plain secret) V8's own indexOf is
 // faster than any JavaScript loop and is used instead, with the same result.
+// Both re-read a pattern wherever it may start, which is quadratic when text
+// and secret repeat themselves; past a work budget linear in the input they
+// give up, and an Aho–Corasick automaton over the same patterns
+// (src/secrets/automaton.ts, built on first need) gives the same runs in
+// linear time, whatever the content.
 //
 // Public API for other issues (artifacts, #5):
 //   scrubber.scrubText(text)     → text with every secret form replaced by `*****`
@@ -30,6 +35,8 @@
 
 import { Buffer } from 'node:buffer';
 import { domainToASCII } from 'node:url';
+import { Automaton } from './automaton.js';
+import { foldedRegions } from './folding.js';
 
 /** What every secret form is replaced with. */
 export const REDACTED = '*****';
@@ -48,6 +55,22 @@ export const MIN_SECRET_LENGTH = 4;
  * one pass of the index; beyond it the index wins, by more the more patterns.
  */
 const NATIVE_SEARCH_MAX_PATTERNS = 12;
+
+/**
+ * The fast searches re-read a candidate pattern at each position it may start
+ * at: cheap on real text, quadratic on repetitive text and secrets. They may
+ * do this much work (candidates looked at plus characters compared) per
+ * character of input, plus WORK_ALLOWANCE, before giving up to the
+ * Aho–Corasick automaton (src/secrets/automaton.ts), which is linear whatever
+ * the content. Real text stays far below it.
+ */
+const WORK_PER_UNIT = 8;
+/** Small: scrubValue scans every string of a result, and the allowance is paid per string. */
+const WORK_ALLOWANCE = 256;
+
+function workBudget(length: number): number {
+  return WORK_PER_UNIT * length + WORK_ALLOWANCE;
+}
 
 /** The embedded base64 forms (a secret in the middle of a longer base64 text) must be at least this long. */
 const MIN_EMBEDDED_BASE64 = 6;
@@ -96,6 +119,53 @@ function htmlForms(secret: string): string[] {
   return [base, quoted, quoted.replace(/'/g, '&#39;'), quoted.replace(/'/g, '&#x27;'), quoted.replace(/'/g, '&apos;')];
 }
 
+/** Each byte (or code unit) of `values` written as `prefix` + hex (`digits` wide) + `suffix`, in both hex cases. */
+function eachEscaped(values: Iterable<number>, prefix: string, digits: number, suffix = ''): [string, string] {
+  let lower = '';
+  for (const v of values) lower += `${prefix}${v.toString(16).padStart(digits, '0')}${suffix}`;
+  const upper = lower.replace(/[a-f]/g, (c) => c.toUpperCase());
+  // The prefix's own letters (`\x`, `&#x`) keep their case.
+  const fixedUpper = prefix === '' ? upper : lower.replace(/[0-9a-f]+(?=[^0-9a-f]|$)/g, (hex) => hex.toUpperCase());
+  return [lower, prefix === '' ? upper : fixedUpper];
+}
+
+function utf16Bytes(secret: string, littleEndian: boolean): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < secret.length; i++) {
+    const c = secret.charCodeAt(i);
+    if (littleEndian) out.push(c & 0xff, c >>> 8);
+    else out.push(c >>> 8, c & 0xff);
+  }
+  return out;
+}
+
+/**
+ * Whole-secret escapings that no single library call writes but a script
+ * or a target easily does: hex of the UTF-8 bytes (plain, `\x`, `%` before
+ * every byte) and of the UTF-16 code units (LE and BE bytes), `\u` before
+ * every code unit, HTML decimal and hex entities for every code point —
+ * each with lower- and upper-case hex.
+ */
+function escapedForms(secret: string): string[] {
+  const utf8 = Buffer.from(secret, 'utf8');
+  const units: number[] = [];
+  for (let i = 0; i < secret.length; i++) units.push(secret.charCodeAt(i));
+  const points: number[] = [];
+  for (const ch of secret) points.push(ch.codePointAt(0) as number);
+  let decimal = '';
+  for (const p of points) decimal += `&#${p};`;
+  return [
+    ...eachEscaped(utf8, '', 2),
+    ...eachEscaped(utf8, '\\x', 2),
+    ...eachEscaped(utf8, '%', 2),
+    ...eachEscaped(utf16Bytes(secret, true), '', 2),
+    ...eachEscaped(utf16Bytes(secret, false), '', 2),
+    ...eachEscaped(units, '\\u', 4),
+    ...eachEscaped(points, '&#x', 1, ';'),
+    decimal,
+  ];
+}
+
 /**
  * Base64 and base64url of the secret's UTF-8 bytes: on its own (padded and
  * not), and embedded in a longer encoded text at each of the three byte
@@ -133,7 +203,7 @@ function base64Forms(secret: string): string[] {
  * units are dropped (none are, for a secret that is long enough).
  */
 export function secretForms(secret: string): string[] {
-  const forms: Array<string | undefined> = [secret, secret.toLowerCase()];
+  const forms: Array<string | undefined> = [secret, secret.toLowerCase(), secret.toUpperCase()];
   let component: string | undefined;
   try {
     component = encodeURIComponent(secret);
@@ -142,7 +212,8 @@ export function secretForms(secret: string): string[] {
   }
   if (component !== undefined) {
     const plus = component.replace(/%20/g, '+');
-    forms.push(component, lowerHex(component), plus, lowerHex(plus));
+    const twice = encodeURIComponent(component);
+    forms.push(component, lowerHex(component), plus, lowerHex(plus), twice, lowerHex(twice));
     try {
       const uri = encodeURI(secret);
       forms.push(uri, lowerHex(uri));
@@ -173,6 +244,9 @@ export function secretForms(secret: string): string[] {
   forms.push(...base64Forms(secret));
   const json = JSON.stringify(secret).slice(1, -1);
   forms.push(json, jsonAscii(json, false), jsonAscii(json, true), json.replace(/\//g, '\\/'), JSON.stringify(json).slice(1, -1));
+  // A JSON document holding the secret, base64-encoded (a JWT payload, a data: URL): the escaped form's base64.
+  if (json !== secret) forms.push(...base64Forms(json));
+  forms.push(...escapedForms(secret));
   forms.push(...htmlForms(secret));
   if (/[\u0080-\uffff]/.test(secret)) {
     const puny = domainToASCII(secret);
@@ -343,10 +417,11 @@ class TextIndex {
    * keeps the loop fast (sieves that pass half the time cost more than they
    * save). Only a window that passes looks at its bucket of candidates.
    */
-  scan(text: string, onMatch: (start: number, end: number) => void): void {
+  scan(text: string, onMatch: (start: number, end: number) => void): boolean {
     const n = text.length;
-    if (this.size === 0 || n < 4) return;
+    if (this.size === 0 || n < 4) return true;
     const { heads, filter, next, k1, k2, lens, patterns } = this;
+    let work = workBudget(n);
     const hshift = 32 - this.hbits;
     const fshift = 32 - this.fbits;
     let c0 = text.charCodeAt(0);
@@ -361,16 +436,21 @@ class TextIndex {
       if ((filter[f >>> 3] as number) & (1 << (f & 7))) {
         let best = 0;
         for (let j = heads[h >>> hshift] as number; j !== -1; j = next[j] as number) {
+          work--;
           if (k1[j] !== w1 || k2[j] !== w2) continue;
           const len = lens[j] as number;
-          if (len > best && i + len <= n && (len === 4 || text.startsWith(patterns[j] as string, i))) best = len;
+          if (len <= best || i + len > n) continue;
+          work -= len;
+          if (len === 4 || text.startsWith(patterns[j] as string, i)) best = len;
         }
+        if (work < 0) return false;
         if (best > 0) onMatch(i, i + best);
       }
       c0 = c1;
       c1 = c2;
       c2 = c3;
     }
+    return true;
   }
 }
 
@@ -414,10 +494,11 @@ class ByteIndex {
     this.maxLength = max;
   }
 
-  scan(bytes: Uint8Array, onMatch: (start: number, end: number) => void): void {
+  scan(bytes: Uint8Array, onMatch: (start: number, end: number) => void): boolean {
     const n = bytes.length;
-    if (this.patterns.length === 0 || n < 4) return;
+    if (this.patterns.length === 0 || n < 4) return true;
     const { heads, filter, next, keys, patterns } = this;
+    let work = workBudget(n);
     const hshift = 32 - this.hbits;
     const fshift = 32 - this.fbits;
     let w = ((bytes[0] as number) << 16) | ((bytes[1] as number) << 8) | (bytes[2] as number);
@@ -428,17 +509,26 @@ class ByteIndex {
       if ((filter[f >>> 3] as number) & (1 << (f & 7))) {
         let best = 0;
         for (let j = heads[h >>> hshift] as number; j !== -1; j = next[j] as number) {
+          work--;
           if (keys[j] !== w) continue;
           const p = patterns[j] as Buffer;
           const len = p.length;
           if (len <= best || i + len > n) continue;
           let k = 4;
           while (k < len && bytes[i + k] === p[k]) k++;
+          work -= k;
           if (k === len) best = len;
         }
+        if (work < 0) return false;
         if (best > 0) onMatch(i, i + best);
       }
     }
+    return true;
+  }
+
+  /** The patterns, for the automaton. */
+  get all(): readonly Buffer[] {
+    return this.patterns;
   }
 }
 
@@ -448,14 +538,25 @@ function containsAny(text: string, patterns: readonly string[]): boolean {
   return false;
 }
 
-/** Every occurrence of every pattern by the engine's own search: the same runs a scan of the index gives. */
-function nativeSearch(find: (pattern: number, from: number) => number, lengths: number[], runs: Runs): void {
+/**
+ * Every occurrence of every pattern by the engine's own search: the same runs
+ * a scan of the index gives. False (nothing added) past the work budget: each
+ * occurrence found costs its length (the engine compared that much).
+ */
+function nativeSearch(find: (pattern: number, from: number) => number, lengths: number[], haystackLength: number, runs: Runs): boolean {
   const found: Array<[number, number]> = [];
-  lengths.forEach((length, p) => {
-    for (let at = find(p, 0); at !== -1; at = find(p, at + 1)) found.push([at, at + length]);
-  });
+  let work = workBudget(haystackLength);
+  for (let p = 0; p < lengths.length; p++) {
+    const length = lengths[p] as number;
+    for (let at = find(p, 0); at !== -1; at = find(p, at + 1)) {
+      work -= length;
+      if (work < 0) return false;
+      found.push([at, at + length]);
+    }
+  }
   found.sort((a, b) => a[0] - b[0] || b[1] - a[1]);
   for (const [start, end] of found) runs.add(start, end);
+  return true;
 }
 
 /** Collects match intervals and merges overlapping ones into redacted runs. */
@@ -501,6 +602,8 @@ export class Scrubber {
   private readonly secrets: Map<string, number>;
   private bytes: ByteIndex | undefined;
   private bytesVersion = -1;
+  private textAutomaton: { version: number; automaton: Automaton } | undefined;
+  private byteAutomaton: { version: number; automaton: Automaton } | undefined;
   private few: { version: number; texts: string[]; buffers: Buffer[] } | undefined;
 
   constructor(base?: Scrubber) {
@@ -556,15 +659,7 @@ export class Scrubber {
 
   /** `text` with every form of every secret replaced by `*****` (the same string when nothing matched). */
   scrubText(text: string): string {
-    if (this.index.size === 0 || text.length < 4) return text;
-    if (this.index.size <= NATIVE_SEARCH_MAX_PATTERNS && !containsAny(text, this.fewPatterns().texts)) return text;
-    const runs = new Runs();
-    if (this.index.size <= NATIVE_SEARCH_MAX_PATTERNS) {
-      const { texts } = this.fewPatterns();
-      nativeSearch((p, from) => text.indexOf(texts[p] as string, from), texts.map((t) => t.length), runs);
-    } else this.index.scan(text, runs.add);
-    runs.close();
-    const { starts, ends } = runs;
+    const { starts, ends } = this.findRuns(text);
     if (starts.length === 0) return text;
     let out = '';
     let last = 0;
@@ -576,20 +671,75 @@ export class Scrubber {
   }
 
   /**
+   * Where secrets occur in `text`: each run of overlapping matches of any form
+   * of any secret, as `[starts[i], ends[i])`, left to right (what scrubText replaces).
+   */
+  findRuns(text: string): { starts: readonly number[]; ends: readonly number[] } {
+    const direct = this.directRuns(text);
+    if (this.index.size === 0 || text.length < 4 || text.indexOf('\n') === -1) return direct;
+    const regions = foldedRegions(text);
+    if (regions.length === 0) return direct;
+    // Forms cut by line breaks (folded base64), found in the joined stretches and mapped back: each covers its breaks too.
+    const found: Array<[number, number]> = direct.starts.map((start, r) => [start, direct.ends[r] as number]);
+    for (const { joined, origin } of regions) {
+      const runs = this.directRuns(joined);
+      for (let r = 0; r < runs.starts.length; r++) {
+        found.push([origin[runs.starts[r] as number] as number, (origin[(runs.ends[r] as number) - 1] as number) + 1]);
+      }
+    }
+    found.sort((a, b) => a[0] - b[0] || b[1] - a[1]);
+    const merged = new Runs();
+    for (const [start, end] of found) merged.add(start, end);
+    merged.close();
+    return merged;
+  }
+
+  private directRuns(text: string): { starts: readonly number[]; ends: readonly number[] } {
+    const runs = new Runs();
+    if (this.index.size === 0 || text.length < 4) return runs;
+    let done: boolean;
+    if (this.index.size <= NATIVE_SEARCH_MAX_PATTERNS) {
+      const { texts } = this.fewPatterns();
+      if (!containsAny(text, texts)) return runs;
+      done = nativeSearch((p, from) => text.indexOf(texts[p] as string, from), texts.map((t) => t.length), text.length, runs);
+    } else done = this.index.scan(text, runs.add);
+    if (!done) return this.automatonForText().scan(text.length, (i) => text.charCodeAt(i));
+    runs.close();
+    return runs;
+  }
+
+  /**
+   * Whether `value` could be a piece of a secret too short for the scrubber
+   * to recognise: it is not empty, shorter than the shortest secret, and part
+   * of a secret as written, lower- or upper-cased. Such a piece is invisible
+   * to scrubText; a check could read a secret a few characters at a time.
+   */
+  mayBeFragment(value: string): boolean {
+    if (value.length === 0 || this.secrets.size === 0) return false;
+    let shortest = Number.POSITIVE_INFINITY;
+    for (const secret of this.secrets.keys()) shortest = Math.min(shortest, secret.length);
+    if (value.length >= shortest) return false;
+    const lower = value.toLowerCase();
+    for (const secret of this.secrets.keys()) if (secret.toLowerCase().includes(lower)) return true;
+    return false;
+  }
+
+  /**
    * `bytes` with the UTF-8 encoding of every form replaced by the bytes of
    * `*****`; other bytes are untouched (binary data stays binary). Returns the
    * same object when nothing matched.
    */
   scrubBuffer<T extends Uint8Array>(bytes: T): T | Buffer {
     if (this.index.size === 0 || bytes.length < 4) return bytes;
-    const runs = new Runs();
+    const fast = new Runs();
+    let done: boolean;
     if (this.index.size <= NATIVE_SEARCH_MAX_PATTERNS) {
       const { buffers } = this.fewPatterns();
       const haystack = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
-      nativeSearch((p, from) => haystack.indexOf(buffers[p] as Buffer, from), buffers.map((b) => b.length), runs);
-    } else this.byteIndex().scan(bytes, runs.add);
-    runs.close();
-    const { starts, ends } = runs;
+      done = nativeSearch((p, from) => haystack.indexOf(buffers[p] as Buffer, from), buffers.map((b) => b.length), bytes.length, fast);
+    } else done = this.byteIndex().scan(bytes, fast.add);
+    fast.close();
+    const { starts, ends } = done ? fast : this.automatonForBytes().scan(bytes.length, (i) => bytes[i] as number);
     if (starts.length === 0) return bytes;
     const parts: Uint8Array[] = [];
     let last = 0;
@@ -667,6 +817,26 @@ export class Scrubber {
       this.few = { version: this.index.version, texts, buffers: texts.map((t) => Buffer.from(t, 'utf8')) };
     }
     return this.few;
+  }
+
+  /** Built on the first input the fast search gives up on, then kept until the secrets change. */
+  private automatonForText(): Automaton {
+    if (this.textAutomaton?.version !== this.index.version) {
+      const patterns = this.index.livePatterns().map((p) => {
+        const units = new Uint16Array(p.length);
+        for (let i = 0; i < p.length; i++) units[i] = p.charCodeAt(i);
+        return units;
+      });
+      this.textAutomaton = { version: this.index.version, automaton: new Automaton(patterns, 0x10000) };
+    }
+    return this.textAutomaton.automaton;
+  }
+
+  private automatonForBytes(): Automaton {
+    if (this.byteAutomaton?.version !== this.index.version) {
+      this.byteAutomaton = { version: this.index.version, automaton: new Automaton(this.byteIndex().all, 0x100) };
+    }
+    return this.byteAutomaton.automaton;
   }
 
   private byteIndex(): ByteIndex {

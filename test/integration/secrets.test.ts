@@ -20,6 +20,7 @@
 // finds nothing proves something.
 
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../src/control-plane/protocol.js';
@@ -442,4 +443,67 @@ describe('secrets never leave the agent', () => {
     );
     expect(findings, `SECRETS LEAKED (${findings.length}):\n${findings.slice(0, 60).join('\n')}`).toEqual([]);
   }, 120_000);
+});
+
+describe('regex captures cannot read a secret back in pieces', () => {
+  /** 21 characters, nothing the URL path encodes: read three at a time by seven assertions. */
+  const PIECED = 'K9zqVb7Lp2Xc4Nw8Rt0Hy';
+  /** Not a secret, same shape: its pieces must come through (the positive control). */
+  const PLAIN_PIECED = 'ctl-ctl-ctl-ctl-ctl-c';
+
+  async function freePort(): Promise<number> {
+    const server = net.createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as net.AddressInfo;
+    await new Promise((resolve) => server.close(resolve));
+    return port;
+  }
+
+  /** Seven TEXT_BODY assertions, each capturing the next three characters after `x-tok:`. */
+  const pieceAssertions = () =>
+    Array.from({ length: 7 }, (_, i) => ({ source: 'TEXT_BODY', comparison: 'EQUALS', target: 'zzz', regex: `[xX]-[tT]ok:.{${3 * i}}(.{1,3})` }));
+
+  it('local mode: the agent’s own health port does not echo the path, and captures overlapping a secret are withheld', async () => {
+    const healthPort = await freePort();
+    const dir = tempDir();
+    const file = path.join(dir, 'checks.json');
+    const api = (id: string, url: string) => ({ id, name: id, checkType: 'API', frequency: 60, request: { method: 'GET', url }, assertions: pieceAssertions() });
+    writeFileSync(
+      file,
+      JSON.stringify({
+        checks: [
+          api('via-health-port', `http://127.0.0.1:${healthPort}/x-tok:{{OUTPOST_SECRET_PIECED}}`),
+          api('via-echo', `${target.url}/echo/x-tok:{{OUTPOST_SECRET_PIECED}}`),
+          api('control', `${target.url}/echo/x-tok:${PLAIN_PIECED}`),
+        ],
+      }),
+    );
+    const proc = startAgent(['local', file], cleanEnv({ STATE_DIR: tempDir(), AGENT_HEALTH_PORT: String(healthPort), OUTPOST_SECRET_PIECED: PIECED }));
+    try {
+      const deadline = Date.now() + 30_000;
+      while (proc.stdoutLines.length < 3) {
+        if (Date.now() > deadline) throw new Error(`no results; stderr: ${proc.stderr().slice(-2000)}`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      const byId = new Map(proc.stdoutLines.map((line) => JSON.parse(line) as CheckResultEntry).map((r) => [r.checkId, r]));
+      const assertionsOf = (id: string) => (byId.get(id)?.apiCheckResult?.assertions ?? []) as Array<{ actual: unknown; passed: boolean; error?: string }>;
+      const actuals = (id: string) => assertionsOf(id).map((a) => a.actual);
+      // The control: the very same assertions read a plain value back whole.
+      expect(actuals('control').join('')).toBe(PLAIN_PIECED);
+      // The health port's 404 no longer repeats the path: nothing to capture.
+      expect(actuals('via-health-port')).toEqual(Array(7).fill(null));
+      // The echo does repeat it: every piece is withheld, and each assertion fails saying why.
+      expect(actuals('via-echo')).toEqual(Array(7).fill('[REDACTED]'));
+      for (const a of assertionsOf('via-echo')) {
+        expect(a.passed).toBe(false);
+        expect(a.error).toMatch(/capture is withheld/);
+      }
+      // No piece of three characters or more reaches stdout or stderr.
+      const out = proc.stdout() + proc.stderr();
+      for (let i = 0; i + 3 <= PIECED.length; i++) expect(out, `piece ${i}`).not.toContain(PIECED.slice(i, i + 3));
+    } finally {
+      proc.kill('SIGKILL');
+      await proc.exit;
+    }
+  }, 60_000);
 });

@@ -73,6 +73,42 @@ describe('sanitizeEventText', () => {
   });
 });
 
+describe('sanitizeEventText on long input', () => {
+  /** Milliseconds one call takes. */
+  const timed = (text: string): number => {
+    const start = performance.now();
+    sanitizeEventText(text, [Scrubber.of(['s3cr3t-token-value'])]);
+    return performance.now() - start;
+  };
+
+  it('cleans 100,000-character lines in time comparable to ordinary text of the same size (no quadratic pattern)', () => {
+    const size = 100_000;
+    // Ordinary text: short words and spaces, nothing the patterns backtrack over.
+    const baseline = Math.min(timed('ab cd '.repeat(size / 6)), timed('ab cd '.repeat(size / 6)));
+    const worst: Record<string, string> = {
+      'a long token': 'a1'.repeat(size / 2),
+      'a long run without digits (token pattern)': 'a'.repeat(size),
+      'dotted digits (host name pattern)': '1.'.repeat(size / 2),
+      'dotted letters (URL scheme pattern)': 'a.'.repeat(size / 2),
+      'an unterminated quote of escapes': '"\\'.repeat(size / 2),
+    };
+    for (const [what, text] of Object.entries(worst)) {
+      // A ratio, not an absolute time: the quadratic patterns took over 10,000 times the baseline here.
+      expect(timed(text), what).toBeLessThan(baseline * 20 + 250);
+    }
+  });
+
+  it('still removes a long token, and drops a token that the length cut splits rather than keep a short piece of it', () => {
+    const token = 'Zm9vYmFy0123456789abcdefghijklmnopqrstuvwxyz';
+    const out = sanitizeEventText(`key ${'a1'.repeat(50_000)} end`, []);
+    expect(out).not.toMatch(/a1a1/);
+    expect(out.length).toBeLessThan(1_100);
+    const split = sanitizeEventText(`${'x '.repeat(490)}${token}${token}`, []);
+    expect(split).not.toContain(token.slice(0, 10));
+    expect(split.endsWith('…')).toBe(true);
+  });
+});
+
 describe('jobTargetStrings', () => {
   it('collects the request strings, host names, the check name and id and every variable value, not enum words', () => {
     const strings = jobTargetStrings(

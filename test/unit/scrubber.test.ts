@@ -3,6 +3,7 @@
 // deep-value APIs, and agreement between its two search paths.
 
 import { describe, expect, it } from 'vitest';
+import { Automaton } from '../../src/secrets/automaton.js';
 import { isScrubbable, MIN_SECRET_LENGTH, REDACTED, Scrubber, scrubJsonLine, secretForms } from '../../src/secrets/scrubber.js';
 
 const TRICKY = [
@@ -102,6 +103,65 @@ describe('encoded forms', () => {
   });
 });
 
+describe('escaped and transformed encodings', () => {
+  const hex = (bytes: Buffer) => bytes.toString('hex');
+  const utf16 = (s: string, le: boolean) => {
+    const b = Buffer.from(s, 'utf16le');
+    if (!le) b.swap16();
+    return b;
+  };
+  /** Forms a script or a target writes easily, computed independently of the scrubber. */
+  function escapedForms(secret: string): Record<string, string> {
+    const utf8 = Buffer.from(secret, 'utf8');
+    const json = JSON.stringify(secret).slice(1, -1);
+    return {
+      'upper-case': secret.toUpperCase(),
+      hex: hex(utf8),
+      'HEX (upper)': hex(utf8).toUpperCase(),
+      '\\x per byte': [...utf8].map((b) => `\\x${b.toString(16).padStart(2, '0')}`).join(''),
+      '% per byte': [...utf8].map((b) => `%${b.toString(16).padStart(2, '0').toUpperCase()}`).join(''),
+      'UTF-16LE hex': hex(utf16(secret, true)),
+      'UTF-16BE HEX': hex(utf16(secret, false)).toUpperCase(),
+      '\\u per code unit': Array.from({ length: secret.length }, (_, i) => `\\u${secret.charCodeAt(i).toString(16).padStart(4, '0')}`).join(''),
+      '\\u per code unit (upper)': Array.from({ length: secret.length }, (_, i) => `\\u${secret.charCodeAt(i).toString(16).padStart(4, '0').toUpperCase()}`).join(''),
+      'HTML decimal entities': Array.from(secret, (c) => `&#${c.codePointAt(0)};`).join(''),
+      'HTML hex entities': Array.from(secret, (c) => `&#x${(c.codePointAt(0) as number).toString(16)};`).join(''),
+      'double URL-encoding': encodeURIComponent(encodeURIComponent(secret)),
+      'base64 of the JSON-escaped secret': b64(json),
+      'base64 of a JSON document holding it': b64(JSON.stringify({ token: secret })),
+      'base64 with CRLF every 76': b64(`Authorization: ${secret} and more text to make it long enough ${secret}`).replace(/.{76}/g, '$&\r\n'),
+      'base64 with CRLF every 3': b64(secret).replace(/.{3}/g, '$&\r\n'),
+      'base64 with LF every 4': b64(`x${secret}`).replace(/.{4}/g, '$&\n'),
+    };
+  }
+
+  it('unfolds only line breaks between base64 lines: prose, headers and JSON lines are left as they are', () => {
+    const secret = 'folded-secret-value-42';
+    const scrubber = Scrubber.of([secret]);
+    const text = `Content-Type: text/html\r\nServer: nginx\r\n\r\nhello\nworld\n{"a":1}\n{"b":2}\nfolded\nsecret`;
+    expect(scrubber.scrubText(text)).toBe(text);
+    const pem = `-----BEGIN DATA-----\n${b64(`prefix ${secret} suffix`).replace(/.{16}/g, '$&\n')}\n-----END DATA-----\n`;
+    const out = scrubber.scrubText(pem);
+    expect(out).toContain(REDACTED);
+    expect(out.startsWith('-----BEGIN DATA-----\n')).toBe(true);
+    expect(out.endsWith('\n-----END DATA-----\n')).toBe(true);
+    expect(Buffer.from(out.replace(/-----[A-Z ]+-----|\n/g, '').replace(REDACTED, ''), 'base64').toString('latin1')).not.toContain('secret');
+  });
+
+  it.each(TRICKY.map((s, i) => [i, s]))('secret #%i is scrubbed in every escaped form, alone and inside other text', (_i, secret) => {
+    const scrubber = Scrubber.of([secret]);
+    for (const [form, encoded] of Object.entries(escapedForms(secret))) {
+      const out = scrubber.scrubText(`before [${encoded}] after`);
+      expect(out, form).toContain(REDACTED);
+      // What survives of the form: at most a few characters at each end (base64 that mixes in neighbouring bytes).
+      const kept = out.replace(/^before \[/, '').replace(/\] after$/, '').split(REDACTED).join('');
+      if (!form.includes('base64')) expect(kept, form).toBe('');
+      else if (!form.includes('document') && !form.includes('76')) expect(kept.replace(/[\r\n]/g, '').length, form).toBeLessThanOrEqual(8);
+      expect(out, form).not.toContain(encoded);
+    }
+  });
+});
+
 describe('matching', () => {
   it('lets the longest match win and leaves no piece of overlapping secrets', () => {
     const scrubber = Scrubber.of(['token1234', 'token1234-extended', 'abcdef-secret', 'secret-tail-xyz']);
@@ -150,6 +210,65 @@ describe('matching', () => {
         expect(scrubber.scrubText(text)).toBe(reference(text, patterns));
         expect(Buffer.from(scrubber.scrubBuffer(Buffer.from(text, 'utf8'))).toString('utf8')).toBe(reference(text, patterns));
       }
+    }
+  });
+});
+
+describe('repetitive secrets and text (linear time)', () => {
+  /** Milliseconds to build a scrubber for `secrets` and scrub `text` as text and as bytes. */
+  function timed(secrets: string[], text: string): { ms: number; text: string; bytes: string } {
+    const start = performance.now();
+    const scrubber = Scrubber.of(secrets);
+    const out = scrubber.scrubText(text);
+    const bytes = Buffer.from(scrubber.scrubBuffer(Buffer.from(text))).toString();
+    return { ms: performance.now() - start, text: out, bytes };
+  }
+
+  const others = Array.from({ length: 10 }, (_, i) => `other-secret-${i}-value`);
+
+  it.each([
+    ['one secret (the engine’s own search)', [] as string[]],
+    ['with other secrets (the index)', others],
+  ])('scrubs a secret of 100,000 "a" from 400 KB of "a" in time comparable to ordinary text: %s', (_what, extra) => {
+    let seed = 1;
+    const random = (n: number) =>
+      Array.from({ length: n }, () => {
+        seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+        return String.fromCharCode(97 + (seed >>> 27));
+      }).join('');
+    const plainSecret = random(100_000);
+    const baseline = timed([plainSecret, ...extra], `${random(300_000)}${plainSecret}`);
+    expect(baseline.text.endsWith(REDACTED)).toBe(true);
+    const secret = 'a'.repeat(100_000);
+    const worst = timed([secret, ...extra], `<${'a'.repeat(400_000)}>${others[3]}`);
+    expect(worst.text).toBe(`<${REDACTED}>${extra.length > 0 ? REDACTED : others[3]}`);
+    expect(worst.bytes).toBe(worst.text);
+    // A ratio with a floor, not an absolute time: the quadratic search took 100 to 1,000 times the baseline.
+    expect(worst.ms).toBeLessThan(baseline.ms * 20 + 2_000);
+  });
+
+  it('gives the same runs through the automaton as the reference, on random repetitive patterns and texts', () => {
+    let seed = 7;
+    const random = () => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return seed / 2 ** 32;
+    };
+    const word = (n: number, alphabet: string) => Array.from({ length: n }, () => alphabet[Math.floor(random() * alphabet.length)]).join('');
+    for (let round = 0; round < 200; round++) {
+      const alphabet = round % 2 === 0 ? 'ab' : 'abcé🔑';
+      const patterns = [...new Set(Array.from({ length: 1 + Math.floor(random() * 6) }, () => word(1 + Math.floor(random() * 8), alphabet)))];
+      const text = word(Math.floor(random() * 80), alphabet);
+      const runs = new Automaton(
+        patterns.map((p) => Array.from({ length: p.length }, (_, i) => p.charCodeAt(i))),
+        0x10000,
+      ).scan(text.length, (i) => text.charCodeAt(i));
+      let out = '';
+      let last = 0;
+      runs.starts.forEach((start, r) => {
+        out += text.slice(last, start) + REDACTED;
+        last = runs.ends[r] as number;
+      });
+      expect(out + text.slice(last), JSON.stringify({ patterns, text })).toBe(reference(text, patterns));
     }
   });
 });

@@ -1,0 +1,70 @@
+// Regex captures that are pieces of a secret are withheld (README "Secrets").
+//
+// An assertion's `actual` is scrubbed like the rest of a result, but a regex
+// capture can be a short fragment (`.{3}(.{3})`) that no scrubber pattern
+// matches: a check echoing a secret back could then read it a few characters
+// per assertion. So, when a job has secrets, a capture is replaced by
+// CAPTURE_WITHHELD and its assertion fails when
+// - it overlaps a place where a secret (in any form the scrubber knows)
+//   occurs in the text the regex ran on, or
+// - it is not empty, shorter than the shortest secret, and part of a secret
+//   as written (any case) — a piece from an encoding the scrubber does not know.
+
+import type { AssertionOutcome, CaptureOrigin } from '../checks/assertions.js';
+import { captureOriginsOf } from '../checks/assertions.js';
+import type { Outcome } from '../checks/executor.js';
+import type { Scrubber } from './scrubber.js';
+
+/** What a withheld capture reads as in the result. */
+export const CAPTURE_WITHHELD = '[REDACTED]';
+
+export const CAPTURE_WITHHELD_ERROR =
+  'the regex capture is withheld: it overlaps a secret of this job, or could be a piece of one, so it is neither shown nor compared; capture text that holds no secret';
+
+function overlapsSecret(origin: CaptureOrigin, scrubber: Scrubber, runsBySource: Map<string, { starts: readonly number[]; ends: readonly number[] }>): boolean {
+  let runs = runsBySource.get(origin.source);
+  if (runs === undefined) {
+    runs = scrubber.findRuns(origin.source);
+    runsBySource.set(origin.source, runs);
+  }
+  const { starts, ends } = runs;
+  for (let i = 0; i < starts.length; i++) {
+    // An empty capture overlaps a run it sits strictly inside.
+    if ((starts[i] as number) < Math.max(origin.end, origin.start + 1) && origin.start < (ends[i] as number)) return true;
+  }
+  return false;
+}
+
+function withheld(origin: CaptureOrigin | undefined, scrubber: Scrubber, runsBySource: Map<string, { starts: readonly number[]; ends: readonly number[] }>): boolean {
+  if (origin === undefined) return false;
+  return overlapsSecret(origin, scrubber, runsBySource) || scrubber.mayBeFragment(origin.source.slice(origin.start, origin.end));
+}
+
+/** Withholds, in place, the captures of `outcome`'s assertions that are (or could be) pieces of a secret, failing those assertions. */
+export function guardCaptures(outcome: Outcome, scrubber: Scrubber): void {
+  const assertions = outcome.detail.assertions;
+  if (scrubber.secretCount === 0 || !Array.isArray(assertions)) return;
+  const runsBySource = new Map<string, { starts: readonly number[]; ends: readonly number[] }>();
+  for (const item of assertions as unknown[]) {
+    if (item === null || typeof item !== 'object') continue;
+    const origins = captureOriginsOf(item);
+    if (origins === undefined) continue;
+    const assertion = item as AssertionOutcome;
+    let hit = false;
+    if (Array.isArray(assertion.actual)) {
+      assertion.actual = assertion.actual.map((value: unknown, i) => {
+        if (!withheld(origins[i], scrubber, runsBySource)) return value;
+        hit = true;
+        return CAPTURE_WITHHELD;
+      });
+    } else if (withheld(origins[0], scrubber, runsBySource)) {
+      hit = true;
+      assertion.actual = CAPTURE_WITHHELD;
+    }
+    if (hit) {
+      assertion.passed = false;
+      assertion.error = CAPTURE_WITHHELD_ERROR;
+      outcome.assertionsFailed = true;
+    }
+  }
+}

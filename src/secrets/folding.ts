@@ -1,0 +1,80 @@
+// Line-folded base64 (MIME's 76 characters a line, PEM's 64, or a script's
+// `\r\n` every few characters): a secret's base64 form is cut by line breaks
+// that no pattern holds. The stretches of text where line breaks sit between
+// base64 characters are joined without them here, so that the scrubber can
+// look for base64 forms in them and map what it finds back.
+//
+// A line break is joined when the characters on both sides are base64
+// characters and the line on one side is made of nothing else: folded data,
+// not prose or headers (whose lines hold spaces and colons). Each line is
+// read at most twice, so the cost is linear in the text; a text without
+// line breaks costs one indexOf.
+
+/** A stretch of the text with its joined line breaks removed: `origin[i]` is where `joined[i]` sits in the text. */
+export interface FoldedRegion {
+  joined: string;
+  origin: Int32Array;
+}
+
+function isBase64(c: number): boolean {
+  return (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || c === 0x2b || c === 0x2f || c === 0x3d || c === 0x5f || c === 0x2d;
+}
+
+function isBreak(c: number): boolean {
+  return c === 0x0a || c === 0x0d;
+}
+
+/** The folded stretches of `text`, left to right (none when no line break sits between base64 lines). */
+export function foldedRegions(text: string): FoldedRegion[] {
+  const n = text.length;
+  const regions: FoldedRegion[] = [];
+  // Base64 runs of the region being built, as [start, end) pairs in the text.
+  let pieces: number[] = [];
+  const close = () => {
+    if (pieces.length > 2) {
+      let length = 0;
+      for (let k = 0; k < pieces.length; k += 2) length += (pieces[k + 1] as number) - (pieces[k] as number);
+      const origin = new Int32Array(length);
+      let joined = '';
+      let at = 0;
+      for (let k = 0; k < pieces.length; k += 2) {
+        const start = pieces[k] as number;
+        const end = pieces[k + 1] as number;
+        joined += text.slice(start, end);
+        for (let i = start; i < end; i++) origin[at++] = i;
+      }
+      regions.push({ joined, origin });
+    }
+    pieces = [];
+  };
+  // A break is found by its LF (LF or CRLF line ends); a CR beside it belongs to the same break.
+  let newline = text.indexOf('\n');
+  while (newline !== -1) {
+    let breakStart = newline;
+    while (breakStart > 0 && isBreak(text.charCodeAt(breakStart - 1))) breakStart--;
+    let breakEnd = newline + 1;
+    while (breakEnd < n && isBreak(text.charCodeAt(breakEnd))) breakEnd++;
+    let joinedHere = false;
+    if (breakStart > 0 && breakEnd < n && isBase64(text.charCodeAt(breakStart - 1)) && isBase64(text.charCodeAt(breakEnd))) {
+      let lineStart = breakStart;
+      while (lineStart > 0 && isBase64(text.charCodeAt(lineStart - 1))) lineStart--;
+      let lineEnd = breakEnd;
+      while (lineEnd < n && isBase64(text.charCodeAt(lineEnd))) lineEnd++;
+      const wholeBefore = lineStart === 0 || isBreak(text.charCodeAt(lineStart - 1));
+      const wholeAfter = lineEnd === n || isBreak(text.charCodeAt(lineEnd));
+      if (wholeBefore || wholeAfter) {
+        joinedHere = true;
+        // Continues the region when its last run ends at this break.
+        if (pieces.length === 0 || pieces[pieces.length - 1] !== breakStart) {
+          close();
+          pieces.push(lineStart, breakStart);
+        }
+        pieces.push(breakEnd, lineEnd);
+      }
+    }
+    if (!joinedHere) close();
+    newline = text.indexOf('\n', breakEnd);
+  }
+  close();
+  return regions;
+}

@@ -3,12 +3,12 @@
 // An assertion's `actual` is scrubbed like the rest of a result, but a regex
 // capture can be a short fragment (`.{3}(.{3})`) that no scrubber pattern
 // matches: a check echoing a secret back could then read it a few characters
-// per assertion. So, when a job has secrets, a capture is replaced by
-// CAPTURE_WITHHELD and its assertion fails when
-// - it overlaps a place where a secret (in any form the scrubber knows)
-//   occurs in the text the regex ran on, or
-// - it is not empty, shorter than the shortest secret, and part of a secret
-//   as written (any case) — a piece from an encoding the scrubber does not know.
+// per assertion. So, when a job has secrets, a capture that overlaps a place
+// where a secret (in any form the scrubber knows) occurs in the text the regex
+// ran on is replaced by CAPTURE_WITHHELD, and its assertion fails.
+// A capture is not withheld merely for being a few characters that also occur
+// in a secret: in agent mode API_KEY is one, and nearly every one- or
+// two-character capture (a digit, a version) would fail for nothing.
 
 import type { AssertionOutcome, CaptureOrigin } from '../checks/assertions.js';
 import { captureOriginsOf } from '../checks/assertions.js';
@@ -19,7 +19,7 @@ import type { Scrubber } from './scrubber.js';
 export const CAPTURE_WITHHELD = '[REDACTED]';
 
 export const CAPTURE_WITHHELD_ERROR =
-  'the regex capture is withheld: it overlaps a secret of this job, or could be a piece of one, so it is neither shown nor compared; capture text that holds no secret';
+  'the regex capture is withheld: it overlaps a secret of this job, so it is neither shown nor compared; capture text that holds no secret';
 
 function overlapsSecret(origin: CaptureOrigin, scrubber: Scrubber, runsBySource: Map<string, { starts: readonly number[]; ends: readonly number[] }>): boolean {
   let runs = runsBySource.get(origin.source);
@@ -37,10 +37,10 @@ function overlapsSecret(origin: CaptureOrigin, scrubber: Scrubber, runsBySource:
 
 function withheld(origin: CaptureOrigin | undefined, scrubber: Scrubber, runsBySource: Map<string, { starts: readonly number[]; ends: readonly number[] }>): boolean {
   if (origin === undefined) return false;
-  return overlapsSecret(origin, scrubber, runsBySource) || scrubber.mayBeFragment(origin.source.slice(origin.start, origin.end));
+  return overlapsSecret(origin, scrubber, runsBySource);
 }
 
-/** Withholds, in place, the captures of `outcome`'s assertions that are (or could be) pieces of a secret, failing those assertions. */
+/** Withholds, in place, the captures of `outcome`'s assertions that overlap a secret, failing those assertions. */
 export function guardCaptures(outcome: Outcome, scrubber: Scrubber): void {
   const assertions = outcome.detail.assertions;
   if (scrubber.secretCount === 0 || !Array.isArray(assertions)) return;

@@ -709,22 +709,6 @@ export class Scrubber {
   }
 
   /**
-   * Whether `value` could be a piece of a secret too short for the scrubber
-   * to recognise: it is not empty, shorter than the shortest secret, and part
-   * of a secret as written, lower- or upper-cased. Such a piece is invisible
-   * to scrubText; a check could read a secret a few characters at a time.
-   */
-  mayBeFragment(value: string): boolean {
-    if (value.length === 0 || this.secrets.size === 0) return false;
-    let shortest = Number.POSITIVE_INFINITY;
-    for (const secret of this.secrets.keys()) shortest = Math.min(shortest, secret.length);
-    if (value.length >= shortest) return false;
-    const lower = value.toLowerCase();
-    for (const secret of this.secrets.keys()) if (secret.toLowerCase().includes(lower)) return true;
-    return false;
-  }
-
-  /**
    * `bytes` with the UTF-8 encoding of every form replaced by the bytes of
    * `*****`; other bytes are untouched (binary data stays binary). Returns the
    * same object when nothing matched.

@@ -2,6 +2,8 @@
 // value with a target. Which values a source yields is the executor's job.
 
 import type { Fields } from './fields.js';
+import { jsonPathRegexProblems } from './jsonpath-regex.js';
+import { CheckRegexError, compileCheckRegex, regexProblem } from './regex.js';
 
 export const COMPARISONS = [
   'EQUALS',
@@ -35,20 +37,23 @@ export interface AssertionOutcome extends Assertion {
   error?: string;
 }
 
+/** Sources whose `property` is a JSONPath expression. */
+const JSON_PATH_SOURCES = new Set(['JSON_BODY', 'JSON_ANSWER', 'JSON_RESPONSE']);
+
 export function parseAssertions(fields: Fields, sources: readonly string[]): Assertion[] {
   return fields.list('assertions').map((item) => {
     const regex = item.string('regex') ?? null;
-    if (regex) {
-      try {
-        new RegExp(regex);
-      } catch (error) {
-        item.fail(item.at('regex'), `is not a valid regular expression (${(error as Error).message})`);
-      }
-    }
+    const regexIssue = regex ? regexProblem(regex) : null;
+    if (regexIssue) item.fail(item.at('regex'), regexIssue);
     const target = item.raw('target');
+    const source = item.oneOf('source', sources, { required: true }) ?? '';
+    const property = item.string('property', { default: '' }) ?? '';
+    if (JSON_PATH_SOURCES.has(source)) {
+      for (const problem of jsonPathRegexProblems(property)) item.fail(item.at('property'), problem);
+    }
     return {
-      source: item.oneOf('source', sources, { required: true }) ?? '',
-      property: item.string('property', { default: '' }) ?? '',
+      source,
+      property,
       comparison: item.oneOf('comparison', COMPARISONS, { required: true }) ?? 'EQUALS',
       target: typeof target === 'number' || typeof target === 'boolean' ? String(target) : (item.string('target', { default: '' }) ?? ''),
       regex,
@@ -123,15 +128,24 @@ function hasValue(actual: unknown, target: string): boolean {
   return Object.values(actual).some((v) => compare('EQUALS', v, target));
 }
 
-/** Applies `regex` first (first capture group, else the whole match; no match → null). */
+/**
+ * Applies `regex` first (first capture group, else the whole match; no match → null).
+ * Throws CheckRegexError for a pattern that could take more than linear time.
+ */
 export function extract(regex: string | null, value: unknown): unknown {
   if (!regex) return value;
-  const match = new RegExp(regex).exec(asText(value));
+  const match = compileCheckRegex(regex).exec(asText(value));
   if (!match) return null;
   return match[1] ?? match[0];
 }
 
 export function evaluate(assertion: Assertion, actual: unknown): AssertionOutcome {
-  const value = extract(assertion.regex, actual);
+  let value: unknown;
+  try {
+    value = extract(assertion.regex, actual);
+  } catch (error) {
+    if (!(error instanceof CheckRegexError)) throw error;
+    return { ...assertion, actual: null, passed: false, error: error.message };
+  }
   return { ...assertion, actual: value, passed: compare(assertion.comparison, value, assertion.target) };
 }

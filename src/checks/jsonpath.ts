@@ -1,8 +1,11 @@
 // JSONPath (RFC 9535) through jsonpath-rfc9535, which parses expressions
-// itself and never evaluates code from a check definition.
+// itself and never evaluates code from a check definition. Its match() and
+// search() run in linear time (./jsonpath-regex.ts).
 
 import { query } from 'jsonpath-rfc9535';
 import { type Assertion, type AssertionOutcome, compare, evaluate, extract } from './assertions.js';
+import './jsonpath-regex.js';
+import { CheckRegexError } from './regex.js';
 
 export type JsonPathResult = { ok: true; values: unknown[] } | { ok: false; error: string };
 
@@ -11,6 +14,7 @@ export function queryJsonPath(document: unknown, expression: string): JsonPathRe
   try {
     return { ok: true, values: query(document as Parameters<typeof query>[0], expression) as unknown[] };
   } catch (error) {
+    if (error instanceof CheckRegexError) return { ok: false, error: `cannot evaluate JSONPath ${JSON.stringify(expression)}: ${error.message}` };
     return { ok: false, error: `invalid JSONPath ${JSON.stringify(expression)}: ${(error as Error).message}` };
   }
 }
@@ -25,6 +29,12 @@ export function evaluateJsonPath(assertion: Assertion, document: unknown): Asser
   const found = queryJsonPath(document, assertion.property || '$');
   if (!found.ok) return { ...assertion, actual: null, passed: false, error: found.error };
   if (found.values.length <= 1) return evaluate(assertion, found.values[0] ?? null);
-  const actual = found.values.map((value) => extract(assertion.regex, value));
+  let actual: unknown[];
+  try {
+    actual = found.values.map((value) => extract(assertion.regex, value));
+  } catch (error) {
+    if (!(error instanceof CheckRegexError)) throw error;
+    return { ...assertion, actual: null, passed: false, error: error.message };
+  }
   return { ...assertion, actual, passed: actual.every((value) => compare(assertion.comparison, value, assertion.target)) };
 }

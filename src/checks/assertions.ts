@@ -2,6 +2,7 @@
 // value with a target. Which values a source yields is the executor's job.
 
 import type { Fields } from './fields.js';
+import { MAX_DOCUMENT_DEPTH, nestedDeeperThan } from './json-depth.js';
 import { jsonPathRegexProblems } from './jsonpath-regex.js';
 import { CheckRegexError, compileCheckRegex, regexProblem } from './regex.js';
 
@@ -72,6 +73,7 @@ function asNumber(value: unknown): number | null {
 
 function asText(value: unknown): string {
   if (value === null || value === undefined) return '';
+  // evaluate() refuses values nested past MAX_DOCUMENT_DEPTH; JSON.stringify copes with those.
   return typeof value === 'string' ? value : JSON.stringify(value);
 }
 
@@ -139,7 +141,14 @@ export function extract(regex: string | null, value: unknown): unknown {
   return match[1] ?? match[0];
 }
 
+/** Why `actual` cannot be evaluated (and reported in a result), or null. */
+export function unevaluable(actual: unknown): string | null {
+  return nestedDeeperThan(actual, MAX_DOCUMENT_DEPTH) ? `the value is nested deeper than ${MAX_DOCUMENT_DEPTH} levels` : null;
+}
+
 export function evaluate(assertion: Assertion, actual: unknown): AssertionOutcome {
+  const problem = unevaluable(actual);
+  if (problem) return { ...assertion, actual: null, passed: false, error: problem };
   let value: unknown;
   try {
     value = extract(assertion.regex, actual);

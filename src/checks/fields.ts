@@ -2,6 +2,8 @@
 // file). Every problem is recorded with its JSON path, so that an error result
 // or a startup message can name the exact field.
 
+import { MAX_DEFINITION_DEPTH, nestedDeeperThan } from './json-depth.js';
+
 export interface FieldIssue {
   path: string;
   problem: string;
@@ -18,7 +20,9 @@ type Json = unknown;
 
 function describe(value: Json): string {
   if (value === undefined) return 'nothing';
-  const text = JSON.stringify(value);
+  // JSON.stringify recurses: a value nested thousands deep would throw instead of being described.
+  if (nestedDeeperThan(value, MAX_DEFINITION_DEPTH)) return `a value nested deeper than ${MAX_DEFINITION_DEPTH} levels`;
+  const text = JSON.stringify(value) ?? String(value);
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 

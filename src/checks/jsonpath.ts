@@ -3,7 +3,7 @@
 // search() run in linear time (./jsonpath-regex.ts).
 
 import { query } from 'jsonpath-rfc9535';
-import { type Assertion, type AssertionOutcome, compare, evaluate, extract } from './assertions.js';
+import { type Assertion, type AssertionOutcome, compare, evaluate, extract, unevaluable } from './assertions.js';
 import './jsonpath-regex.js';
 import { CheckRegexError } from './regex.js';
 
@@ -11,6 +11,9 @@ export type JsonPathResult = { ok: true; values: unknown[] } | { ok: false; erro
 
 /** Every node the expression selects, in document order; a bad expression is an error, not an exception. */
 export function queryJsonPath(document: unknown, expression: string): JsonPathResult {
+  // The query recurses through the document: one nested past the bound is refused, not a stack overflow.
+  const problem = unevaluable(document);
+  if (problem) return { ok: false, error: `cannot evaluate JSONPath ${JSON.stringify(expression)}: ${problem.replace(/^the value/, 'the document')}` };
   try {
     return { ok: true, values: query(document as Parameters<typeof query>[0], expression) as unknown[] };
   } catch (error) {

@@ -94,7 +94,15 @@ export class ControlPlaneSource {
       if (jobs.length > max) {
         logger.warn({ max, received: jobs.length }, 'control plane sent more jobs than claimed; running them anyway');
       }
-      for (const job of jobs) this.accept(job);
+      for (const job of jobs) {
+        try {
+          this.accept(job);
+        } catch (error) {
+          // Whatever one job does, the loop claims on: the job's lease is let go and expires at the service.
+          logger.error({ err: error, jobId: (job as { id?: unknown } | null)?.id }, 'could not accept a claimed job; ignoring it');
+          if (typeof job?.id === 'string') this.options.leases.release(job.id);
+        }
+      }
     }
   }
 

@@ -2,11 +2,12 @@
 // the queue. Claiming pauses while the spool is over its bound.
 
 import type { ExecutorRegistry } from '../checks/executor.js';
-import { prepareJob } from '../jobs/prepare.js';
+import { prepareJob, unpreparedJob } from '../jobs/prepare.js';
 import type { Logger } from '../observability/logger.js';
 import type { JobCompletion, JobQueue } from '../queue/job-queue.js';
 import type { CheckResultEntry } from '../results/result.js';
 import { sleep } from './backoff.js';
+import type { UnreadableJob } from './claim-answer.js';
 import { type ControlPlaneClient, type ControlPlaneError, withRetry } from './client.js';
 import type { LeaseKeeper } from './leases.js';
 import type { AgentDescriptor, Job } from './protocol.js';
@@ -76,6 +77,7 @@ export class ControlPlaneSource {
       const max = queue.free;
       if (max === 0 || signal.aborted) continue;
       let jobs: Job[];
+      let unreadable: UnreadableJob[] = [];
       try {
         const answer = await withRetry(
           // Until the control plane has accepted the key, ask without waiting: readiness hangs
@@ -85,18 +87,30 @@ export class ControlPlaneSource {
           { signal, logger, authRetryMs: this.options.authRetryMs, onFailure: this.options.onFailure },
         );
         jobs = answer.jobs;
+        unreadable = answer.unreadable ?? [];
+        if (answer.lost) {
+          logger.error({ lost: answer.lost }, 'claim answer had jobs that are not valid JSON and have no readable id; their leases will expire');
+        }
       } catch (error) {
         if (signal.aborted) break;
         logger.error({ err: error }, 'claim refused; trying again in 5 s');
         await sleep(5_000, signal);
         continue;
       }
+      // A job that is not valid JSON but has a readable id gets an error result like any invalid job.
+      const notParsed = new Map<Job, string>();
+      for (const bad of unreadable) {
+        logger.error({ jobId: bad.id, problem: bad.problem }, 'claimed job is not valid JSON; reporting it as an error');
+        const placeholder: Job = { id: bad.id, leaseExpiresAt: bad.leaseExpiresAt ?? '', check: undefined };
+        notParsed.set(placeholder, bad.problem);
+        jobs.push(placeholder);
+      }
       if (jobs.length > max) {
         logger.warn({ max, received: jobs.length }, 'control plane sent more jobs than claimed; running them anyway');
       }
       for (const job of jobs) {
         try {
-          this.accept(job);
+          this.accept(job, notParsed.get(job));
         } catch (error) {
           // Whatever one job does, the loop claims on: the job's lease is let go and expires at the service.
           logger.error({ err: error, jobId: (job as { id?: unknown } | null)?.id }, 'could not accept a claimed job; ignoring it');
@@ -118,7 +132,8 @@ export class ControlPlaneSource {
     if (onAbort) signal.removeEventListener('abort', onAbort);
   }
 
-  private accept(job: Job): void {
+  /** `unreadable`: why the job could not even be parsed (its result is that error). */
+  private accept(job: Job, unreadable?: string): void {
     const { queue, leases, registry, logger } = this.options;
     if (!job || typeof job !== 'object' || typeof job.id !== 'string' || job.id.length === 0) {
       // Without an id no result can be reported; the lease will expire on the service's side.
@@ -130,7 +145,7 @@ export class ControlPlaneSource {
       return;
     }
     leases.track(job.id, job.leaseExpiresAt);
-    const prepared = prepareJob(job, registry, logger);
+    const prepared = unreadable ? unpreparedJob(job.id, `Invalid job: ${unreadable}`, logger) : prepareJob(job, registry, logger);
     const done = queue
       .submit(prepared, (result) => this.options.onAttempt(result, job))
       .then((completion) => this.options.onCompletion(completion, job))

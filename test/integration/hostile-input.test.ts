@@ -1,6 +1,6 @@
 // Hostile input through the real agent process: a catastrophic regular
 // expression, a deeply nested value in a job, a checks file or a response
-// body.
+// body, and a claim answer one job of which is not valid JSON.
 
 import { writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -118,6 +118,24 @@ describe('a deeply nested value', () => {
     expect(cp.claims.filter((c) => c.given > 0)).toHaveLength(2);
     proc.kill('SIGTERM');
     expect((await proc.exit).code).toBe(0);
+    expect(cp.violations).toEqual([]);
+  });
+});
+
+describe('a claim answer that is not valid JSON', () => {
+  it('runs the good jobs and reports the bad one by id', async () => {
+    const cp = await h.controlPlane();
+    const check = (n: number) => ({ id: `check-${n}`, checkType: 'URL', request: { url: `${targetUrl}/` } });
+    const good = [1, 2, 3, 4].map((n) => cp.addJob(check(n)));
+    const badId = '6d1f6f6e-0000-4000-8000-00000000bad0';
+    cp.addRawTextJob(badId, JSON.stringify({ id: badId, leaseExpiresAt: '2030-01-01T00:00:00.000Z', attempt: 1, check: check(5) }).replace('"attempt":1', '"attempt":NaN'));
+    h.agent(cp, { JOB_CONCURRENCY: '8' });
+    await cp.waitFor(() => [...good, badId].every((id) => cp.resultsFor(id).length === 1), 20_000, 'five results');
+    for (const id of good) expect(cp.resultsFor(id)[0]?.result.hasFailures).toBe(false);
+    const bad = cp.resultsFor(badId)[0]?.result;
+    expect(bad?.hasErrors).toBe(true);
+    expect(bad?.apiCheckResult?.requestError).toMatch(/^Invalid job: job is not valid JSON: Unexpected token/);
+    expect(cp.claims[0]?.given).toBe(5);
     expect(cp.violations).toEqual([]);
   });
 });

@@ -38,18 +38,22 @@ export interface AssertionOutcome extends Assertion {
   error?: string;
 }
 
+/** Longest `regex` and `property` accepted: compiling or parsing them is work for every assertion. */
+export const MAX_REGEX_LENGTH = 10_000;
+export const MAX_PROPERTY_LENGTH = 10_000;
+
 /** Sources whose `property` is a JSONPath expression. */
 const JSON_PATH_SOURCES = new Set(['JSON_BODY', 'JSON_ANSWER', 'JSON_RESPONSE']);
 
 export function parseAssertions(fields: Fields, sources: readonly string[]): Assertion[] {
   return fields.list('assertions').map((item) => {
-    const regex = item.string('regex') ?? null;
-    const regexIssue = regex ? regexProblem(regex) : null;
+    const regex = item.string('regex', { maxLength: MAX_REGEX_LENGTH }) ?? null;
+    const regexIssue = regex && regex.length <= MAX_REGEX_LENGTH ? regexProblem(regex) : null;
     if (regexIssue) item.fail(item.at('regex'), regexIssue);
     const target = item.raw('target');
     const source = item.oneOf('source', sources, { required: true }) ?? '';
-    const property = item.string('property', { default: '' }) ?? '';
-    if (JSON_PATH_SOURCES.has(source)) {
+    const property = item.string('property', { default: '', maxLength: MAX_PROPERTY_LENGTH }) ?? '';
+    if (JSON_PATH_SOURCES.has(source) && property.length <= MAX_PROPERTY_LENGTH) {
       for (const problem of jsonPathRegexProblems(property)) item.fail(item.at('property'), problem);
     }
     return {

@@ -72,6 +72,24 @@ describe('a catastrophic regular expression', () => {
     expect(local.proc.exitCode).toBeNull();
   });
 
+  it('runs in linear time in agent mode: the result comes once, and the probes answer', async () => {
+    const cp = await h.controlPlane({ leaseMs: 5_000 });
+    const id = cp.addJob({
+      id: 'redos',
+      checkType: 'API',
+      request: { url: `${targetUrl}/evil` },
+      assertions: [{ source: 'TEXT_BODY', regex: '(a+)+c', comparison: 'IS_NULL', target: '' }],
+    });
+    const proc = h.agent(cp);
+    const port = await proc.healthPort();
+    await cp.waitFor(() => cp.resultsFor(id).length === 1, 20_000, 'the result');
+    expect(cp.resultsFor(id)[0]?.result.apiCheckResult?.assertions).toMatchObject([{ passed: true, actual: null }]);
+    expect(cp.jobs.get(id)?.claims).toBe(1);
+    expect((await probe(port, '/-/liveness')).status).toBe(200);
+    expect((await probe(port, '/-/readiness')).status).toBe(200);
+    expect(cp.violations).toEqual([]);
+  });
+
   it('with a backreference is refused at validation, naming the field', async () => {
     const file = checksFile({ checks: [{ id: 'backref', checkType: 'API', request: { url: `${targetUrl}/evil` }, assertions: [{ source: 'TEXT_BODY', regex: '^(a+)+\\1$', comparison: 'NOT_NULL' }] }] });
     const proc = h.start(['once', file]);

@@ -54,10 +54,22 @@ export class CheckRegexError extends Error {
  * patterns); V8 falls back to the linear engine when it backtracks too much.
  */
 export function compileCheckRegex(pattern: string, flags = ''): RegExp {
-  const problem = regexProblem(pattern, flags);
-  if (problem) throw new CheckRegexError(pattern, problem);
-  return new RegExp(pattern, flags);
+  const key = `${flags}/${pattern}`;
+  let compiled = recent.get(key);
+  if (compiled === undefined) {
+    const problem = regexProblem(pattern, flags);
+    // Without g or y a RegExp keeps no state between matches: one object serves every assertion.
+    compiled = problem ? new CheckRegexError(pattern, problem) : new RegExp(pattern, flags);
+    if (recent.size >= MAX_RECENT) recent.clear();
+    recent.set(key, compiled);
+  }
+  if (compiled instanceof CheckRegexError) throw compiled;
+  return compiled;
 }
+
+/** Patterns compiled lately: a JSONPath assertion applies its regex to every node it selects. */
+const recent = new Map<string, RegExp | CheckRegexError>();
+const MAX_RECENT = 256;
 
 function plain(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);

@@ -1,8 +1,8 @@
 // JSONPath's match() and search() function extensions take an I-Regexp
 // (RFC 9485) pattern, from the expression or from the document itself.
 // jsonpath-rfc9535 compiles it in Unicode mode, which V8's linear-time engine
-// cannot run before V8 12 (Node.js 20 has V8 11): no fallback, so a pattern
-// like (a+)+ froze the event loop. Its two declarations are replaced here by
+// cannot run on Node.js 20 (V8 11.3; probed below, not assumed): no fallback,
+// so a pattern like (a+)+ froze the event loop. Its two declarations are replaced here by
 // ones that compile through compileCheckRegex, so they run in linear time (or
 // fail with a clear error) whichever Node.js the agent runs on.
 

@@ -39,8 +39,8 @@ export interface AssertionOutcome extends Assertion {
 }
 
 /** Longest `regex` and `property` accepted: compiling or parsing them is work for every assertion. */
-export const MAX_REGEX_LENGTH = 10_000;
-export const MAX_PROPERTY_LENGTH = 10_000;
+const MAX_REGEX_LENGTH = 10_000;
+const MAX_PROPERTY_LENGTH = 10_000;
 
 /** Sources whose `property` is a JSONPath expression. */
 const JSON_PATH_SOURCES = new Set(['JSON_BODY', 'JSON_ANSWER', 'JSON_RESPONSE']);
@@ -145,9 +145,9 @@ export function extract(regex: string | null, value: unknown): unknown {
   return match[1] ?? match[0];
 }
 
-/** Why `actual` cannot be evaluated (and reported in a result), or null. */
-export function unevaluable(actual: unknown): string | null {
-  return nestedDeeperThan(actual, MAX_DOCUMENT_DEPTH) ? `the value is nested deeper than ${MAX_DOCUMENT_DEPTH} levels` : null;
+/** Why `actual` cannot be evaluated (and reported in a result), or null; `what` names it in the reason. */
+export function unevaluable(actual: unknown, what = 'the value'): string | null {
+  return nestedDeeperThan(actual, MAX_DOCUMENT_DEPTH) ? `${what} is nested deeper than ${MAX_DOCUMENT_DEPTH} levels` : null;
 }
 
 export function evaluate(assertion: Assertion, actual: unknown): AssertionOutcome {

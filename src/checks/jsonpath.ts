@@ -12,8 +12,8 @@ export type JsonPathResult = { ok: true; values: unknown[] } | { ok: false; erro
 /** Every node the expression selects, in document order; a bad expression is an error, not an exception. */
 export function queryJsonPath(document: unknown, expression: string): JsonPathResult {
   // The query recurses through the document: one nested past the bound is refused, not a stack overflow.
-  const problem = unevaluable(document);
-  if (problem) return { ok: false, error: `cannot evaluate JSONPath ${JSON.stringify(expression)}: ${problem.replace(/^the value/, 'the document')}` };
+  const problem = unevaluable(document, 'the document');
+  if (problem) return { ok: false, error: `cannot evaluate JSONPath ${JSON.stringify(expression)}: ${problem}` };
   try {
     return { ok: true, values: query(document as Parameters<typeof query>[0], expression) as unknown[] };
   } catch (error) {

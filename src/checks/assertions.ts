@@ -2,6 +2,9 @@
 // value with a target. Which values a source yields is the executor's job.
 
 import type { Fields } from './fields.js';
+import { MAX_DOCUMENT_DEPTH, nestedDeeperThan } from './json-depth.js';
+import { jsonPathRegexProblems } from './jsonpath-regex.js';
+import { CheckRegexError, compileCheckRegex, regexProblem } from './regex.js';
 
 export const COMPARISONS = [
   'EQUALS',
@@ -35,20 +38,27 @@ export interface AssertionOutcome extends Assertion {
   error?: string;
 }
 
+/** Longest `regex` and `property` accepted: compiling or parsing them is work for every assertion. */
+const MAX_REGEX_LENGTH = 10_000;
+const MAX_PROPERTY_LENGTH = 10_000;
+
+/** Sources whose `property` is a JSONPath expression. */
+const JSON_PATH_SOURCES = new Set(['JSON_BODY', 'JSON_ANSWER', 'JSON_RESPONSE']);
+
 export function parseAssertions(fields: Fields, sources: readonly string[]): Assertion[] {
   return fields.list('assertions').map((item) => {
-    const regex = item.string('regex') ?? null;
-    if (regex) {
-      try {
-        new RegExp(regex);
-      } catch (error) {
-        item.fail(item.at('regex'), `is not a valid regular expression (${(error as Error).message})`);
-      }
-    }
+    const regex = item.string('regex', { maxLength: MAX_REGEX_LENGTH }) ?? null;
+    const regexIssue = regex && regex.length <= MAX_REGEX_LENGTH ? regexProblem(regex) : null;
+    if (regexIssue) item.fail(item.at('regex'), regexIssue);
     const target = item.raw('target');
+    const source = item.oneOf('source', sources, { required: true }) ?? '';
+    const property = item.string('property', { default: '', maxLength: MAX_PROPERTY_LENGTH }) ?? '';
+    if (JSON_PATH_SOURCES.has(source) && property.length <= MAX_PROPERTY_LENGTH) {
+      for (const problem of jsonPathRegexProblems(property)) item.fail(item.at('property'), problem);
+    }
     return {
-      source: item.oneOf('source', sources, { required: true }) ?? '',
-      property: item.string('property', { default: '' }) ?? '',
+      source,
+      property,
       comparison: item.oneOf('comparison', COMPARISONS, { required: true }) ?? 'EQUALS',
       target: typeof target === 'number' || typeof target === 'boolean' ? String(target) : (item.string('target', { default: '' }) ?? ''),
       regex,
@@ -67,6 +77,7 @@ function asNumber(value: unknown): number | null {
 
 function asText(value: unknown): string {
   if (value === null || value === undefined) return '';
+  // evaluate() refuses values nested past MAX_DOCUMENT_DEPTH; JSON.stringify copes with those.
   return typeof value === 'string' ? value : JSON.stringify(value);
 }
 
@@ -123,7 +134,10 @@ function hasValue(actual: unknown, target: string): boolean {
   return Object.values(actual).some((v) => compare('EQUALS', v, target));
 }
 
-/** Where a regex capture came from: the text the regex ran on, and the capture's range in it. */
+/**
+ * Where a regex capture came from: the text the regex ran on, and the range of the whole match the
+ * capture was taken from (the capture lies within it).
+ */
 export interface CaptureOrigin {
   source: string;
   start: number;
@@ -142,19 +156,24 @@ export function captureOriginsOf(outcome: object): ReadonlyArray<CaptureOrigin |
   return captureOrigins.get(outcome);
 }
 
-/** `extract`, with where the capture lies in the text it was taken from. */
+/**
+ * `extract`, with where the capture lies in the text it was taken from.
+ * Throws CheckRegexError for a pattern that could take more than linear time.
+ */
 export function extractWithOrigin(regex: string | null, value: unknown): { value: unknown; origin?: CaptureOrigin } {
   if (!regex) return { value };
   const source = asText(value);
-  const match = new RegExp(regex, 'd').exec(source);
+  // Not the `d` flag for the capture's own range: V8 runs `d` patterns on the backtracking engine only,
+  // without the linear fallback that bounds a hostile pattern (src/checks/regex.ts).
+  const match = compileCheckRegex(regex).exec(source);
   if (!match) return { value: null };
-  const group = match[1] !== undefined ? 1 : 0;
-  const range = match.indices?.[group];
-  const captured = match[group] as string;
-  return range ? { value: captured, origin: { source, start: range[0], end: range[1] } } : { value: captured };
+  return { value: match[1] ?? match[0], origin: { source, start: match.index, end: match.index + match[0].length } };
 }
 
-/** Applies `regex` first (first capture group, else the whole match; no match → null). */
+/**
+ * Applies `regex` first (first capture group, else the whole match; no match → null).
+ * Throws CheckRegexError for a pattern that could take more than linear time.
+ */
 export function extract(regex: string | null, value: unknown): unknown {
   return extractWithOrigin(regex, value).value;
 }
@@ -165,7 +184,21 @@ export function recordCaptureOrigins(outcome: AssertionOutcome, origins: Readonl
   return outcome;
 }
 
+/** Why `actual` cannot be evaluated (and reported in a result), or null; `what` names it in the reason. */
+export function unevaluable(actual: unknown, what = 'the value'): string | null {
+  return nestedDeeperThan(actual, MAX_DOCUMENT_DEPTH) ? `${what} is nested deeper than ${MAX_DOCUMENT_DEPTH} levels` : null;
+}
+
 export function evaluate(assertion: Assertion, actual: unknown): AssertionOutcome {
-  const { value, origin } = extractWithOrigin(assertion.regex, actual);
+  const problem = unevaluable(actual);
+  if (problem) return { ...assertion, actual: null, passed: false, error: problem };
+  let extracted: ReturnType<typeof extractWithOrigin>;
+  try {
+    extracted = extractWithOrigin(assertion.regex, actual);
+  } catch (error) {
+    if (!(error instanceof CheckRegexError)) throw error;
+    return { ...assertion, actual: null, passed: false, error: error.message };
+  }
+  const { value, origin } = extracted;
   return recordCaptureOrigins({ ...assertion, actual: value, passed: compare(assertion.comparison, value, assertion.target) }, [origin]);
 }

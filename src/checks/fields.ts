@@ -2,14 +2,28 @@
 // file). Every problem is recorded with its JSON path, so that an error result
 // or a startup message can name the exact field.
 
+import { MAX_DEFINITION_DEPTH, nestedDeeperThan } from './json-depth.js';
+
 export interface FieldIssue {
   path: string;
   problem: string;
 }
 
+/** Problems a DefinitionError's message lists; the rest are counted (all stay in `issues`). */
+export const MAX_LISTED_ISSUES = 20;
+/** Longest problem in a DefinitionError's message, path included. */
+const MAX_ISSUE_CHARS = 500;
+
+function clip(text: string): string {
+  return text.length > MAX_ISSUE_CHARS ? `${text.slice(0, MAX_ISSUE_CHARS - 3)}...` : text;
+}
+
 export class DefinitionError extends Error {
   constructor(readonly issues: FieldIssue[]) {
-    super(issues.map((i) => `${i.path}: ${i.problem}`).join('; '));
+    // Thousands of bad assertions must not make an error result thousands of lines long.
+    const listed = issues.slice(0, MAX_LISTED_ISSUES).map((i) => clip(`${i.path}: ${i.problem}`));
+    const more = issues.length - listed.length;
+    super(more > 0 ? `${listed.join('; ')}; and ${more} more problem${more === 1 ? '' : 's'}` : listed.join('; '));
     this.name = 'DefinitionError';
   }
 }
@@ -18,7 +32,10 @@ type Json = unknown;
 
 function describe(value: Json): string {
   if (value === undefined) return 'nothing';
-  const text = JSON.stringify(value);
+  // JSON.stringify recurses: a value nested thousands deep would throw instead of being described.
+  if (nestedDeeperThan(value, MAX_DEFINITION_DEPTH)) return `a value nested deeper than ${MAX_DEFINITION_DEPTH} levels`;
+  // Only what is shown is serialized: a 1 MB string is not copied to show 57 characters of it.
+  const text = typeof value === 'string' && value.length > 60 ? JSON.stringify(value.slice(0, 60)) : (JSON.stringify(value) ?? String(value));
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 

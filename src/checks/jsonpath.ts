@@ -1,16 +1,23 @@
 // JSONPath (RFC 9535) through jsonpath-rfc9535, which parses expressions
-// itself and never evaluates code from a check definition.
+// itself and never evaluates code from a check definition. Its match() and
+// search() run in linear time (./jsonpath-regex.ts).
 
 import { query } from 'jsonpath-rfc9535';
-import { type Assertion, type AssertionOutcome, compare, evaluate, extractWithOrigin, recordCaptureOrigins } from './assertions.js';
+import { type Assertion, type AssertionOutcome, compare, evaluate, extractWithOrigin, recordCaptureOrigins, unevaluable } from './assertions.js';
+import './jsonpath-regex.js';
+import { CheckRegexError } from './regex.js';
 
 export type JsonPathResult = { ok: true; values: unknown[] } | { ok: false; error: string };
 
 /** Every node the expression selects, in document order; a bad expression is an error, not an exception. */
 export function queryJsonPath(document: unknown, expression: string): JsonPathResult {
+  // The query recurses through the document: one nested past the bound is refused, not a stack overflow.
+  const problem = unevaluable(document, 'the document');
+  if (problem) return { ok: false, error: `cannot evaluate JSONPath ${JSON.stringify(expression)}: ${problem}` };
   try {
     return { ok: true, values: query(document as Parameters<typeof query>[0], expression) as unknown[] };
   } catch (error) {
+    if (error instanceof CheckRegexError) return { ok: false, error: `cannot evaluate JSONPath ${JSON.stringify(expression)}: ${error.message}` };
     return { ok: false, error: `invalid JSONPath ${JSON.stringify(expression)}: ${(error as Error).message}` };
   }
 }
@@ -25,7 +32,13 @@ export function evaluateJsonPath(assertion: Assertion, document: unknown): Asser
   const found = queryJsonPath(document, assertion.property || '$');
   if (!found.ok) return { ...assertion, actual: null, passed: false, error: found.error };
   if (found.values.length <= 1) return evaluate(assertion, found.values[0] ?? null);
-  const extracted = found.values.map((value) => extractWithOrigin(assertion.regex, value));
+  let extracted: Array<ReturnType<typeof extractWithOrigin>>;
+  try {
+    extracted = found.values.map((value) => extractWithOrigin(assertion.regex, value));
+  } catch (error) {
+    if (!(error instanceof CheckRegexError)) throw error;
+    return { ...assertion, actual: null, passed: false, error: error.message };
+  }
   const actual = extracted.map((e) => e.value);
   return recordCaptureOrigins(
     { ...assertion, actual, passed: actual.every((value) => compare(assertion.comparison, value, assertion.target)) },

@@ -8,6 +8,7 @@ import type { Config } from '../config.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { Backoff, parseRetryAfter, SlidingWindowLimiter, sleep } from './backoff.js';
+import { type LenientClaimAnswer, parseClaimAnswerLeniently } from './claim-answer.js';
 import {
   AGENT_ROUTE_LIMIT_PER_MINUTE,
   type ArtifactRequest,
@@ -23,6 +24,9 @@ import {
   type ResultsResponse,
   type RouteName,
 } from './protocol.js';
+
+/** A claim answer; `unreadable` and `lost` only when it was not valid JSON and was read job by job. */
+export type ClaimAnswer = ClaimResponse & Partial<Pick<LenientClaimAnswer, 'unreadable' | 'lost'>>;
 
 /** A request body that is already JSON text. */
 class RawJson {
@@ -88,9 +92,11 @@ export class ControlPlaneClient {
         : new Agent(tuning);
   }
 
-  claim(body: ClaimRequest, signal?: AbortSignal): Promise<ClaimResponse> {
+  claim(body: ClaimRequest, signal?: AbortSignal): Promise<ClaimAnswer> {
     // A long poll is held open up to waitSeconds; allow that on top of the usual timeout.
-    return this.post<ClaimResponse>('claim', body, this.options.timeoutMs + body.waitSeconds * 1000, signal).then((answer) => {
+    // An answer that is not JSON is read job by job: one bad job must not cost the others.
+    const lenient = (text: string) => (parseClaimAnswerLeniently(text) as ClaimAnswer | null) ?? undefined;
+    return this.post<ClaimAnswer>('claim', body, this.options.timeoutMs + body.waitSeconds * 1000, signal, lenient).then((answer) => {
       if (!answer || !Array.isArray(answer.jobs)) {
         throw new ControlPlaneError('claim', 'retryable', 'malformed claim answer: jobs is not an array');
       }
@@ -195,7 +201,14 @@ export class ControlPlaneClient {
     await this.dispatcher.destroy().catch(() => undefined);
   }
 
-  private async post<T>(route: RouteName, body: unknown, timeoutMs: number, signal?: AbortSignal): Promise<T> {
+  /** `lenient` reads a 2xx answer that is not valid JSON, if it can (undefined: malformed as a whole). */
+  private async post<T>(
+    route: RouteName,
+    body: unknown,
+    timeoutMs: number,
+    signal?: AbortSignal,
+    lenient?: (text: string) => T | undefined,
+  ): Promise<T> {
     await this.limiter.acquire(signal, route === 'claim');
     if (signal?.aborted) throw new ControlPlaneError(route, 'retryable', 'aborted');
     const url = `${this.base}${PROTOCOL_ROUTES[route]}`;
@@ -229,6 +242,11 @@ export class ControlPlaneClient {
       }
       const status = response.statusCode;
       if (status >= 200 && status < 300) {
+        const rescued = malformed ? lenient?.(text) : undefined;
+        if (rescued !== undefined) {
+          this.authorized = true;
+          return rescued;
+        }
         if (malformed) throw new ControlPlaneError(route, 'retryable', `malformed JSON in the ${route} answer (HTTP ${status})`, status);
         this.authorized = true;
         return parsed as T;

@@ -32,7 +32,8 @@ export class LeaseKeeper {
   ) {}
 
   track(jobId: string, leaseExpiresAt: string): void {
-    const expiresAt = Date.parse(leaseExpiresAt);
+    // Only a string is parsed: Date.parse would stringify anything else, and a deeply nested array throws doing so.
+    const expiresAt = typeof leaseExpiresAt === 'string' ? Date.parse(leaseExpiresAt) : Number.NaN;
     const now = Date.now();
     // A missing or past expiry still gets extended at once rather than silently lost.
     this.leases.set(jobId, { expiresAt: Number.isNaN(expiresAt) ? now : expiresAt, grantedAt: now });

@@ -5,12 +5,13 @@
 import type { ExecutorRegistry } from '../checks/executor.js';
 import { superviseLoop } from '../health/supervise.js';
 import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
-import { prepareJob } from '../jobs/prepare.js';
+import { prepareJob, unpreparedJob } from '../jobs/prepare.js';
 import type { Logger } from '../observability/logger.js';
 import type { JobCompletion, JobQueue } from '../queue/job-queue.js';
 import type { CheckResultEntry } from '../results/result.js';
 import { sleep } from './backoff.js';
 import { ClaimPacer } from './claim-pacing.js';
+import type { UnreadableJob } from './claim-answer.js';
 import { type ControlPlaneClient, type ControlPlaneError, withRetry } from './client.js';
 import type { LeaseKeeper } from './leases.js';
 import type { AgentDescriptor, Job } from './protocol.js';
@@ -112,6 +113,7 @@ export class ControlPlaneSource {
       let jobs: Job[];
       const claimedAt = Date.now();
       let askedWaitSeconds = 0;
+      let unreadable: UnreadableJob[] = [];
       try {
         const answer = await withRetry(
           () => {
@@ -124,6 +126,10 @@ export class ControlPlaneSource {
           { signal, logger, authRetryMs: this.options.authRetryMs, onFailure: this.options.onFailure, onWait: (ms) => heartbeat.beat(ms) },
         );
         jobs = answer.jobs;
+        unreadable = answer.unreadable ?? [];
+        if (answer.lost) {
+          logger.error({ lost: answer.lost }, 'claim answer had jobs that are not valid JSON and have no readable id; their leases will expire');
+        }
       } catch (error) {
         if (signal.aborted) break;
         logger.error({ err: error }, 'claim refused; trying again in 5 s');
@@ -131,10 +137,26 @@ export class ControlPlaneSource {
         await sleep(5_000, signal);
         continue;
       }
+      // A job that is not valid JSON but has a readable id gets an error result like any invalid job.
+      const notParsed = new Map<Job, string>();
+      for (const bad of unreadable) {
+        logger.error({ jobId: bad.id, problem: bad.problem }, 'claimed job is not valid JSON; reporting it as an error');
+        const placeholder: Job = { id: bad.id, leaseExpiresAt: bad.leaseExpiresAt ?? '', check: undefined };
+        notParsed.set(placeholder, bad.problem);
+        jobs.push(placeholder);
+      }
       if (jobs.length > max) {
         logger.warn({ max, received: jobs.length }, 'control plane sent more jobs than claimed; running them anyway');
       }
-      for (const job of jobs) this.accept(job);
+      for (const job of jobs) {
+        try {
+          this.accept(job, notParsed.get(job));
+        } catch (error) {
+          // Whatever one job does, the loop claims on: the job's lease is let go and expires at the service.
+          logger.error({ err: error, jobId: (job as { id?: unknown } | null)?.id }, 'could not accept a claimed job; ignoring it');
+          if (typeof job?.id === 'string') this.options.leases.release(job.id);
+        }
+      }
       const pause = this.pacer.next(jobs.length, Date.now() - claimedAt, askedWaitSeconds * 1000);
       heartbeat.beat(pause);
       await sleep(pause, signal);
@@ -153,7 +175,8 @@ export class ControlPlaneSource {
     if (onAbort) signal.removeEventListener('abort', onAbort);
   }
 
-  private accept(job: Job): void {
+  /** `unreadable`: why the job could not even be parsed (its result is that error). */
+  private accept(job: Job, unreadable?: string): void {
     const { queue, leases, registry, logger } = this.options;
     if (!job || typeof job !== 'object' || typeof job.id !== 'string' || job.id.length === 0) {
       // Without an id no result can be reported; the lease will expire on the service's side.
@@ -165,7 +188,7 @@ export class ControlPlaneSource {
       return;
     }
     leases.track(job.id, job.leaseExpiresAt);
-    const prepared = prepareJob(job, registry, logger);
+    const prepared = unreadable ? unpreparedJob(job.id, `Invalid job: ${unreadable}`, logger) : prepareJob(job, registry, logger);
     const done = queue
       .submit(prepared, (result) => this.options.onAttempt(result, job))
       .then((completion) => this.options.onCompletion(completion, job))

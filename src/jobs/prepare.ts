@@ -54,8 +54,35 @@ export function prepareCheck(
   }
 }
 
-/** A job from the control plane: its envelope is checked here, its check by prepareCheck. */
+/**
+ * A job from the control plane: its envelope is checked here, its check by
+ * prepareCheck. Never throws: whatever goes wrong preparing it becomes the
+ * job's error result, so one job cannot stop the claim loop.
+ */
 export function prepareJob(job: Job, registry: ExecutorRegistry, logger: Logger): PreparedJob {
+  try {
+    return prepareClaimedJob(job, registry, logger);
+  } catch (error) {
+    const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    logger.error({ err: error, jobId: job.id }, 'a claimed job could not be prepared; reporting it as an error');
+    return unpreparedJob(job.id, `Invalid job: it could not be prepared (${reason})`, logger);
+  }
+}
+
+/** A job known only by its id, whose result is the error `invalid`. */
+export function unpreparedJob(jobId: string, invalid: string, logger: Logger): PreparedJob {
+  return {
+    jobId,
+    identity: { checkRunId: null, sequenceId: null, runLocation: null },
+    checkIdentity: {},
+    invalid,
+    variables: [],
+    triggerSource: null,
+    logger: logger.child({ jobId }),
+  };
+}
+
+function prepareClaimedJob(job: Job, registry: ExecutorRegistry, logger: Logger): PreparedJob {
   const identity: RunIdentity = {
     checkRunId: typeof job.checkRunId === 'number' ? job.checkRunId : null,
     sequenceId: typeof job.sequenceId === 'string' ? job.sequenceId : null,

@@ -59,7 +59,11 @@ export function parseChecksFile(text: string, file: string, registry: ExecutorRe
       seen.set(check.id, index);
       checks.push({ check, executor, variables: mergeVariables(globals, check.environmentVariables) });
     } catch (error) {
-      if (!(error instanceof DefinitionError)) throw error;
+      if (!(error instanceof DefinitionError)) {
+        // A check that breaks the parser is still one problem in the file, not a crash with a stack trace.
+        problems.push(`${prefix}$.checks[${index}]: cannot be read (${error instanceof Error ? `${error.name}: ${error.message}` : String(error)})`);
+        return;
+      }
       for (const issue of error.issues) problems.push(`${prefix}${issue.path}: ${issue.problem}`);
     }
   });

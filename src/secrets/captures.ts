@@ -3,9 +3,9 @@
 // An assertion's `actual` is scrubbed like the rest of a result, but a regex
 // capture can be a short fragment (`.{3}(.{3})`) that no scrubber pattern
 // matches: a check echoing a secret back could then read it a few characters
-// per assertion. So, when a job has secrets, a capture that overlaps a place
-// where a secret (in any form the scrubber knows) occurs in the text the regex
-// ran on is replaced by CAPTURE_WITHHELD, and its assertion fails.
+// per assertion. So, when a job has secrets, a capture whose match overlaps a
+// place where a secret (in any form the scrubber knows) occurs in the text the
+// regex ran on is replaced by CAPTURE_WITHHELD, and its assertion fails.
 // A capture is not withheld merely for being a few characters that also occur
 // in a secret: in agent mode API_KEY is one, and nearly every one- or
 // two-character capture (a digit, a version) would fail for nothing.

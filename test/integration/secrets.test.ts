@@ -461,7 +461,7 @@ describe('regex captures cannot read a secret back in pieces', () => {
 
   /** Seven TEXT_BODY assertions, each capturing the next three characters after `x-tok:`. */
   const pieceAssertions = () =>
-    Array.from({ length: 7 }, (_, i) => ({ source: 'TEXT_BODY', comparison: 'EQUALS', target: 'zzz', regex: `[xX]-[tT]ok:.{${3 * i}}(.{1,3})` }));
+    Array.from({ length: 7 }, (_, i) => ({ source: 'TEXT_BODY', comparison: 'EQUALS', target: 'zzz', regex: `[xX]-[tT]ok:${".{3}".repeat(i)}(.{1,3})` }));
 
   it('local mode: the agent’s own health port does not echo the path, and captures overlapping a secret are withheld', async () => {
     const healthPort = await freePort();

@@ -44,6 +44,8 @@ interface JobState {
   leaseExpiresAt: number;
   resultId?: string;
   claims: number;
+  /** The job's text in claim answers, sent exactly as given (it may not be valid JSON). */
+  rawText?: string;
   /** Position in the order jobs were added: ready jobs are handed out in this order. */
   readonly order: number;
 }
@@ -179,11 +181,19 @@ export class FakeControlPlane {
     this.track(id, raw as unknown as Job);
   }
 
-  private track(id: string, job: Job): void {
+  /**
+   * Adds a job whose text in a claim answer is exactly `text` (e.g. holding a bare NaN,
+   * which makes the whole answer invalid JSON); `id` is what its result must carry.
+   */
+  addRawTextJob(id: string, text: string): void {
+    this.track(id, { id, leaseExpiresAt: '', check: null }, text);
+  }
+
+  private track(id: string, job: Job, rawText?: string): void {
     const previous = this.jobs.get(id);
     if (previous) this.setState(previous, 'done');
     // A re-added id keeps its place, as a Map key does.
-    const state: JobState = { job, state: 'done', leaseExpiresAt: 0, claims: 0, order: previous?.order ?? this.nextOrder++ };
+    const state: JobState = { job, state: 'done', leaseExpiresAt: 0, claims: 0, order: previous?.order ?? this.nextOrder++, ...(rawText ? { rawText } : {}) };
     this.jobs.set(id, state);
     this.setState(state, 'ready');
     this.wake();
@@ -452,17 +462,17 @@ export class FakeControlPlane {
     }
     if (closed) return;
     const outstandingBefore = this.outstanding(agentId);
-    const given: Job[] = [];
+    const given: string[] = [];
     for (const s of this.readyJobs(body.max, agent.checkTypes)) {
       this.setState(s, 'leased');
       s.agentId = agentId;
       s.leaseExpiresAt = Date.now() + this.leaseMs;
       s.claims++;
-      given.push({ ...s.job, leaseExpiresAt: new Date(s.leaseExpiresAt).toISOString() });
+      given.push(s.rawText ?? JSON.stringify({ ...s.job, leaseExpiresAt: new Date(s.leaseExpiresAt).toISOString() }));
     }
     this.claims.push({ max: body.max, waitSeconds: body.waitSeconds, given: given.length, outstandingBefore, checkTypes: agent.checkTypes, runtimes: agent.runtimes });
     this.maxOutstanding = Math.max(this.maxOutstanding, this.outstanding(agentId));
-    this.send(req, res, 200, { jobs: given });
+    this.send(req, res, 200, `{"jobs":[${given.join(',')}]}`);
   }
 
   private leases(req: http.IncomingMessage, res: http.ServerResponse, body: { jobIds: unknown }, agentId: string): void {

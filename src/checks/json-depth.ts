@@ -1,0 +1,36 @@
+// How deeply a value from untrusted JSON is nested, found without recursion.
+// JSON.parse builds any depth, but JSON.stringify, JSONPath and most walks
+// recurse and throw RangeError past a few thousand levels; a value is checked
+// here before any of them sees it.
+
+/** Deepest nesting a check definition's value is described at (an error message quotes it). */
+export const MAX_DEFINITION_DEPTH = 64;
+/** Deepest nesting of a document an assertion evaluates (a response body, a DNS answer) and of the value it reports. */
+export const MAX_DOCUMENT_DEPTH = 256;
+
+const withinLimit = new WeakMap<object, number>();
+
+/**
+ * True when `value` holds arrays or objects nested more than `limit` deep (a
+ * scalar is depth 0, `[]` depth 1). Iterative; stops at the first level past
+ * the limit, so a cycle counts as too deep rather than looping. Objects found
+ * within a limit are remembered, so asking again about the same document is cheap.
+ */
+export function nestedDeeperThan(value: unknown, limit: number): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  const known = withinLimit.get(value);
+  if (known !== undefined && known <= limit) return false;
+  const stack: Array<{ node: object; depth: number }> = [{ node: value, depth: 1 }];
+  let deepest = 1;
+  while (stack.length > 0) {
+    const { node, depth } = stack.pop() as { node: object; depth: number };
+    if (depth > limit) return true;
+    if (depth > deepest) deepest = depth;
+    const children: unknown[] = Array.isArray(node) ? node : Object.values(node);
+    for (const child of children) {
+      if (child !== null && typeof child === 'object') stack.push({ node: child, depth: depth + 1 });
+    }
+  }
+  withinLimit.set(value, deepest);
+  return false;
+}

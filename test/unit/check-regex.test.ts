@@ -1,0 +1,135 @@
+// Regular expressions from check definitions run in linear time or are
+// refused at validation, naming the field: an assertion's `regex` and the
+// patterns of JSONPath match() and search().
+
+import { describe, expect, it } from 'vitest';
+import { type Assertion, evaluate, parseAssertions } from '../../src/checks/assertions.js';
+import { DefinitionError, Fields } from '../../src/checks/fields.js';
+import { compileIRegexp, iRegexpSource } from '../../src/checks/jsonpath-regex.js';
+import { evaluateJsonPath, queryJsonPath } from '../../src/checks/jsonpath.js';
+import { regexProblem } from '../../src/checks/regex.js';
+
+// Exponential for a backtracking engine: hours at 40 characters. A test that regressed
+// would not return before the test timeout, and fail by it.
+const EVIL = `${'a'.repeat(40)}b`;
+
+function assertion(extra: Partial<Assertion>): Assertion {
+  return { source: 'TEXT_BODY', property: '', comparison: 'EQUALS', target: 'x', regex: null, ...extra };
+}
+
+function problems(assertions: unknown[], sources = ['TEXT_BODY', 'JSON_BODY']): string {
+  const fields = Fields.root({ assertions }, 'check');
+  parseAssertions(fields, sources);
+  try {
+    fields.assertValid();
+  } catch (error) {
+    if (error instanceof DefinitionError) return error.message;
+    throw error;
+  }
+  return '';
+}
+
+describe('an assertion regex', () => {
+  it('a catastrophic-backtracking pattern runs in linear time', { timeout: 20_000 }, () => {
+    const outcome = evaluate(assertion({ regex: '^(a+)+$' }), EVIL);
+    expect(outcome).toMatchObject({ actual: null, passed: false });
+    expect(outcome.error).toBeUndefined();
+    expect(evaluate(assertion({ regex: '(a+)+c', comparison: 'IS_NULL' }), EVIL).passed).toBe(true);
+    expect(evaluate(assertion({ regex: '^(a+)+$', target: 'aaaa' }), 'aaaa').passed).toBe(true);
+  });
+
+  it.each([
+    ['(a)\\1', 'backreference'],
+    ['(?<x>a)\\k<x>', 'named backreference'],
+    ['(?=a)a', 'lookahead'],
+    ['(?!a)b', 'negative lookahead'],
+    ['x{17}', 'a count above 16'],
+  ])('%s (%s) is refused at validation, naming the field', (regex) => {
+    expect(problems([{ source: 'TEXT_BODY', comparison: 'NOT_NULL', regex }])).toMatch(/^check\.assertions\[0\]\.regex: cannot be evaluated in linear time/);
+  });
+
+  it('a lookbehind is refused exactly where V8 cannot run it in linear time (Node 20 cannot; Node 24 can)', () => {
+    let linear = true;
+    const lookbehind = '(?<=a)b';
+    try {
+      // The constructor, not a literal: a literal with the `l` flag is a syntax error where the flag is off.
+      new RegExp(lookbehind, 'l');
+    } catch {
+      linear = false;
+    }
+    const problem = problems([{ source: 'TEXT_BODY', comparison: 'NOT_NULL', regex: '(?<=a)b' }]);
+    if (linear) expect(problem).toBe('');
+    else expect(problem).toMatch(/^check\.assertions\[0\]\.regex: cannot be evaluated in linear time/);
+  });
+
+  it('a pattern past V8 size limit fails validation, naming the field', () => {
+    expect(problems([{ source: 'TEXT_BODY', comparison: 'NOT_NULL' }, { source: 'TEXT_BODY', comparison: 'NOT_NULL', regex: 'a'.repeat(100_000) }])).toBe(
+      'check.assertions[1].regex: must be at most 10000 characters (got 100000)',
+    );
+    // V8 compiles lazily: the size limit shows on the first match, which validation makes.
+    expect(regexProblem('a'.repeat(100_000))).toBe('is not a valid regular expression (Regular expression too large)');
+  });
+
+  it('keeps the usual patterns', () => {
+    for (const regex of ['^(\\d{3})', '"token":"([^"]+)"', '\\d{1,3}(\\.\\d{1,3}){3}', '[0-9a-f]{16}[0-9a-f]{16}', 'v(\\d+)\\.(\\d+)']) {
+      expect(regexProblem(regex), regex).toBeNull();
+    }
+    expect(problems([{ source: 'TEXT_BODY', comparison: 'NOT_NULL', regex: '(' }])).toMatch(/^check\.assertions\[0\]\.regex: is not a valid regular expression \(Unterminated group\)$/);
+  });
+
+  it('a refused pattern that reaches evaluation is an error on the assertion, not an exception', () => {
+    expect(evaluate(assertion({ regex: '(a)\\1' }), 'aa')).toMatchObject({ passed: false, error: expect.stringContaining('linear time') });
+  });
+});
+
+describe('JSONPath match() and search()', () => {
+  it('a catastrophic pattern in the expression runs in linear time', { timeout: 20_000 }, () => {
+    expect(queryJsonPath([EVIL, 'aaa'], "$[?search(@, '^(a+)+$')]")).toEqual({ ok: true, values: ['aaa'] });
+    expect(queryJsonPath([EVIL, 'aaa'], "$[?match(@, '(a+)+')]")).toEqual({ ok: true, values: ['aaa'] });
+  });
+
+  it('a catastrophic pattern from the document runs in linear time', { timeout: 20_000 }, () => {
+    const doc = { p: '(a+)+', items: [{ s: EVIL }, { s: 'aa' }] };
+    expect(queryJsonPath(doc, '$.items[?match(@.s, $.p)].s')).toEqual({ ok: true, values: ['aa'] });
+  });
+
+  it('a backreference from the document fails the assertion with the reason', () => {
+    const doc = { p: '(a)\\1', items: [{ s: 'aa' }] };
+    const outcome = evaluateJsonPath(assertion({ source: 'JSON_BODY', property: '$.items[?match(@.s, $.p)]', comparison: 'NOT_EMPTY' }), doc);
+    expect(outcome.passed).toBe(false);
+    expect(outcome.error).toMatch(/^cannot evaluate JSONPath .*: regular expression "\(a\)\\\\1" cannot be evaluated in linear time/);
+  });
+
+  it('a literal pattern that cannot run in linear time is refused at validation, naming the field', () => {
+    expect(problems([{ source: 'JSON_BODY', property: "$[?search(@.a, '(?=a)b')]", comparison: 'NOT_EMPTY' }])).toMatch(
+      /^check\.assertions\[0\]\.property: search\(\) regular expression "\(\?=a\)b" cannot be evaluated in linear time/,
+    );
+    expect(problems([{ source: 'JSON_BODY', property: "$[?match(@.a, 'b{1,3}')]", comparison: 'NOT_EMPTY' }])).toBe('');
+    // Not a JSONPath source: the property is not an expression.
+    expect(problems([{ source: 'TEXT_BODY', property: "$[?search(@.a, '(?<=a)b')]", comparison: 'NOT_EMPTY' }])).toBe('');
+  });
+
+  it('keeps I-Regexp semantics: whole-string match(), one character per code point', () => {
+    const values = (expression: string, doc: unknown) => {
+      const result = queryJsonPath(doc, expression);
+      if (!result.ok) throw new Error(result.error);
+      return result.values;
+    };
+    expect(values("$[?match(@, 'a|b')]", ['a', 'b', 'ab'])).toEqual(['a', 'b']);
+    expect(values("$[?match(@, '.')]", ['😀', 'ab', '\n'])).toEqual(['😀']);
+    expect(values("$[?match(@, '..')]", ['😀', 'ab'])).toEqual(['ab']);
+    expect(values("$[?match(@, '[^a]')]", ['😀', 'a', 'b'])).toEqual(['😀', 'b']);
+    expect(values("$[?search(@, 'b.r')]", ['foobar', 'bxz'])).toEqual(['foobar']);
+    // An invalid pattern makes the function false (RFC 9535), it does not fail the query.
+    expect(values("$[?match(@, '(')]", ['(', 'a'])).toEqual([]);
+  });
+
+  it('translates to a source the linear engine accepts without Unicode mode', () => {
+    expect(iRegexpSource('a.b', false)).toBe('a(?:[\\uD800-\\uDBFF][\\uDC00-\\uDFFF]|[^\\n\\r\\uD800-\\uDFFF])b');
+    expect(iRegexpSource('[^xy]\\.', false)).toBe('(?:[\\uD800-\\uDBFF][\\uDC00-\\uDFFF]|[^xy\\uD800-\\uDFFF])\\.');
+    expect(iRegexpSource('\\p{L}', false)).toBeNull();
+    expect(iRegexpSource('é', false)).toBeNull();
+    expect(iRegexpSource('a.[.]', true)).toBe('a[^\\n\\r][.]');
+    expect(compileIRegexp('x{3}', true)?.test('xxx')).toBe(true);
+  });
+});

@@ -1,0 +1,45 @@
+// What the fuzz of check definitions found: an error result stays short
+// however many problems or however long a value a definition has.
+
+import { describe, expect, it } from 'vitest';
+import { parseCheck } from '../../src/checks/definition.js';
+import type { Executor, ExecutorRegistry } from '../../src/checks/executor.js';
+import { DefinitionError, MAX_LISTED_ISSUES } from '../../src/checks/fields.js';
+import { defaultRegistry } from '../../src/checks/registry.js';
+import { playwrightExecutor } from '../../src/checks/scripted.js';
+
+const registry: ExecutorRegistry = new Map([...defaultRegistry(), ['PLAYWRIGHT', playwrightExecutor as Executor]]);
+
+function definitionError(raw: unknown): DefinitionError {
+  try {
+    parseCheck(raw, 'check', registry);
+  } catch (error) {
+    if (error instanceof DefinitionError) return error;
+    throw error;
+  }
+  throw new Error('the definition was accepted');
+}
+
+describe('a DefinitionError message', () => {
+  it(`lists at most ${MAX_LISTED_ISSUES} problems and counts the rest; all stay in issues`, () => {
+    const assertions = Array.from({ length: 2_000 }, () => ({ source: 'NOWHERE', comparison: 'EQUALS' }));
+    const error = definitionError({ id: 'x', checkType: 'URL', request: { url: 'http://127.0.0.1/' }, assertions });
+    expect(error.issues).toHaveLength(2_000);
+    expect(error.message.split('; ')).toHaveLength(MAX_LISTED_ISSUES + 1);
+    expect(error.message).toMatch(/^check\.assertions\[0\]\.source: must be one of STATUS_CODE.*; and 1980 more problems$/);
+  });
+
+  it('cuts one very long problem', () => {
+    const error = new DefinitionError([{ path: 'check.x', problem: `is bad: ${'y'.repeat(100_000)}` }]);
+    expect(error.message.length).toBeLessThanOrEqual(500);
+    expect(error.message.endsWith('...')).toBe(true);
+  });
+});
+
+describe('a PLAYWRIGHT file path over its limit', () => {
+  it('is one problem, without the path in it', () => {
+    const path = 'a/'.repeat(150_000);
+    const error = definitionError({ id: 'pw', checkType: 'PLAYWRIGHT', script: 'x', files: [{ path, content: '' }] });
+    expect(error.issues).toEqual([{ path: 'check.files[0].path', problem: 'must be at most 200 characters (got 300000)' }]);
+  });
+});

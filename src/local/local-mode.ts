@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { LocalArtifacts, localArtifactsRoot } from '../artifacts/store.js';
 import { JobAbortedError } from '../checks/errors.js';
 import type { ExecutorRegistry } from '../checks/executor.js';
-import { type Config, checkSettings } from '../config.js';
+import { bodyMemoryBudget, type Config, checkSettings } from '../config.js';
 import type { PreparedJob } from '../jobs/prepare.js';
 import { Lifecycle } from '../lifecycle.js';
 import type { Logger } from '../observability/logger.js';
@@ -40,12 +40,15 @@ export async function runLocal(
 ): Promise<{ done: Promise<number> }> {
   const checks = await loadChecksFile(config.checksFile as string, registry);
   const metrics = createMetrics();
+  const bodyMemory = bodyMemoryBudget(config, logger);
   // No error events here: local and once modes have no control plane.
   const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
     ...(secrets ? { secrets } : {}),
     // Artifacts (diagnostics', BROWSER scripts') stay in a folder beside the results file (README "Diagnostics and artifacts").
     artifacts: new LocalArtifacts(localArtifactsRoot(config.resultsFile, config.stateDir)),
     diagnostics: config.diagnostics,
+    bodyMemory,
+    maxResultBytes: config.maxResultBytes,
     ...(config.testFault ? { testFault: config.testFault } : {}),
   });
   const sink = new LocalSink(process.stdout, config.resultsFile);
@@ -53,7 +56,12 @@ export async function runLocal(
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0 }, logger);
   const runOne = async (local: LocalCheck) => {
     const completion = await queue.submit(prepareLocal(local, logger), async (attempt) => sink.deliver(attempt));
-    if (completion.result) sink.deliver(completion.result);
+    try {
+      // The memory its body held is given back once the result is written out, not merely queued to be.
+      if (completion.result) await sink.deliver(completion.result);
+    } finally {
+      completion.release();
+    }
   };
 
   if (config.mode === 'once') {

@@ -40,11 +40,20 @@ export class LocalSink {
     if (this.file) await once(this.file, 'open');
   }
 
-  deliver(result: CheckResultEntry): void {
+  /**
+   * Writes the result; resolves once the streams have taken it (a slow reader
+   * of stdout holds it back), so that what is buffered counts until then.
+   */
+  deliver(result: CheckResultEntry): Promise<void> {
     this.counts[resultOutcome(result)]++;
     const json = `${JSON.stringify(result)}\n`;
-    this.out.write(this.out.isTTY ? readableLine(result) : json);
-    this.file?.write(json);
+    const written = (stream: NodeJS.WritableStream, text: string) =>
+      new Promise<void>((resolve) => {
+        // A write error is the stream's to report; the result is handed on either way.
+        stream.write(text, () => resolve());
+      });
+    const file = this.file;
+    return Promise.all([written(this.out, this.out.isTTY ? readableLine(result) : json), file ? written(file, json) : undefined]).then(() => undefined);
   }
 
   async close(): Promise<void> {

@@ -25,26 +25,31 @@ const NOTED_CUTS = 5;
 
 const MEMBERS = ['apiCheckResult', 'tcpCheckResult', 'dnsCheckResult', 'icmpCheckResult', 'multiStepCheckResult', 'browserCheckResult'] as const;
 
-/** UTF-8 bytes of one UTF-16 code unit (or pair) as JSON.stringify writes it; `next` is the unit after. */
-function unitBytes(code: number, next: number): { bytes: number; units: number } {
-  if (code < 0x20) return { bytes: code === 8 || code === 9 || code === 10 || code === 12 || code === 13 ? 2 : 6, units: 1 };
-  if (code === 0x22 || code === 0x5c) return { bytes: 2, units: 1 };
-  if (code < 0x80) return { bytes: 1, units: 1 };
-  if (code < 0x800) return { bytes: 2, units: 1 };
-  if (code >= 0xd800 && code <= 0xdbff) return next >= 0xdc00 && next <= 0xdfff ? { bytes: 4, units: 2 } : { bytes: 6, units: 1 };
-  // A lone low surrogate is written as \udxxx.
-  if (code >= 0xdc00 && code <= 0xdfff) return { bytes: 6, units: 1 };
-  return { bytes: 3, units: 1 };
+/**
+ * UTF-8 bytes that JSON.stringify writes for the code unit at `i` (and the
+ * one after, for a surrogate pair: the pair's 4 bytes are counted on its high
+ * half, 0 on its low half). Plain arithmetic, no allocation: it runs once per
+ * character of bodies of megabytes.
+ */
+function unitBytes(text: string, i: number): number {
+  const code = text.charCodeAt(i);
+  if (code >= 0x20 && code < 0x80) return code === 0x22 || code === 0x5c ? 2 : 1;
+  if (code < 0x20) return code === 8 || code === 9 || code === 10 || code === 12 || code === 13 ? 2 : 6;
+  if (code < 0x800) return 2;
+  if (code < 0xd800 || code > 0xdfff) return 3;
+  if (code <= 0xdbff) {
+    const next = text.charCodeAt(i + 1);
+    return next >= 0xdc00 && next <= 0xdfff ? 4 : 6;
+  }
+  // A low surrogate: the second half of a pair (counted with its first), or alone (written as \udxxx).
+  const previous = text.charCodeAt(i - 1);
+  return i > 0 && previous >= 0xd800 && previous <= 0xdbff ? 0 : 6;
 }
 
 /** UTF-8 bytes of JSON.stringify(text), quotes included, computed without building it. */
 export function jsonStringBytes(text: string): number {
   let bytes = 2;
-  for (let i = 0; i < text.length; ) {
-    const unit = unitBytes(text.charCodeAt(i), text.charCodeAt(i + 1));
-    bytes += unit.bytes;
-    i += unit.units;
-  }
+  for (let i = 0; i < text.length; i++) bytes += unitBytes(text, i);
   return bytes;
 }
 
@@ -53,10 +58,11 @@ export function jsonPrefix(text: string, bytes: number): string {
   let used = 2;
   let i = 0;
   while (i < text.length) {
-    const unit = unitBytes(text.charCodeAt(i), text.charCodeAt(i + 1));
-    if (used + unit.bytes > bytes) break;
-    used += unit.bytes;
-    i += unit.units;
+    const unit = unitBytes(text, i);
+    if (used + unit > bytes) break;
+    used += unit;
+    // A pair goes whole or not at all.
+    i += unit === 4 ? 2 : 1;
   }
   // A slice would keep the whole original alive (V8 slices share their parent): copy it.
   return i === text.length ? text : Buffer.from(text.slice(0, i), 'utf16le').toString('utf16le');

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { ControlPlaneArtifacts } from './artifacts/store.js';
 import { JobAbortedError } from './checks/errors.js';
 import type { ExecutorRegistry } from './checks/executor.js';
-import { type Config, checkSettings, maskUrlCredentials } from './config.js';
+import { bodyMemoryBudget, type Config, checkSettings, maskUrlCredentials } from './config.js';
 import { ControlPlaneClient } from './control-plane/client.js';
 import { LeaseKeeper } from './control-plane/leases.js';
 import { ControlPlaneSink } from './control-plane/sink.js';
@@ -62,6 +62,8 @@ export async function runAgent(
     secrets,
     artifacts,
     diagnostics: config.diagnostics,
+    bodyMemory: bodyMemoryBudget(config, logger),
+    maxResultBytes: config.maxResultBytes,
     ...(config.testFault === 'executor-throw' ? { testFault: config.testFault } : {}),
     onExecutorError: (error, job) =>
       events?.report(error, {

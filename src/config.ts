@@ -7,7 +7,10 @@ import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import path from 'node:path';
 import type { CheckSettings } from './checks/executor.js';
-import { LOG_LEVELS, type LogLevel } from './observability/logger.js';
+import { MAX_SEGMENT_BYTES } from './control-plane/spool.js';
+import { bodyBudgetSize, MemoryBudget, MIB } from './queue/memory-budget.js';
+import { DEFAULT_MAX_RESULT_BYTES } from './results/result-size.js';
+import { LOG_LEVELS, type Logger, type LogLevel } from './observability/logger.js';
 import { VERSION } from './version.js';
 
 export const EXIT_USAGE = 64;
@@ -43,6 +46,10 @@ export interface Config {
   authRetrySeconds: number;
   controlPlaneTimeoutSeconds: number;
   responseBodyLimitBytes: number;
+  /** BODY_MEMORY_BUDGET_MB in bytes; undefined: sized from the memory limits (src/queue/memory-budget.ts). */
+  bodyMemoryBudgetBytes?: number;
+  /** MAX_RESULT_BYTES: a result's largest size as JSON. */
+  maxResultBytes: number;
   checkProxy?: string;
   /** DIAGNOSTICS: packet capture and traceroute after a network failure (issue #5). */
   diagnostics: boolean;
@@ -196,6 +203,8 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     authRetrySeconds: integer(env, 'AUTH_RETRY_SECONDS', 60, 1, 3600),
     controlPlaneTimeoutSeconds: integer(env, 'CONTROL_PLANE_TIMEOUT_SECONDS', 30, 1, 600),
     responseBodyLimitBytes: integer(env, 'RESPONSE_BODY_LIMIT_BYTES', 10 * 1024 * 1024, 0, 100 * 1024 * 1024),
+    // A result is one line of a spool segment, which is one results call: keep it within a segment.
+    maxResultBytes: integer(env, 'MAX_RESULT_BYTES', DEFAULT_MAX_RESULT_BYTES, 64 * 1024, MAX_SEGMENT_BYTES),
     diagnostics: diagnosticsGiven.toLowerCase() === 'on',
     artifactUploadTimeoutSeconds: integer(env, 'ARTIFACT_UPLOAD_TIMEOUT_SECONDS', 300, 10, 3600),
     scriptConcurrency: integer(env, 'SCRIPT_CONCURRENCY', 2, 1, 100),
@@ -207,6 +216,9 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
       throw new ConfigError(`AGENT_HEALTH_HOST=${shown(healthHost)} is invalid: must be an IP address (0.0.0.0, ::, 127.0.0.1, a pod IP)`);
     }
     config.healthHost = healthHost;
+  }
+  if (read(env, 'BODY_MEMORY_BUDGET_MB') !== undefined) {
+    config.bodyMemoryBudgetBytes = integer(env, 'BODY_MEMORY_BUDGET_MB', 0, 1, 1024 * 1024) * MIB;
   }
   const runtimesDir = read(env, 'RUNTIMES_DIR');
   if (runtimesDir !== undefined) config.runtimesDir = path.resolve(runtimesDir);
@@ -261,7 +273,8 @@ Options:
 Environment (see README): API_URL, API_KEY, JOB_CONCURRENCY, AGENT_HEALTH_PORT, AGENT_HEALTH_HOST, LOG_LEVEL,
 HTTPS_PROXY, HTTP_PROXY, NO_PROXY, NODE_EXTRA_CA_CERTS, EXTERNAL_OBSERVABILITY, STATE_DIR,
 SHUTDOWN_GRACE_SECONDS, SPOOL_MAX_RESULTS, SPOOL_MAX_BYTES, CLAIM_WAIT_SECONDS,
-AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, CHECK_PROXY, PING_PATH,
+AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, BODY_MEMORY_BUDGET_MB,
+MAX_RESULT_BYTES, CHECK_PROXY, PING_PATH,
 DIAGNOSTICS, ARTIFACT_UPLOAD_TIMEOUT_SECONDS, TCPDUMP_PATH, TRACEPATH_PATH, TRACEROUTE_PATH,
 RUNTIMES_DIR, SCRIPT_CONCURRENCY, SCRIPT_MEMORY_MB, BROWSER_PATH.
 Bad values exit with code 78; bad usage with 64.`;
@@ -317,4 +330,14 @@ export function checkSettings(config: Config): CheckSettings {
     scriptMemoryMb: config.scriptMemoryMb,
     ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
   };
+}
+
+/** The agent-wide memory budget for response bodies and results, logged once with where its size came from. */
+export function bodyMemoryBudget(config: Config, logger: Logger): MemoryBudget {
+  const size = bodyBudgetSize(config.bodyMemoryBudgetBytes);
+  logger.info(
+    { bodyMemoryBudgetMb: Math.round(size.bytes / MIB), from: size.basis, maxResultBytes: config.maxResultBytes },
+    'memory budget for response bodies and results',
+  );
+  return new MemoryBudget(size.bytes);
 }

@@ -3,6 +3,7 @@
 import type { ArtifactWriter } from '../artifacts/writer.js';
 import type { DiagnosticsHooks } from '../diagnostics/hooks.js';
 import type { Logger } from '../observability/logger.js';
+import type { MemoryLease } from '../queue/memory-budget.js';
 import type { SecretRegistry } from '../secrets/policy.js';
 import type { Variables } from './variables.js';
 import type { CheckDefinition, CheckType } from './definition.js';
@@ -68,6 +69,12 @@ export interface ExecutionContext {
    * artifact store, diagnostics on or off; absent in executor unit tests.
    */
   artifacts?: ArtifactWriter;
+  /**
+   * The job's part of the agent-wide memory budget for response bodies: a
+   * reader takes from it what it keeps, and keeps no more than it was given.
+   * Set by the JobQueue when it has a budget; absent in executor unit tests.
+   */
+  bodyMemory?: MemoryLease;
 }
 
 /** Agent-wide settings that shape how checks run (README: Environment). */

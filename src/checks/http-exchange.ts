@@ -6,6 +6,7 @@ import { STATUS_CODES } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { Client, type Dispatcher, ProxyAgent, request } from 'undici';
 import { type ConnectionMarks, type IpFamily, timedConnector, type TlsSummary } from '../net/timed-connector.js';
+import { MIB, type MemoryLease } from '../queue/memory-budget.js';
 import type { TimingPhases } from '../results/result.js';
 import { describeError, errorCode, JobAbortedError } from './errors.js';
 import type { ExecutionContext } from './executor.js';
@@ -133,6 +134,12 @@ function redirectMethod(status: number, method: HttpMethod): { method: HttpMetho
   return { method, keepBody: true };
 }
 
+function memoryCutLine(keptBytes: number, lease: MemoryLease): string {
+  const budgetMb = Math.round(lease.budget.capacityBytes / MIB);
+  const why = lease.othersBytes() > 0 ? 'was in use by other checks' : 'is smaller than this body';
+  return `response body cut at ${keptBytes} bytes: the agent's memory budget for response bodies (${budgetMb} MB) ${why}`;
+}
+
 export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext): Promise<Exchange> {
   const startedAt = new Date();
   const start = performance.now();
@@ -205,18 +212,28 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
       const kept: Buffer[] = [];
       let keptBytes = 0;
       let size = 0;
+      let cutForMemory = false;
       for await (const chunk of response.body) {
         const buffer = chunk as Buffer;
         size += buffer.length;
-        if (keptBytes < spec.bodyLimitBytes) {
-          const part = buffer.subarray(0, spec.bodyLimitBytes - keptBytes);
+        if (keptBytes < spec.bodyLimitBytes && !cutForMemory) {
+          let part = buffer.subarray(0, spec.bodyLimitBytes - keptBytes);
+          // Past what the memory budget grants, the body is still read and counted, never paused: timings stay true.
+          const granted = ctx.bodyMemory ? ctx.bodyMemory.take(part.length) : part.length;
+          if (granted < part.length) {
+            part = part.subarray(0, granted);
+            cutForMemory = true;
+          }
           kept.push(part);
           keptBytes += part.length;
+          if (cutForMemory && ctx.bodyMemory) ctx.jobLog.push(memoryCutLine(keptBytes, ctx.bodyMemory));
         }
       }
       hop.end = performance.now();
       // The answer is complete: a graceful close needs no error object, unlike destroy().
       if (dispatcher !== proxy) (dispatcher as Client).close().catch(() => undefined);
+      // The previous hop's body is dropped here: its share of the budget goes back.
+      ctx.bodyMemory?.give(exchange.body.length);
       exchange.body = Buffer.concat(kept);
       exchange.bodySize = size;
       exchange.bodyTruncated = size > keptBytes;

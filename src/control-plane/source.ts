@@ -191,7 +191,13 @@ export class ControlPlaneSource {
     const prepared = unreadable ? unpreparedJob(job.id, `Invalid job: ${unreadable}`, logger) : prepareJob(job, registry, logger);
     const done = queue
       .submit(prepared, (result) => this.options.onAttempt(result, job))
-      .then((completion) => this.options.onCompletion(completion, job))
+      .then(async (completion) => {
+        try {
+          await this.options.onCompletion(completion, job);
+        } finally {
+          completion.release();
+        }
+      })
       .catch((error: unknown) => logger.error({ err: error, jobId: job.id }, 'could not hand a result to the spool'))
       .finally(() => {
         leases.release(job.id);

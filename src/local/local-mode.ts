@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { LocalArtifacts, localArtifactsRoot } from '../artifacts/store.js';
 import { JobAbortedError } from '../checks/errors.js';
 import type { ExecutorRegistry } from '../checks/executor.js';
-import { type Config, checkSettings, EXIT_CONFIG } from '../config.js';
+import { bodyMemoryBudget, type Config, checkSettings, EXIT_CONFIG } from '../config.js';
 import type { PreparedJob } from '../jobs/prepare.js';
 import { Lifecycle } from '../lifecycle.js';
 import type { Logger } from '../observability/logger.js';
@@ -40,14 +40,7 @@ export async function runLocal(
 ): Promise<{ done: Promise<number> }> {
   const checks = await loadChecksFile(config.checksFile as string, registry);
   const metrics = createMetrics();
-  // No error events here: local and once modes have no control plane.
-  const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
-    ...(secrets ? { secrets } : {}),
-    // Artifacts (diagnostics', BROWSER scripts') stay in a folder beside the results file (README "Diagnostics and artifacts").
-    artifacts: new LocalArtifacts(localArtifactsRoot(config.resultsFile, config.stateDir)),
-    diagnostics: config.diagnostics,
-    ...(config.testFault === 'executor-throw' ? { testFault: config.testFault } : {}),
-  });
+  // The results file first: a --results that cannot be opened is one line and exit 78, with nothing logged before it.
   const sink = new LocalSink(process.stdout, config.resultsFile, (error) => {
     // Results can no longer be recorded: stop, saying so in one line (exit 78, like a bad --results at start).
     process.stderr.write(`outpost: --results ${config.resultsFile} cannot be written (${error.code ?? error.message})\n`);
@@ -55,10 +48,26 @@ export async function runLocal(
     process.exit(EXIT_CONFIG);
   });
   await sink.open();
+  const bodyMemory = bodyMemoryBudget(config, logger);
+  // No error events here: local and once modes have no control plane.
+  const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
+    ...(secrets ? { secrets } : {}),
+    // Artifacts (diagnostics', BROWSER scripts') stay in a folder beside the results file (README "Diagnostics and artifacts").
+    artifacts: new LocalArtifacts(localArtifactsRoot(config.resultsFile, config.stateDir)),
+    diagnostics: config.diagnostics,
+    bodyMemory,
+    maxResultBytes: config.maxResultBytes,
+    ...(config.testFault === 'executor-throw' ? { testFault: config.testFault } : {}),
+  });
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolWritable: () => true }, logger);
   const runOne = async (local: LocalCheck) => {
     const completion = await queue.submit(prepareLocal(local, logger), async (attempt) => sink.deliver(attempt));
-    if (completion.result) sink.deliver(completion.result);
+    try {
+      // The memory its body held is given back once the result is written out, not merely queued to be.
+      if (completion.result) await sink.deliver(completion.result);
+    } finally {
+      completion.release();
+    }
   };
 
   if (config.mode === 'once') {

@@ -27,6 +27,8 @@ export function readableLine(result: CheckResultEntry): string {
 
 export class LocalSink {
   private file: WriteStream | undefined;
+  /** The first write error is the one reported: later ones (ERR_STREAM_DESTROYED) only echo it. */
+  private failed = false;
   readonly counts = { passed: 0, degraded: 0, failed: 0, error: 0 };
 
   constructor(
@@ -42,14 +44,32 @@ export class LocalSink {
   async open(): Promise<void> {
     if (!this.file) return;
     await once(this.file, 'open');
-    this.file.on('error', (error: NodeJS.ErrnoException) => this.onWriteError(error));
+    this.file.on('error', (error: NodeJS.ErrnoException) => this.fail(error));
   }
 
-  deliver(result: CheckResultEntry): void {
+  /**
+   * Writes the result; resolves once the streams have taken it (a slow reader
+   * of stdout holds it back), so that what is buffered counts until then.
+   */
+  deliver(result: CheckResultEntry): Promise<void> {
     this.counts[resultOutcome(result)]++;
     const json = `${JSON.stringify(result)}\n`;
-    this.out.write(this.out.isTTY ? readableLine(result) : json);
-    this.file?.write(json);
+    const written = (stream: NodeJS.WritableStream, text: string) =>
+      new Promise<void>((resolve) => {
+        // The result is handed on either way; a failed write to the results file is reported once.
+        stream.write(text, (error?: Error | null) => {
+          if (error && stream === file) this.fail(error as NodeJS.ErrnoException);
+          resolve();
+        });
+      });
+    const file = this.file;
+    return Promise.all([written(this.out, this.out.isTTY ? readableLine(result) : json), file ? written(file, json) : undefined]).then(() => undefined);
+  }
+
+  private fail(error: NodeJS.ErrnoException): void {
+    if (this.failed) return;
+    this.failed = true;
+    this.onWriteError(error);
   }
 
   async close(): Promise<void> {
@@ -59,7 +79,7 @@ export class LocalSink {
     await new Promise<void>((resolve, reject) =>
       file.end((error?: Error | null) => {
         if (!error) return resolve();
-        this.onWriteError(error as NodeJS.ErrnoException);
+        this.fail(error as NodeJS.ErrnoException);
         reject(error);
       }),
     );

@@ -3,6 +3,8 @@
 
 import { performance } from 'node:perf_hooks';
 import PQueue from 'p-queue';
+import { AttemptArtifacts } from '../artifacts/attempt.js';
+import type { ArtifactStore } from '../artifacts/store.js';
 import type { CheckDefinition } from '../checks/definition.js';
 import { JobAbortedError } from '../checks/errors.js';
 import type { CheckSettings, ExecutionContext, Outcome } from '../checks/executor.js';
@@ -12,20 +14,27 @@ import { sleep } from '../control-plane/backoff.js';
 import type { EnvironmentVariable } from '../control-plane/protocol.js';
 import type { PreparedJob } from '../jobs/prepare.js';
 import { serviceEnvironment } from '../jobs/service-env.js';
-import { AttemptArtifacts } from '../artifacts/attempt.js';
-import type { ArtifactStore } from '../artifacts/store.js';
 import type { Metrics } from '../observability/metrics.js';
 import { buildResult, type CheckResultEntry, errorResult, resultOutcome } from '../results/result.js';
+import { capResultSize, DEFAULT_MAX_RESULT_BYTES } from '../results/result-size.js';
 import { guardCaptures } from '../secrets/captures.js';
 import { type JobSecrets, SecretPolicy } from '../secrets/policy.js';
 import type { Scrubber } from '../secrets/scrubber.js';
+import type { MemoryBudget, MemoryLease } from './memory-budget.js';
 
 /** An executor that ignores its abort signal this long past the cap is abandoned. */
 export const ABANDON_AFTER_MS = 5_000;
 
+/**
+ * How a job ended. `release` gives back the memory budget its result still
+ * holds: call it once the result has been handed on (spooled or written).
+ */
 export type JobCompletion =
-  | { jobId: string; result: CheckResultEntry; prepared: PreparedJob }
-  | { jobId: string; result: null; prepared: PreparedJob; reason: 'lease-lost' };
+  | { jobId: string; result: CheckResultEntry; prepared: PreparedJob; release: () => void }
+  | { jobId: string; result: null; prepared: PreparedJob; reason: 'lease-lost'; release: () => void };
+
+type Finished = DistributiveOmit<JobCompletion, 'release'>;
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 interface Running {
   controller: AbortController;
@@ -59,6 +68,10 @@ export interface QueueOptions {
   artifacts?: ArtifactStore;
   /** Diagnose network failures into the artifacts (DIAGNOSTICS; default on when `artifacts` is given). */
   diagnostics?: boolean;
+  /** The agent-wide budget for response bodies and results in memory; without it bodies are bounded per job only. */
+  bodyMemory?: MemoryBudget;
+  /** A result's largest size as JSON (MAX_RESULT_BYTES); longer parts are cut. */
+  maxResultBytes?: number;
 }
 
 /** A job's variables that can be secrets: the envelope's, and the check's own (local checks files merge them already). */
@@ -156,15 +169,37 @@ export class JobQueue {
    */
   private async execute(prepared: PreparedJob, onAttempt: (result: CheckResultEntry) => Promise<void>): Promise<JobCompletion> {
     const secrets = this.secrets.forJob(jobVariables(prepared));
+    // Each attempt gets its own lease; the last one is held until its result has been handed on.
+    let memory: MemoryLease | undefined;
+    const release = () => memory?.release();
+    const nextLease = () => {
+      release();
+      memory = this.options.bodyMemory?.lease();
+      return memory;
+    };
+    const maxBytes = this.options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
+    const leave = (entry: CheckResultEntry) => capResultSize(secrets.scrubResult(entry), maxBytes, memory);
     try {
-      const completion = await this.run(prepared, secrets, (entry) => onAttempt(secrets.scrubResult(entry)));
-      return completion.result === null ? completion : { ...completion, result: secrets.scrubResult(completion.result) };
+      const completion = await this.run(prepared, secrets, nextLease, async (entry) => {
+        // The ATTEMPT result is spooled when this returns: the next attempt starts with nothing held.
+        await onAttempt(leave(entry));
+        release();
+      });
+      return completion.result === null ? { ...completion, release } : { ...completion, result: leave(completion.result), release };
+    } catch (error) {
+      release();
+      throw error;
     } finally {
       secrets.release();
     }
   }
 
-  private async run(prepared: PreparedJob, secrets: JobSecrets, onAttempt: (result: CheckResultEntry) => Promise<void>): Promise<JobCompletion> {
+  private async run(
+    prepared: PreparedJob,
+    secrets: JobSecrets,
+    nextLease: () => MemoryLease | undefined,
+    onAttempt: (result: CheckResultEntry) => Promise<void>,
+  ): Promise<Finished> {
     const started = performance.now();
     const { jobId, logger } = prepared;
     const runnable = prepared.runnable;
@@ -186,7 +221,7 @@ export class JobQueue {
     const variables = new Variables(prepared.variables);
     try {
       for (let attempt = 1; ; attempt++) {
-        const result = await this.attempt(prepared, job.signal, variables, attempt, secrets);
+        const result = await this.attempt(prepared, job.signal, variables, attempt, secrets, nextLease());
         if (result === null) {
           logger.warn({ target }, 'job aborted: lease lost, result discarded');
           this.metrics.jobsTotal.inc({ checkType, outcome: 'aborted' });
@@ -224,7 +259,7 @@ export class JobQueue {
     }
   }
 
-  private finish(prepared: PreparedJob, result: CheckResultEntry, started: number): JobCompletion {
+  private finish(prepared: PreparedJob, result: CheckResultEntry, started: number): Finished {
     const checkType = prepared.checkIdentity.checkType ?? 'UNKNOWN';
     const label = resultOutcome(result);
     this.metrics.jobsTotal.inc({ checkType, outcome: label });
@@ -240,6 +275,7 @@ export class JobQueue {
     variables: Variables,
     attempt: number,
     secrets: JobSecrets,
+    memory: MemoryLease | undefined,
   ): Promise<{ entry: CheckResultEntry; errorCode?: string } | null> {
     const { check, executor, target } = prepared.runnable as NonNullable<PreparedJob['runnable']>;
     const { logger } = prepared;
@@ -295,6 +331,7 @@ export class JobQueue {
         secrets,
         serviceEnv: serviceEnvironment(prepared.triggerSource),
         ...(artifacts ? { artifacts: artifacts.writer } : {}),
+        ...(memory ? { bodyMemory: memory } : {}),
         ...(artifacts && this.options.diagnostics !== false ? { diagnostics: artifacts.hooks } : {}),
       };
       const running = this.options.testFault === 'executor-throw' ? injectedFault(prepared) : executor.run(check, ctx);

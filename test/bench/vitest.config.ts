@@ -1,10 +1,14 @@
 // `npm run bench` only: the benchmark is not part of `npm test`.
 import { defineConfig } from 'vitest/config';
 
+// BENCH_LONG=1: the long mode adds the definitions fuzz at 100,000 cases (FUZZ_CASES overrides).
+const long = process.env.BENCH_LONG === '1';
+if (long) process.env.FUZZ_CASES ??= '100000';
+
 export default defineConfig({
   test: {
     root: new URL('../..', import.meta.url).pathname,
-    include: ['test/bench/**/*.test.ts'],
+    include: ['test/bench/**/*.test.ts', ...(long ? ['test/unit/fuzz-definitions.test.ts'] : [])],
     testTimeout: 600_000,
     hookTimeout: 120_000,
     pool: 'forks',

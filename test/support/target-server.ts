@@ -14,12 +14,14 @@ export interface TargetServer {
 
 /**
  * Routes: /ok → 200, /status/<code>, /slow/<ms> → 200 after ms, /redirect/<n> → chain of n redirects to /ok,
- * /echo → JSON {method, headers, body}, /redirect-to?status=<code>&url=<url> → that redirect.
+ * /echo → JSON {method, headers, body}, /redirect-to?status=<code>&url=<url> → that redirect,
+ * /zeros/<bytes> → that many NUL bytes (each becomes six characters, `\u0000`, in a JSON result).
  */
 export async function startTargetServer(): Promise<TargetServer> {
   let hits = 0;
   let current = 0;
   let maxConcurrent = 0;
+  const zeros = new Map<number, Buffer>();
   const server = http.createServer((req, res) => {
     hits++;
     current++;
@@ -33,6 +35,13 @@ export async function startTargetServer(): Promise<TargetServer> {
     };
     if (route === 'ok') return reply(200);
     if (route === 'status') return reply(Number(arg) || 500, 'status');
+    if (route === 'zeros') {
+      const size = Math.min(Number(arg) || 0, 64 * 1024 * 1024);
+      const body = zeros.get(size) ?? Buffer.alloc(size);
+      zeros.set(size, body);
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': size });
+      return res.end(body);
+    }
     if (route === 'slow') {
       const timer = setTimeout(() => reply(200, 'slow'), Number(arg) || 1000);
       res.on('close', () => clearTimeout(timer));

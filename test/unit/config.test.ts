@@ -285,6 +285,22 @@ describe('parseArgs', () => {
     }
   });
 
+  it('reads the memory settings: BODY_MEMORY_BUDGET_MB (default: sized from the memory limits) and MAX_RESULT_BYTES', () => {
+    const defaults = configFromEnv({}, 'once');
+    expect([defaults.bodyMemoryBudgetBytes, defaults.maxResultBytes]).toEqual([undefined, 4 * 1024 * 1024]);
+    expect(configFromEnv({ BODY_MEMORY_BUDGET_MB: '32', MAX_RESULT_BYTES: '65536' }, 'once')).toMatchObject({
+      bodyMemoryBudgetBytes: 32 * 1024 * 1024,
+      maxResultBytes: 65536,
+    });
+    expect(envError({ BODY_MEMORY_BUDGET_MB: '0' }).message).toBe('BODY_MEMORY_BUDGET_MB="0" is invalid: must be an integer from 1 to 1048576');
+    expect(envError({ BODY_MEMORY_BUDGET_MB: '64MB' }).exitCode).toBe(EXIT_CONFIG);
+    // A result must fit one results call (a spool segment, 8 MiB).
+    expect(envError({ MAX_RESULT_BYTES: String(8 * 1024 * 1024 + 1) }).message).toBe(
+      'MAX_RESULT_BYTES="8388609" is invalid: must be an integer from 65536 to 8388608',
+    );
+    expect(envError({ MAX_RESULT_BYTES: '1000' }).exitCode).toBe(EXIT_CONFIG);
+  });
+
   const usage: Array<[string[], string]> = [
     [[], 'no command given'],
     [['bogus'], 'unknown command "bogus"'],

@@ -8,9 +8,14 @@
 // as another agent. (Its own environment holds the agent's OUTPOST_SECRET_*:
 // they are every job's variables, by design.) The jobLog must hold none of it, in any encoding; the
 // attacker must have seen no process but its own run's; the control plane
-// must have heard from the real agent only.
+// must have heard from the real agent only. Twice: the agent as root (a uid
+// and namespaces per run) and as an unprivileged user (user namespaces).
+// Then the agent where nothing isolates scripts: they are refused, naming the
+// reason and SCRIPT_ISOLATION=off, which runs them. (This file runs as root,
+// as the CI does: it starts the agent as another user.)
 
 import { execFileSync } from 'node:child_process';
+import { chmodSync, chownSync, writeFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -91,82 +96,143 @@ if (key) {
 
 const hex = (text: string) => Buffer.from(text).toString('hex');
 
-describe('script isolation: a script cannot read the agent\'s nor another job\'s secrets', () => {
-  let cp: FakeControlPlane;
-  let agent: AgentProcess;
-  const thiefId = randomUUID();
-  let attackerId = '';
-  let victimId = '';
-  let attackLog: string[] = [];
-  let overlapped = false;
+/** An unprivileged user for the agent: what the images' uid 10001 is. */
+const NOBODY = 65534;
+const AS_NOBODY = ['/usr/bin/setpriv', `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '--'];
 
-  beforeAll(async () => {
-    installRuntime();
-    cp = await FakeControlPlane.start({ apiKey: API_KEY, leaseMs: 120_000 });
-    const doneFile = path.join(tempDir('outpost-isolation-done-'), 'done');
-    const shared = [
-      { key: 'DONE_FILE', value: doneFile, secret: false },
-      { key: 'CLAIM_URL', value: `${cp.url}/v1/agent/claim`, secret: false },
-      { key: 'THIEF_ID', value: thiefId, secret: false },
-    ];
-    victimId = cp.addJob(
-      { id: 'victim', name: 'victim', checkType: 'MULTI_STEP', runtimeId: RUNTIME, maxResponseTime: 90_000, script: VICTIM_SCRIPT },
-      { environmentVariables: [...shared, { key: 'VICTIM_TOKEN', value: VICTIM_SECRET, secret: true }] },
-    );
-    attackerId = cp.addJob(
-      { id: 'attacker', name: 'attacker', checkType: 'MULTI_STEP', runtimeId: RUNTIME, maxResponseTime: 90_000, script: ATTACK_SCRIPT },
-      { environmentVariables: shared },
-    );
-    agent = startAgent(
-      ['agent'],
-      cleanEnv({
-        API_URL: cp.url,
-        API_KEY,
-        OUTPOST_SECRET_AGENT: AGENT_SECRET,
-        STATE_DIR: tempDir('outpost-isolation-state-'),
-        RUNTIMES_DIR: path.join(REPO, 'runtimes'),
-        JOB_CONCURRENCY: '2',
-        SCRIPT_CONCURRENCY: '2',
-        CLAIM_WAIT_SECONDS: '1',
-      }),
-    );
-    await cp.waitFor(() => cp.resultsFor(attackerId).length > 0 && cp.resultsFor(victimId).length > 0, 150_000, 'both jobs to report');
-    const detail = cp.resultsFor(attackerId)[0]?.result.multiStepCheckResult as { jobLog: string[] } | undefined;
-    attackLog = detail?.jobLog ?? [];
-    const [victim, attacker] = [cp.resultsFor(victimId)[0]?.result, cp.resultsFor(attackerId)[0]?.result];
-    overlapped = !!victim && !!attacker && victim.startedAt < attacker.stoppedAt && attacker.startedAt < victim.stoppedAt;
-  }, 180_000);
+/** A folder the agent, whoever it runs as, may write. */
+function agentDir(prefix: string): string {
+  const dir = tempDir(prefix);
+  chownSync(dir, NOBODY, NOBODY);
+  return dir;
+}
 
-  afterAll(async () => {
-    agent?.kill('SIGTERM');
-    await agent?.exit;
-    await cp?.close();
+for (const variant of [
+  { as: 'root', prefix: [] as string[], mechanism: 'uid-pidns' },
+  { as: 'an unprivileged user', prefix: AS_NOBODY, mechanism: 'userns' },
+]) {
+  describe(`script isolation, the agent running as ${variant.as}: a script cannot read the agent's nor another job's secrets`, () => {
+    let cp: FakeControlPlane;
+    let agent: AgentProcess;
+    const thiefId = randomUUID();
+    let attackerId = '';
+    let victimId = '';
+    let attackLog: string[] = [];
+    let overlapped = false;
+
+    beforeAll(async () => {
+      installRuntime();
+      cp = await FakeControlPlane.start({ apiKey: API_KEY, leaseMs: 120_000 });
+      const doneDir = tempDir('outpost-isolation-done-');
+      chmodSync(doneDir, 0o777);
+      const doneFile = path.join(doneDir, 'done');
+      const shared = [
+        { key: 'DONE_FILE', value: doneFile, secret: false },
+        { key: 'CLAIM_URL', value: `${cp.url}/v1/agent/claim`, secret: false },
+        { key: 'THIEF_ID', value: thiefId, secret: false },
+      ];
+      victimId = cp.addJob(
+        { id: 'victim', name: 'victim', checkType: 'MULTI_STEP', runtimeId: RUNTIME, maxResponseTime: 90_000, script: VICTIM_SCRIPT },
+        { environmentVariables: [...shared, { key: 'VICTIM_TOKEN', value: VICTIM_SECRET, secret: true }] },
+      );
+      attackerId = cp.addJob(
+        { id: 'attacker', name: 'attacker', checkType: 'MULTI_STEP', runtimeId: RUNTIME, maxResponseTime: 90_000, script: ATTACK_SCRIPT },
+        { environmentVariables: shared },
+      );
+      agent = startAgent(
+        ['agent'],
+        cleanEnv({
+          API_URL: cp.url,
+          API_KEY,
+          OUTPOST_SECRET_AGENT: AGENT_SECRET,
+          STATE_DIR: agentDir('outpost-isolation-state-'),
+          RUNTIMES_DIR: path.join(REPO, 'runtimes'),
+          JOB_CONCURRENCY: '2',
+          SCRIPT_CONCURRENCY: '2',
+          CLAIM_WAIT_SECONDS: '1',
+        }),
+        variant.prefix,
+      );
+      await cp.waitFor(() => cp.resultsFor(attackerId).length > 0 && cp.resultsFor(victimId).length > 0, 150_000, 'both jobs to report');
+      const detail = cp.resultsFor(attackerId)[0]?.result.multiStepCheckResult as { jobLog: string[] } | undefined;
+      attackLog = detail?.jobLog ?? [];
+      const [victim, attacker] = [cp.resultsFor(victimId)[0]?.result, cp.resultsFor(attackerId)[0]?.result];
+      overlapped = !!victim && !!attacker && victim.startedAt < attacker.stoppedAt && attacker.startedAt < victim.stoppedAt;
+    }, 180_000);
+
+    afterAll(async () => {
+      agent?.kill('SIGTERM');
+      await agent?.exit;
+      await cp?.close();
+    });
+
+    it(`isolates scripts with ${variant.mechanism}, and says so at start`, () => {
+      expect(agent.logs.find((line) => line.scriptIsolation !== undefined)).toMatchObject({ scriptIsolation: variant.mechanism });
+    });
+
+    it('the attacker ran while the victim held its secret, and says what it saw', () => {
+      expect(attackLog.filter((line) => line.startsWith('foreign pids: ')), attackLog.join('\n')).toHaveLength(1);
+      expect(overlapped).toBe(true);
+    });
+
+    it("sees no process but its own run's", () => {
+      expect(attackLog).toContain('foreign pids: 0');
+    });
+
+    it("finds not the agent's API_KEY, raw or hex-encoded, nor anything in another process or run folder", () => {
+      const text = attackLog.join('\n');
+      expect(text).not.toContain(API_KEY);
+      expect(text).not.toContain(hex(API_KEY));
+      expect(attackLog.filter((line) => line.startsWith('found '))).toEqual([]);
+    });
+
+    it("finds not the other job's secret", () => {
+      const text = attackLog.join('\n');
+      expect(text).not.toContain(VICTIM_SECRET);
+      expect(text).not.toContain(hex(VICTIM_SECRET));
+    });
+
+    it('cannot act as the agent: the control plane hears from one agent only', () => {
+      expect(attackLog.join('\n')).not.toContain('claimed with the stolen key');
+      expect(cp.requests.filter((r) => r.agentId === thiefId)).toEqual([]);
+    });
   });
+}
 
-  it('the attacker ran while the victim held its secret, and says what it saw', () => {
-    expect(attackLog.filter((line) => line.startsWith('foreign pids: ')), attackLog.join('\n')).toHaveLength(1);
-    expect(overlapped).toBe(true);
-  });
+describe('where nothing isolates scripts (an unprivileged agent without unshare)', () => {
+  // unshare replaced by /bin/false in a mount namespace of the agent's own: user namespaces cannot be made.
+  const WITHOUT_UNSHARE = ['/usr/bin/unshare', '--mount', '--', '/bin/sh', '-c', 'mount --bind /bin/false /usr/bin/unshare && exec "$@"', 'sh', ...AS_NOBODY];
+  const runOnce = async (checks: unknown[], extra: Record<string, string> = {}) => {
+    const dir = agentDir('outpost-isolation-none-');
+    const file = path.join(dir, 'checks.json');
+    writeFileSync(file, JSON.stringify({ checks }));
+    const proc = startAgent(['once', file], cleanEnv({ STATE_DIR: path.join(dir, 'state'), RUNTIMES_DIR: path.join(REPO, 'runtimes'), ...extra }), WITHOUT_UNSHARE);
+    const { code } = await proc.exit;
+    const results = proc.stdoutLines.filter((line) => line.startsWith('{"resultType":"FINAL"')).map((line) => JSON.parse(line) as Record<string, unknown>);
+    return { code, stderr: proc.stderr(), results };
+  };
+  const multiStep = { id: 'multi', checkType: 'MULTI_STEP', runtimeId: RUNTIME, script: "await step('one', async () => {});" };
 
-  it('sees no process but its own run\'s', () => {
-    expect(attackLog).toContain('foreign pids: 0');
-  });
+  it('refuses a MULTI_STEP check at start, naming the reason and the opt-in', async () => {
+    const { code, stderr } = await runOnce([multiStep]);
+    expect(code).toBe(78);
+    expect(stderr).toContain('scripts cannot be isolated from the agent here');
+    expect(stderr).toContain('SCRIPT_ISOLATION=off');
+    expect(stderr).toContain('userns: ');
+  }, 60_000);
 
-  it("finds not the agent's API_KEY, raw or hex-encoded, nor anything in another process or run folder", () => {
-    const text = attackLog.join('\n');
-    expect(text).not.toContain(API_KEY);
-    expect(text).not.toContain(hex(API_KEY));
-    expect(attackLog.filter((line) => line.startsWith('found '))).toEqual([]);
-  });
+  it("refuses an API check's setup script with an error result naming the reason and the opt-in", async () => {
+    const api = { id: 'api', checkType: 'API', request: { url: 'http://127.0.0.1:9/' }, setupScript: "request.headers['X'] = '1';" };
+    const { results } = await runOnce([api]);
+    const detail = results[0]?.apiCheckResult as { requestError: string } | undefined;
+    expect(results[0]).toMatchObject({ hasErrors: true });
+    expect(detail?.requestError).toMatch(/^setupScript was not run: scripts cannot be isolated from the agent here.*SCRIPT_ISOLATION=off/);
+  }, 60_000);
 
-  it("finds not the other job's secret", () => {
-    const text = attackLog.join('\n');
-    expect(text).not.toContain(VICTIM_SECRET);
-    expect(text).not.toContain(hex(VICTIM_SECRET));
-  });
-
-  it('cannot act as the agent: the control plane hears from one agent only', () => {
-    expect(attackLog.join('\n')).not.toContain('claimed with the stolen key');
-    expect(cp.requests.filter((r) => r.agentId === thiefId)).toEqual([]);
-  });
+  it('runs scripts when the operator opts in with SCRIPT_ISOLATION=off', async () => {
+    const { code, results, stderr } = await runOnce([multiStep], { SCRIPT_ISOLATION: 'off' });
+    expect(stderr).toContain('SCRIPT_ISOLATION=off: scripts can read');
+    expect(results[0]).toMatchObject({ hasErrors: false, hasFailures: false });
+    expect(code).toBe(0);
+  }, 60_000);
 });

@@ -74,14 +74,11 @@ async function main(): Promise<void> {
   const { logger, flush } = createLogger(config.logLevel, config.mode === 'agent' ? 'stdout' : 'stderr', secrets.scrubLogLine);
   secrets.attachLogger(logger);
   if (config.testFault) logger.warn({ testFault: config.testFault }, 'OUTPOST_TEST_FAULT is set: a test hook is active and every check fails');
-  // Scripts are kept from the agent's secrets by the strongest mechanism that works here, tried once now.
+  // Scripts are kept from the agent's secrets by the strongest mechanism that works here, tried once now
+  // (where scripts can run at all: not --uptime-only, and some runtime is there).
   let isolation: ScriptIsolation | undefined;
-  if (!command.uptimeOnly) {
+  if (!command.uptimeOnly && listRuntimes(runtimesDir(process.env)).runtimes.length > 0) {
     isolation = await startScriptIsolation(config.scriptIsolation, config.stateDir);
-    const log = { scriptIsolation: isolation.mechanism, detail: isolation.detail };
-    if (isolation.mechanism === 'none') logger.warn(log, 'scripted checks are refused: no way to isolate scripts from the agent works here (SCRIPT_ISOLATION=off runs them anyway)');
-    else if (isolation.mechanism === 'off') logger.warn(log, 'SCRIPT_ISOLATION=off: scripts can read the agent\'s API_KEY and other jobs\' secrets');
-    else logger.info(log, `scripts run isolated (${isolation.mechanism})`);
   }
   const registry = command.uptimeOnly ? uptimeOnly(defaultRegistry()) : defaultRegistry(process.env, isolation);
   // Error events (agent mode, EXTERNAL_OBSERVABILITY=on): set once the agent runs.
@@ -116,6 +113,13 @@ async function main(): Promise<void> {
       fail(`${(error as NodeJS.ErrnoException).path}: ${code} (check STATE_DIR and --results)`, EXIT_CONFIG);
     }
     throw error;
+  }
+  // Said once the agent runs (a bad checks file stays a one-line failure).
+  if (isolation) {
+    const log = { scriptIsolation: isolation.mechanism, detail: isolation.detail };
+    if (isolation.mechanism === 'none') logger.warn(log, 'scripted checks are refused: no way to isolate scripts from the agent works here (SCRIPT_ISOLATION=off runs them anyway)');
+    else if (isolation.mechanism === 'off') logger.warn(log, 'SCRIPT_ISOLATION=off: scripts can read the agent\'s API_KEY and other jobs\' secrets');
+    else logger.info(log, `scripts run isolated (${isolation.mechanism})`);
   }
   const exitCode = await running.done;
   flush();

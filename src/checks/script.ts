@@ -433,7 +433,7 @@ export async function runScript(given: ScriptOptions, ctx: ExecutionContext): Pr
 
 /** Why scripts are refused when no isolation works, and how an operator may run them anyway. */
 export const ISOLATION_REFUSAL =
-  'scripts cannot be isolated from the agent here, so a script could read its API_KEY and other jobs\' secrets; set SCRIPT_ISOLATION=off to run them anyway (README "Script isolation")';
+  'scripts cannot be isolated from the agent here, so a script could read its API_KEY and other jobs\' secrets; set SCRIPT_ISOLATION=off to run them anyway (docs/script-isolation.md)';
 
 async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: string, isolation: ScriptIsolation, uid: number | undefined): Promise<ScriptRun> {
   const memoryMb = ctx.settings.scriptMemoryMb ?? DEFAULT_SCRIPT_MEMORY_MB;

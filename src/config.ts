@@ -59,6 +59,8 @@ export interface Config {
   scriptConcurrency: number;
   /** SCRIPT_MEMORY_MB: heap limit of one script's process. */
   scriptMemoryMb: number;
+  /** SCRIPT_ISOLATION: auto (the strongest mechanism that works, else scripts are refused) or off. */
+  scriptIsolation: 'auto' | 'off';
   /** RUNTIMES_DIR, resolved; undefined means <package root>/runtimes. */
   runtimesDir?: string;
   /** Test hook OUTPOST_TEST_FAULT (README "Test hooks"); never set in production. */
@@ -181,6 +183,11 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
   }
   const extraCaCerts = read(env, 'NODE_EXTRA_CA_CERTS');
   if (extraCaCerts !== undefined) checkExtraCaCerts(extraCaCerts);
+  const isolationGiven = read(env, 'SCRIPT_ISOLATION') ?? 'auto';
+  const scriptIsolation = isolationGiven.toLowerCase();
+  if (scriptIsolation !== 'auto' && scriptIsolation !== 'off') {
+    throw new ConfigError(`SCRIPT_ISOLATION=${shown(isolationGiven)} is invalid: must be auto or off`);
+  }
   const noProxy = read(env, 'NO_PROXY') ?? read(env, 'no_proxy');
   const config: Config = {
     mode,
@@ -209,6 +216,7 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     artifactUploadTimeoutSeconds: integer(env, 'ARTIFACT_UPLOAD_TIMEOUT_SECONDS', 300, 10, 3600),
     scriptConcurrency: integer(env, 'SCRIPT_CONCURRENCY', 2, 1, 100),
     scriptMemoryMb: integer(env, 'SCRIPT_MEMORY_MB', 256, 32, 16_384),
+    scriptIsolation,
   };
   const healthHost = read(env, 'AGENT_HEALTH_HOST');
   if (healthHost !== undefined) {
@@ -276,7 +284,7 @@ SHUTDOWN_GRACE_SECONDS, SPOOL_MAX_RESULTS, SPOOL_MAX_BYTES, CLAIM_WAIT_SECONDS,
 AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, BODY_MEMORY_BUDGET_MB,
 MAX_RESULT_BYTES, CHECK_PROXY, PING_PATH,
 DIAGNOSTICS, ARTIFACT_UPLOAD_TIMEOUT_SECONDS, TCPDUMP_PATH, TRACEPATH_PATH, TRACEROUTE_PATH,
-RUNTIMES_DIR, SCRIPT_CONCURRENCY, SCRIPT_MEMORY_MB, BROWSER_PATH.
+RUNTIMES_DIR, SCRIPT_CONCURRENCY, SCRIPT_MEMORY_MB, SCRIPT_ISOLATION, BROWSER_PATH.
 Bad values exit with code 78; bad usage with 64.`;
 
 /** Parses argv (without node and script). Throws ConfigError(…, 64) on bad usage. */

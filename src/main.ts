@@ -4,13 +4,15 @@
 // problems 64 (EX_USAGE); never a stack trace.
 
 import { runAgent } from './agent.js';
+import { configureScriptIsolation, type ScriptIsolation } from './checks/isolation.js';
 import { defaultRegistry, uptimeOnly } from './checks/registry.js';
 import { ConfigError, configFromEnv, EXIT_CONFIG, parseArgs, USAGE } from './config.js';
 import { ChecksFileError } from './local/checks-file.js';
 import { runLocal } from './local/local-mode.js';
 import type { EventReporter } from './observability/events.js';
 import { createLogger } from './observability/logger.js';
-import { hasSuiteRunner, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from './runtimes/runtimes.js';
+import { browserPath, hasSuiteRunner, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from './runtimes/runtimes.js';
+import path from 'node:path';
 import { agentSecrets, SecretPolicy } from './secrets/policy.js';
 import { checkStateDir } from './state-dir.js';
 import { VERSION } from './version.js';
@@ -52,6 +54,8 @@ async function main(): Promise<void> {
       );
     }
     for (const problem of problems) process.stderr.write(`outpost: ${problem}\n`);
+    const isolation = await startScriptIsolation(process.env.SCRIPT_ISOLATION?.trim().toLowerCase() === 'off' ? 'off' : 'auto', undefined);
+    process.stdout.write(`Script isolation: ${isolation.mechanism} (${isolation.detail})\n`);
     return;
   }
   let config: ReturnType<typeof configFromEnv>;
@@ -82,7 +86,13 @@ async function main(): Promise<void> {
     const effect = config.testFault === 'executor-throw' ? 'every check fails' : 'the claim loop crashes';
     logger.warn({ testFault: config.testFault }, `OUTPOST_TEST_FAULT is set: a test hook is active and ${effect}`);
   }
-  const registry = command.uptimeOnly ? uptimeOnly(defaultRegistry()) : defaultRegistry();
+  // Scripts are kept from the agent's secrets by the strongest mechanism that works here, tried once now
+  // (where scripts can run at all: not --uptime-only, and some runtime is there).
+  let isolation: ScriptIsolation | undefined;
+  if (!command.uptimeOnly && listRuntimes(runtimesDir(process.env)).runtimes.length > 0) {
+    isolation = await startScriptIsolation(config.scriptIsolation, config.stateDir);
+  }
+  const registry = command.uptimeOnly ? uptimeOnly(defaultRegistry()) : defaultRegistry(process.env, isolation);
   // Error events (agent mode, EXTERNAL_OBSERVABILITY=on): set once the agent runs.
   let events: EventReporter | undefined;
   process.on('uncaughtException', (error) => {
@@ -119,9 +129,23 @@ async function main(): Promise<void> {
     }
     throw error;
   }
+  // Said once the agent runs (a bad checks file stays a one-line failure).
+  if (isolation) {
+    const log = { scriptIsolation: isolation.mechanism, detail: isolation.detail };
+    if (isolation.mechanism === 'none') logger.warn(log, 'scripted checks are refused: no way to isolate scripts from the agent works here (SCRIPT_ISOLATION=off runs them anyway)');
+    else if (isolation.mechanism === 'off') logger.warn(log, 'SCRIPT_ISOLATION=off: scripts can read the agent\'s API_KEY and other jobs\' secrets');
+    else logger.info(log, `scripts run isolated (${isolation.mechanism})`);
+  }
   const exitCode = await running.done;
   flush();
   process.exit(exitCode);
+}
+
+/** Chooses how scripts are isolated; what scripts must still reach (runtimes, browser) is never covered. */
+function startScriptIsolation(setting: 'auto' | 'off', stateDir: string | undefined): Promise<ScriptIsolation> {
+  const browser = browserPath();
+  const keep = [runtimesDir(process.env), ...(browser ? [path.dirname(browser)] : [])];
+  return configureScriptIsolation(setting, { keep, ...(stateDir ? { stateDir } : {}) });
 }
 
 main().catch((error: unknown) => {

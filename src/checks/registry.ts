@@ -5,6 +5,8 @@ import { type Executor, type ExecutorRegistry, explainUnsupported } from './exec
 import { apiExecutor } from './api.js';
 import { dnsExecutor } from './dns.js';
 import { icmpExecutor } from './icmp.js';
+import type { ScriptIsolation } from './isolation.js';
+import { ISOLATION_REFUSAL } from './script.js';
 import { browserExecutor, multiStepExecutor, playwrightExecutor } from './scripted.js';
 import { browserPath, hasSuiteRunner, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from '../runtimes/runtimes.js';
 import { tcpExecutor } from './tcp.js';
@@ -24,7 +26,11 @@ export function uptimeOnly(registry: ExecutorRegistry): ExecutorRegistry {
 
 const HEARTBEAT_REASON = 'heartbeats are received by the service, not run by agents';
 
-export function defaultRegistry(env: Record<string, string | undefined> = process.env): ExecutorRegistry {
+/**
+ * `isolation`: how scripts are kept from the agent (src/checks/isolation.ts); when nothing works (and the
+ * operator did not turn it off) the scripted types are not run, and jobs of theirs get the reason.
+ */
+export function defaultRegistry(env: Record<string, string | undefined> = process.env, isolation?: ScriptIsolation): ExecutorRegistry {
   const executors: Executor[] = [urlExecutor as Executor, apiExecutor as Executor, tcpExecutor as Executor, icmpExecutor as Executor, dnsExecutor as Executor];
   const reasons = new Map<CheckType, string>([['HEARTBEAT', HEARTBEAT_REASON]]);
   // MULTI_STEP only where runtimes are on disk (not in the uptime image); BROWSER also needs a Chromium;
@@ -34,6 +40,8 @@ export function defaultRegistry(env: Record<string, string | undefined> = proces
   const chromium = browserPath(env);
   if (runtimes.length === 0) {
     for (const type of SCRIPTED_TYPES) reasons.set(type, `no runtime is installed in ${dir} (RUNTIMES_DIR)`);
+  } else if (isolation?.mechanism === 'none') {
+    for (const type of SCRIPTED_TYPES) reasons.set(type, `${ISOLATION_REFUSAL} (${isolation.detail})`);
   } else {
     executors.push(multiStepExecutor as Executor);
     if (!chromium) {

@@ -42,14 +42,22 @@ fs.unlinkSync(inputFile);
 
 // If the agent dies (kill -9), nobody kills this run at its limit or removes its folder (a HAR there
 // may hold a secret): a thread of its own, which a busy script cannot starve, removes the folder and
-// ends the run's process group (this process leads it) once the parent is gone.
+// ends the run's process group (this process leads it, unless an isolation wrapper does) once the agent
+// is gone. It knows by the lifeline, descriptor 3, whose other end only the agent holds: it ends when
+// the agent does. (In a PID namespace the parent is never the agent.) It watches the parent too. It
+// marks the folder (.outpost-agent-gone) and empties it entry by entry: isolated, the folder is a mount
+// point, which rmdir refuses, and a browser may still write there; the namespace's first process then
+// kills what is left and removes the folder (src/checks/isolation.ts).
 {
   const { Worker } = require('node:worker_threads');
   const watchdog = new Worker(
-    'const { workerData } = require("node:worker_threads");' +
-      'setInterval(() => { if (process.ppid !== workerData.parent) {' +
-      ' try { require("node:fs").rmSync(workerData.dir, { recursive: true, force: true }); } catch {}' +
-      ' try { process.kill(-workerData.group, "SIGKILL"); } catch {} process.kill(workerData.group, "SIGKILL"); } }, ${ORPHAN_POLL_MS});',
+    'const { workerData } = require("node:worker_threads"); const fs = require("node:fs");' +
+      'const end = () => { const gone = require("node:path").join(workerData.dir, ".outpost-agent-gone"); try { fs.writeFileSync(gone, ""); } catch {}' +
+      ' try { for (const name of fs.readdirSync(workerData.dir)) if (name !== ".outpost-agent-gone") fs.rmSync(require("node:path").join(workerData.dir, name), { recursive: true, force: true }); } catch {} try { fs.rmSync(gone); fs.rmdirSync(workerData.dir); } catch { try { fs.writeFileSync(gone, ""); } catch {} }' +
+      ' try { process.kill(-workerData.group, "SIGKILL"); } catch {} process.kill(workerData.group, "SIGKILL"); };' +
+      'let lifeline = null; try { if (fs.fstatSync(3).isSocket()) lifeline = new (require("node:net").Socket)({ fd: 3, readable: true, writable: false }); } catch {}' +
+      'if (lifeline) { lifeline.on("end", end); lifeline.on("error", end); lifeline.resume(); lifeline.unref(); }' +
+      'setInterval(() => { if (process.ppid !== workerData.parent) end(); }, ${ORPHAN_POLL_MS});',
     { eval: true, workerData: { parent: process.ppid, group: process.pid, dir: path.dirname(scriptFile) } },
   );
   watchdog.unref();

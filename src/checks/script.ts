@@ -22,7 +22,7 @@
 
 import { spawn } from 'node:child_process';
 import { constants as fsConstants } from 'node:fs';
-import { copyFile, lstat, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { copyFile, lstat, mkdir, mkdtemp, readdir, readFile, realpath, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -31,6 +31,7 @@ import { jobScrubber, scrubArtifactText } from '../artifacts/scrub.js';
 import { browserPath, type Runtime } from '../runtimes/runtimes.js';
 import { redactHar } from '../secrets/har.js';
 import type { ExecutionContext } from './executor.js';
+import { giveToRunUid, isolatedCommand, isRunUid, releaseRunUid, type ScriptIsolation, scriptIsolation, takeRunUid, usesRunUid } from './isolation.js';
 import { BROWSER_TIMEOUT_GRACE_MS, HARNESS_SOURCE, MULTI_STEP_TIMEOUT_GRACE_MS, PAGE_EVENTS_MAX, SUITE_SHIM_SOURCE, wrapUserScript } from './script-harness.js';
 
 export const SCRIPT_CAP_MS = 240_000;
@@ -275,7 +276,9 @@ async function sweepStaleRuns(root: string): Promise<void> {
       const dir = path.join(root, name);
       try {
         const info = await lstat(dir);
-        if (!info.isDirectory() || info.uid !== process.getuid?.() || now - info.mtimeMs < STALE_RUN_MS) return;
+        // This user's, or (an agent running as root) a run uid's.
+        const ours = info.uid === process.getuid?.() || (process.getuid?.() === 0 && isRunUid(info.uid));
+        if (!info.isDirectory() || !ours || now - info.mtimeMs < STALE_RUN_MS) return;
         await rm(dir, { recursive: true, force: true });
       } catch {
         // Gone, or not ours.
@@ -386,7 +389,10 @@ export class OutputCapture {
   }
 }
 
-export async function runScript(options: ScriptOptions, ctx: ExecutionContext): Promise<ScriptRun> {
+export async function runScript(given: ScriptOptions, ctx: ExecutionContext): Promise<ScriptRun> {
+  // The packages' real path: a run's own uid may not pass a private folder that links to them.
+  const nodeModules = await realpath(given.runtime.nodeModules).catch(() => given.runtime.nodeModules);
+  const options = nodeModules === given.runtime.nodeModules ? given : { ...given, runtime: { ...given.runtime, nodeModules } };
   const limit = ctx.settings.scriptConcurrency ?? DEFAULT_SCRIPT_CONCURRENCY;
   if (semaphore.limit !== limit) semaphore.limit = limit;
   const queuedAt = new Date();
@@ -405,20 +411,31 @@ export async function runScript(options: ScriptOptions, ctx: ExecutionContext): 
       stoppedAt: now,
     };
   };
+  const isolation = await scriptIsolation();
+  if (isolation.mechanism === 'none') {
+    const now = new Date();
+    return { ok: false, error: `${options.kind} was not run: ${ISOLATION_REFUSAL} (${isolation.detail})`, assertion: false, steps: [], requests: [], durationMs: 0, startedAt: queuedAt, stoppedAt: now };
+  }
   if (!(await semaphore.acquire(ctx.signal))) return aborted();
   void sweepStaleRuns(tmpdir());
   let dir: string | undefined;
+  const uid = usesRunUid(isolation) ? takeRunUid() : undefined;
   try {
     // 0700: the input file holds the job's variables, secrets included, until the harness has read it.
     dir = await mkdtemp(path.join(tmpdir(), 'outpost-script-'));
-    return await runChild(options, ctx, dir);
+    return await runChild(options, ctx, dir, isolation, uid);
   } finally {
     semaphore.release();
     if (dir) await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+    if (uid !== undefined) releaseRunUid(uid);
   }
 }
 
-async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: string): Promise<ScriptRun> {
+/** Why scripts are refused when no isolation works, and how an operator may run them anyway. */
+export const ISOLATION_REFUSAL =
+  'scripts cannot be isolated from the agent here, so a script could read its API_KEY and other jobs\' secrets; set SCRIPT_ISOLATION=off to run them anyway (docs/script-isolation.md)';
+
+async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: string, isolation: ScriptIsolation, uid: number | undefined): Promise<ScriptRun> {
   const memoryMb = ctx.settings.scriptMemoryMb ?? DEFAULT_SCRIPT_MEMORY_MB;
   const timeoutMs = Math.max(1, Math.min(options.timeoutMs, SCRIPT_CAP_MS));
   const graceMs = timeoutGraceMs(options.kind);
@@ -451,6 +468,9 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
       }),
     ),
   ]);
+  // The run's uid owns its folder (0700): no other run's uid can look in.
+  if (uid !== undefined) await giveToRunUid(dir, uid);
+  const command = isolatedCommand(isolation, { dir, ...(uid !== undefined ? { uid } : {}) }, process.execPath, [`--max-old-space-size=${memoryMb}`, harness, inputFile, outputFile, scriptFile]);
   const startedAt = new Date();
   const started = performance.now();
   const output = new OutputCapture(SCRIPT_OUTPUT_LIMIT_BYTES);
@@ -460,11 +480,12 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
   const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; spawnError?: Error }>((resolve) => {
     let child: ReturnType<typeof spawn>;
     try {
-      child = spawn(process.execPath, [`--max-old-space-size=${memoryMb}`, harness, inputFile, outputFile, scriptFile], {
+      child = spawn(command.file, command.args, {
         cwd: dir,
         env: childEnvironment(options, ctx, dir),
         detached: true,
-        stdio: ['ignore', 'pipe', 'pipe'],
+        // 3: the harness's lifeline (its watchdog ends the run when the agent's end closes).
+        stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
       });
     } catch (error) {
       resolve({ code: null, signal: null, spawnError: error as Error });
@@ -496,6 +517,7 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
       // Whatever the script started in its group goes with it (at its exit that was done already; the
       // group's number may be free by now).
       if (!exited) killGroup(child.pid);
+      child.stdio[3]?.destroy();
       resolve(value);
     };
     // Processes that left the group (a browser) may hold the output pipes open: kill them as soon as the script is gone.

@@ -319,7 +319,9 @@ await step('render a page with text', async () => {
 await browser.close();`,
       },
     ]);
-    const run = await runOnce(IMAGES.full.tag, file, ['--cap-drop', 'ALL']);
+    // As the image runs by default (uid 10001, no capabilities) nothing can isolate scripts (docs/script-isolation.md):
+    // the operator's opt-in runs them.
+    const run = await runOnce(IMAGES.full.tag, file, ['--cap-drop', 'ALL', '-e', 'SCRIPT_ISOLATION=off']);
     const [result] = resultLines(run.stdout);
     expect(run.code, `${run.stdout}\n${withoutSystemdNoise(run.stderr)}`).toBe(0);
     expect(result, run.stdout).toMatchObject({ checkType: 'BROWSER', hasErrors: false, hasFailures: false });
@@ -349,13 +351,25 @@ test('the target answers', async ({ page }) => {
         files: [{ path: 'helpers/target.ts', content: `export const target = (path: string) => ${JSON.stringify(targetUrl)} + path;\n` }],
       },
     ]);
-    const run = await runOnce(IMAGES.full.tag, file, ['--cap-drop', 'ALL']);
+    // As the image runs by default (uid 10001, no capabilities) nothing can isolate scripts (docs/script-isolation.md):
+    // the operator's opt-in runs them.
+    const run = await runOnce(IMAGES.full.tag, file, ['--cap-drop', 'ALL', '-e', 'SCRIPT_ISOLATION=off']);
     const [result] = resultLines(run.stdout);
     expect(run.code, `${run.stdout}\n${withoutSystemdNoise(run.stderr)}`).toBe(0);
     expect(result, run.stdout).toMatchObject({ checkType: 'PLAYWRIGHT', hasErrors: false, hasFailures: false });
     const detail = result?.browserCheckResult as { steps: Array<{ name: string; passed: boolean }>; tests: unknown };
     expect(detail.steps.map((s) => [s.name, s.passed])).toEqual([['check.spec.ts › the target answers', true]]);
     expect(detail.tests).toEqual({ expected: 1, unexpected: 0, flaky: 0, skipped: 0 });
+  }, 180_000);
+});
+
+describe('script isolation in the full image', () => {
+  it('refuses a BROWSER check as the image runs by default (uid 10001, no capabilities), naming the reason and the opt-in', async () => {
+    const file = checksFile([{ id: 'page', name: 'page', checkType: 'BROWSER', runtimeId: '2026-04', script: 'console.log(1)' }]);
+    const run = await runOnce(IMAGES.full.tag, file, ['--cap-drop', 'ALL']);
+    expect(run.code, `${run.stdout}\n${withoutSystemdNoise(run.stderr)}`).toBe(78);
+    expect(resultLines(run.stdout)).toEqual([]);
+    expect(run.stderr).toContain('SCRIPT_ISOLATION=off');
   }, 180_000);
 });
 

@@ -35,8 +35,10 @@ export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   return { ...env, AGENT_HEALTH_PORT: '0', LOG_LEVEL: 'info', ...extra };
 }
 
-export function startAgent(args: string[], env: NodeJS.ProcessEnv): AgentProcess {
-  const proc = spawn(process.execPath, [MAIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+/** `prefix`: a command that execs the agent's command line given after it (another user, a namespace). */
+export function startAgent(args: string[], env: NodeJS.ProcessEnv, prefix: string[] = []): AgentProcess {
+  const [file, ...rest] = [...prefix, process.execPath, MAIN, ...args] as [string, ...string[]];
+  const proc = spawn(file, rest, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: LogLine[] = [];
   const stdoutLines: string[] = [];
   let stdout = '';

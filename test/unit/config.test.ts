@@ -301,6 +301,14 @@ describe('parseArgs', () => {
     expect(envError({ MAX_RESULT_BYTES: '1000' }).exitCode).toBe(EXIT_CONFIG);
   });
 
+  it('reads SCRIPT_ISOLATION (auto by default, or off) and refuses any other value, naming it, with exit 78', () => {
+    expect(configFromEnv({}, 'once').scriptIsolation).toBe('auto');
+    expect(configFromEnv({ SCRIPT_ISOLATION: 'OFF' }, 'once').scriptIsolation).toBe('off');
+    expect(() => configFromEnv({ SCRIPT_ISOLATION: 'none' }, 'once')).toThrow(
+      expect.objectContaining({ exitCode: EXIT_CONFIG, message: 'SCRIPT_ISOLATION="none" is invalid: must be auto or off' }),
+    );
+  });
+
   const usage: Array<[string[], string]> = [
     [[], 'no command given'],
     [['bogus'], 'unknown command "bogus"'],

@@ -18,6 +18,7 @@ import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { expect, test } from 'vitest';
 import { REDACTED, Scrubber, secretForms } from '../../src/secrets/scrubber.js';
+import { mulberry32 } from '../support/random.js';
 
 const BODY_MB = Number(process.env.BENCH_SCRUBBER_MB ?? 10);
 const BODY_BYTES = Math.round(BODY_MB * 1_000_000);
@@ -26,18 +27,6 @@ const SECRET_COUNTS = (process.env.BENCH_SCRUBBER_COUNTS ?? '1,100,1000').split(
 const NAIVE_SAMPLE = 1000;
 const TARGET_RATIO_AT_100 = 20;
 const TARGET_MBPS_AT_100 = 200;
-
-/** A small deterministic PRNG (mulberry32), so every run scans the same body. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 const WORDS = ['status', 'ok', 'error', 'request', 'response', 'header', 'value', 'user', 'token', 'id', 'items', 'name', 'total', 'page'];
@@ -112,7 +101,7 @@ interface Row {
 test('scrubber throughput: one pass for all secrets vs a naive replaceAll loop', () => {
   const rows: Row[] = [];
   for (const count of SECRET_COUNTS) {
-    const random = prng(count);
+    const random = mulberry32(count);
     const secrets = makeSecrets(count, random);
     const body = makeBody(secrets, random);
     const buffer = Buffer.from(body, 'latin1');

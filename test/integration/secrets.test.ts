@@ -20,13 +20,13 @@
 // finds nothing proves something.
 
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../src/control-plane/protocol.js';
 import type { CheckResultEntry } from '../../src/results/result.js';
 import { type AgentProcess, cleanEnv, startAgent, tempDir } from '../support/agent-process.js';
 import { FakeControlPlane } from '../support/fake-control-plane.js';
+import { freePort } from '../support/nginx.js';
 import { startTargetServer, type TargetServer } from '../support/target-server.js';
 import { startTinyproxy, type Tinyproxy } from '../support/tinyproxy.js';
 
@@ -451,13 +451,6 @@ describe('regex captures cannot read a secret back in pieces', () => {
   /** Not a secret, same shape: its pieces must come through (the positive control). */
   const PLAIN_PIECED = 'ctl-ctl-ctl-ctl-ctl-c';
 
-  async function freePort(): Promise<number> {
-    const server = net.createServer();
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const { port } = server.address() as net.AddressInfo;
-    await new Promise((resolve) => server.close(resolve));
-    return port;
-  }
 
   /** Seven TEXT_BODY assertions, each capturing the next three characters after `x-tok:`. */
   const pieceAssertions = () =>

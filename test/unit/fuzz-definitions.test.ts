@@ -23,6 +23,7 @@ import { browserExecutor, multiStepExecutor, playwrightExecutor } from '../../sr
 import type { Job } from '../../src/control-plane/protocol.js';
 import { prepareJob } from '../../src/jobs/prepare.js';
 import { REPO } from '../support/agent-process.js';
+import { mulberry32 } from '../support/random.js';
 
 function envInteger(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -39,18 +40,6 @@ const ONLY = process.env.FUZZ_CASE ? envInteger('FUZZ_CASE', 0) : undefined;
 const CASE_LIMIT_MS = 5_000;
 /** Growth of the heap over the run that counts as unbounded. */
 const HEAP_GROWTH_LIMIT = 512 * 1024 * 1024;
-
-/** mulberry32: small, fast, and the same sequence for the same seed everywhere. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Random = () => number;
 const pick = <T>(random: Random, list: readonly T[]): T => list[Math.floor(random() * list.length)] as T;
@@ -314,7 +303,7 @@ function mutate(random: Random, root: Record<string, unknown>): void {
 }
 
 function makeCase(seed: number, index: number): { check: unknown; job: Job } {
-  const random = rng((seed ^ Math.imul(index + 1, 0x9e3779b1)) >>> 0);
+  const random = mulberry32((seed ^ Math.imul(index + 1, 0x9e3779b1)) >>> 0);
   const check = copy(pick(random, EXAMPLES)) as Record<string, unknown>;
   // Some cases stay valid; the others get one to five mutations (the root itself sometimes).
   const mutations = random() < 0.1 ? 0 : 1 + Math.floor(random() * 5);

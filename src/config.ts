@@ -118,9 +118,18 @@ function checkExtraCaCerts(file: string): void {
   }
 }
 
+/** SCRIPT_ISOLATION: auto (default) or off, any case; anything else is a ConfigError. */
+export function scriptIsolationSetting(env: Env): 'auto' | 'off' {
+  const given = read(env, 'SCRIPT_ISOLATION') ?? 'auto';
+  const setting = given.toLowerCase();
+  if (setting !== 'auto' && setting !== 'off') throw new ConfigError(`SCRIPT_ISOLATION=${shown(given)} is invalid: must be auto or off`);
+  return setting;
+}
+
 /** A URL (or any text holding one) with its userinfo replaced by `*****`: fit for logs and /health. */
 export function maskUrlCredentials(value: string): string {
-  return value.replace(/\/\/[^/@\s]*@/g, '//*****@');
+  // Up to the authority's last `@`: a password may hold a raw `@` (WHATWG URLs accept it).
+  return value.replace(/\/\/[^/?#\s]*@/g, '//*****@');
 }
 
 /** The value as the operator wrote it, quoted and shortened, with URL credentials hidden. */
@@ -183,11 +192,7 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
   }
   const extraCaCerts = read(env, 'NODE_EXTRA_CA_CERTS');
   if (extraCaCerts !== undefined) checkExtraCaCerts(extraCaCerts);
-  const isolationGiven = read(env, 'SCRIPT_ISOLATION') ?? 'auto';
-  const scriptIsolation = isolationGiven.toLowerCase();
-  if (scriptIsolation !== 'auto' && scriptIsolation !== 'off') {
-    throw new ConfigError(`SCRIPT_ISOLATION=${shown(isolationGiven)} is invalid: must be auto or off`);
-  }
+  const scriptIsolation = scriptIsolationSetting(env);
   const noProxy = read(env, 'NO_PROXY') ?? read(env, 'no_proxy');
   const config: Config = {
     mode,

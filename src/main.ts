@@ -6,7 +6,7 @@
 import { runAgent } from './agent.js';
 import { configureScriptIsolation, type ScriptIsolation } from './checks/isolation.js';
 import { defaultRegistry, uptimeOnly } from './checks/registry.js';
-import { ConfigError, configFromEnv, EXIT_CONFIG, parseArgs, USAGE } from './config.js';
+import { ConfigError, configFromEnv, EXIT_CONFIG, parseArgs, scriptIsolationSetting, USAGE } from './config.js';
 import { ChecksFileError } from './local/checks-file.js';
 import { runLocal } from './local/local-mode.js';
 import type { EventReporter } from './observability/events.js';
@@ -54,7 +54,14 @@ async function main(): Promise<void> {
       );
     }
     for (const problem of problems) process.stderr.write(`outpost: ${problem}\n`);
-    const isolation = await startScriptIsolation(process.env.SCRIPT_ISOLATION?.trim().toLowerCase() === 'off' ? 'off' : 'auto', undefined);
+    let setting: 'auto' | 'off';
+    try {
+      setting = scriptIsolationSetting(process.env);
+    } catch (error) {
+      if (error instanceof ConfigError) fail(error.message, error.exitCode);
+      throw error;
+    }
+    const isolation = await startScriptIsolation(setting, undefined);
     process.stdout.write(`Script isolation: ${isolation.mechanism} (${isolation.detail})\n`);
     return;
   }
@@ -121,7 +128,7 @@ async function main(): Promise<void> {
     if (code === 'EADDRNOTAVAIL') {
       fail(`AGENT_HEALTH_HOST=${config.healthHost} cannot be bound (${code}): it is not an address of this host`, EXIT_CONFIG);
     }
-    if (code === 'EADDRINUSE' || code === 'EACCES') {
+    if ((code === 'EADDRINUSE' || code === 'EACCES') && (error as NodeJS.ErrnoException).syscall === 'listen') {
       fail(`AGENT_HEALTH_PORT=${config.healthPort} cannot be used (${code}): choose a free port`, EXIT_CONFIG);
     }
     if (code && (error as NodeJS.ErrnoException).path) {

@@ -50,7 +50,6 @@ interface Tools {
   setpriv: string;
   unshare?: string;
   sh?: string;
-  mount?: string;
 }
 
 /** The harness's watchdog leaves this in the run's folder when the agent is gone. */
@@ -253,7 +252,8 @@ export async function detectIsolation(setting: IsolationSetting, options: Detect
   const sh = findTool('sh');
   const mount = findTool('mount');
   if (!setpriv) return { mechanism: 'none', detail: 'setpriv (util-linux) is not installed' };
-  const tools: Tools = { setpriv, ...(unshare ? { unshare } : {}), ...(sh ? { sh } : {}), ...(mount ? { mount } : {}) };
+  const tools: Tools = { setpriv, ...(unshare ? { unshare } : {}), ...(sh ? { sh } : {}) };
+  // mount is run by the set-up shell (hideThenRun) by name: only its presence is checked.
   const tried: string[] = [];
   const candidates: ScriptIsolation[] = [];
   const root = process.getuid?.() === 0;

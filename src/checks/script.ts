@@ -419,8 +419,9 @@ export async function runScript(given: ScriptOptions, ctx: ExecutionContext): Pr
   if (!(await semaphore.acquire(ctx.signal))) return aborted();
   void sweepStaleRuns(tmpdir());
   let dir: string | undefined;
-  const uid = usesRunUid(isolation) ? takeRunUid() : undefined;
+  let uid: number | undefined;
   try {
+    uid = usesRunUid(isolation) ? takeRunUid() : undefined;
     // 0700: the input file holds the job's variables, secrets included, until the harness has read it.
     dir = await mkdtemp(path.join(tmpdir(), 'outpost-script-'));
     return await runChild(options, ctx, dir, isolation, uid);

@@ -2,7 +2,7 @@
 // errors (78), each one line on stderr and never a stack trace.
 
 import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -194,6 +194,20 @@ describe('outpost CLI', () => {
     const line = await expectOneLineFailure(run(['once', checksFile(VALID), '--results', results]), 78);
     expect(line).toContain(results);
     expect(line).toContain('ENOENT');
+  });
+  it('a --results file the agent may not create (EACCES) → exit 78 naming the path, not the health port', async () => {
+    // EACCES needs a user other than root: the agent runs as uid 65534 (this suite runs as root, as CI does).
+    expect(process.getuid?.(), 'this test starts the agent as uid 65534 and must run as root').toBe(0);
+    const dir = tempDir();
+    chmodSync(dir, 0o755);
+    const file = path.join(dir, 'checks.json');
+    writeFileSync(file, JSON.stringify(VALID));
+    chmodSync(file, 0o644);
+    const results = path.join(dir, 'out.jsonl');
+    const proc = startAgent(['once', file, '--results', results], cleanEnv({ STATE_DIR: dir }), ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']);
+    running.push(proc);
+    const line = await expectOneLineFailure(proc, 78);
+    expect(line).toBe(`outpost: ${results}: EACCES (check STATE_DIR and --results)`);
   });
   it('a checks file that is a FIFO → exit 78 at once, naming it (no hang)', async () => {
     const fifo = path.join(tempDir(), 'checks.json');

@@ -6,7 +6,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, configFromEnv, type Env, EXIT_CONFIG, EXIT_USAGE, type Mode, parseArgs } from '../../src/config.js';
+import { ConfigError, configFromEnv, type Env, EXIT_CONFIG, EXIT_USAGE, type Mode, maskUrlCredentials, parseArgs } from '../../src/config.js';
 
 const AGENT_ENV = { API_URL: 'https://cp.example.test', API_KEY: 'pl_key_123' };
 
@@ -330,4 +330,12 @@ describe('parseArgs', () => {
       expect(error.message).not.toContain('\n');
     });
   }
+});
+
+describe('maskUrlCredentials', () => {
+  it('hides the whole userinfo, also a password with a raw @ in it', () => {
+    expect(maskUrlCredentials('https://user:p@ssw0rd@cp.example:8443/v1')).toBe('https://*****@cp.example:8443/v1');
+    expect(maskUrlCredentials('http://cp-user:cp-pass@127.0.0.1:9000')).toBe('http://*****@127.0.0.1:9000');
+    expect(maskUrlCredentials('http://127.0.0.1:9000/path?to=a@b')).toBe('http://127.0.0.1:9000/path?to=a@b');
+  });
 });

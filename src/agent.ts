@@ -87,6 +87,7 @@ export async function runAgent(
     queued: () => queue.queued,
     spooled: () => spool.results,
     quarantined: () => spool.quarantined,
+    spoolDropped: () => spool.dropped,
     spoolWritable: () => spool.writable,
   }, logger);
   // Not ready while the spool cannot write: results would only be held in memory.

@@ -13,6 +13,8 @@ export interface LoadFigures {
   spooled(): number;
   /** Results and files set aside in the spool's quarantine folder. */
   quarantined(): number;
+  /** Results the control plane refuses that could not be quarantined either, and were dropped. */
+  spoolDropped(): number;
   /** False while the spool cannot write to disk. */
   spoolWritable(): boolean;
 }
@@ -62,6 +64,7 @@ export class Lifecycle {
           queued: this.load.queued(),
           spooled: this.load.spooled(),
           quarantined: this.load.quarantined(),
+          spoolDropped: this.load.spoolDropped(),
           spoolWritable: this.load.spoolWritable(),
           uptime: Math.round((Date.now() - this.startedAt) / 1000),
           stuck: watch.stuck,

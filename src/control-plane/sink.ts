@@ -22,6 +22,9 @@ const SPLIT_ON_STATUS = new Set([400, 413, 422]);
 /** How recent an accepted results request must be to trust that a lone refused result is at fault. */
 const EVIDENCE_MS = 60_000;
 
+/** The least wait before a batch that was refused as a whole, with nothing accepted, is sent again. */
+export const REFUSED_WHOLE_FLOOR_MS = 5_000;
+
 interface Bisection {
   /** Some request of this batch got a 2xx answer. */
   answered: boolean;
@@ -83,7 +86,10 @@ export class ControlPlaneSink {
       } catch (error) {
         // A segment that cannot be read now (EMFILE, EIO) is tried again; delivery must not stop for good.
         this.logger.error({ err: error, dir: this.spool.dir }, 'could not read results from the spool; trying again');
-        await sleep(Math.max(backoff.next(), 1_000), signal);
+        const wait = Math.max(backoff.next(), 1_000);
+        // Waiting on purpose: the promise must cover the whole sleep, however long the backoff grew.
+        heartbeat.beat(wait);
+        await sleep(wait, signal);
         continue;
       }
       if (!batch) {
@@ -101,10 +107,12 @@ export class ControlPlaneSink {
       }
       try {
         heartbeat.beat(sendBoundMs);
-        const retry = await this.sendBatch(batch.items, signal, backoff);
+        const { retry, refusedWhole } = await this.sendBatch(batch.items, signal, backoff);
+        heartbeat.beat(sendBoundMs);
         await this.spool.complete(batch.seq, retry);
         if (retry.length > 0) {
-          const wait = backoff.next();
+          // A control plane that refuses whole batches and accepts nothing is not asked again at once.
+          const wait = refusedWhole ? Math.max(backoff.next(), REFUSED_WHOLE_FLOOR_MS) : backoff.next();
           heartbeat.beat(wait);
           await sleep(wait, signal);
         }
@@ -114,7 +122,7 @@ export class ControlPlaneSink {
         // the results stay on disk, and the agent keeps trying slowly.
         this.logger.error({ err: error, results: batch.items.length }, 'results batch refused; keeping it in the spool');
         this.onBatchError(error);
-        const wait = Math.max(backoff.next(), 5_000);
+        const wait = Math.max(backoff.next(), REFUSED_WHOLE_FLOOR_MS);
         heartbeat.beat(wait);
         await sleep(wait, signal);
       }
@@ -127,12 +135,13 @@ export class ControlPlaneSink {
    * 422 may also mean a control plane that refuses everything: its lone
    * results are quarantined only when some other request got through (in this
    * batch, or within a minute for a batch of one); otherwise they are sent
-   * again later. Returns the results that must be sent again.
+   * again later. Returns the results that must be sent again, and whether
+   * the batch was refused as a whole with nothing of it accepted.
    */
-  private async sendBatch(items: SpoolItem[], signal: AbortSignal, backoff: Backoff): Promise<SpoolItem[]> {
+  private async sendBatch(items: SpoolItem[], signal: AbortSignal, backoff: Backoff): Promise<{ retry: SpoolItem[]; refusedWhole: boolean }> {
     const bisection: Bisection = { answered: false, refused: [] };
     const retry = await this.sendSplitting(items, signal, backoff, bisection);
-    if (bisection.refused.length === 0) return retry;
+    if (bisection.refused.length === 0) return { retry, refusedWhole: false };
     const evidence = bisection.answered || (items.length === 1 && Date.now() - this.lastAnsweredAt < EVIDENCE_MS);
     const deferred: Bisection['refused'] = [];
     for (const refusal of bisection.refused) {
@@ -143,7 +152,14 @@ export class ControlPlaneSink {
       // Once more alone, so that a control plane that recovered mid-batch does not cost a result.
       const confirmed = refusal.error.statusCode === 413 ? refusal.error : await this.refusedAlone(refusal.item, signal, backoff, retry);
       if (!confirmed) continue;
-      await this.spool.quarantine([refusal.item], confirmed.message);
+      this.watch.heartbeat.beat(this.watch.sendBoundMs);
+      try {
+        await this.spool.quarantine([refusal.item], confirmed.message);
+      } catch (error) {
+        // Sending it again can only be refused again, and would hold up every result behind it.
+        this.spool.dropUnquarantinable(refusal.item, confirmed.message, error);
+        this.onBatchError(error);
+      }
       this.onBatchError(confirmed);
     }
     if (deferred.length > 0) {
@@ -154,7 +170,7 @@ export class ControlPlaneSink {
       );
       this.onBatchError(first?.error);
     }
-    return [...retry, ...deferred.map((r) => r.item)];
+    return { retry: [...retry, ...deferred.map((r) => r.item)], refusedWhole: deferred.length > 0 && !bisection.answered };
   }
 
   /** Sends one result alone; returns the refusal if it is refused for its content again (anything to re-send goes to `retry`). */
@@ -194,14 +210,21 @@ export class ControlPlaneSink {
   /** Sends one batch; returns the results that must be sent again. */
   private async send(items: SpoolItem[], signal: AbortSignal, backoff: Backoff): Promise<SpoolItem[]> {
     const lines = items.map((item) => item.line);
-    const answer = await withRetry(() => this.client.sendResultLines(lines, signal), {
-      signal,
-      logger: this.logger,
-      authRetryMs: this.authRetryMs,
-      backoff,
-      onFailure: this.onFailure,
-      onWait: (ms) => this.watch.heartbeat.beat(ms + this.watch.sendBoundMs),
-    });
+    const answer = await withRetry(
+      () => {
+        // Each request of a split batch promises its own bound: refusals (400, 413) never pass through onWait.
+        this.watch.heartbeat.beat(this.watch.sendBoundMs);
+        return this.client.sendResultLines(lines, signal);
+      },
+      {
+        signal,
+        logger: this.logger,
+        authRetryMs: this.authRetryMs,
+        backoff,
+        onFailure: this.onFailure,
+        onWait: (ms) => this.watch.heartbeat.beat(ms + this.watch.sendBoundMs),
+      },
+    );
     const accepted = new Set(answer.accepted);
     const retry: SpoolItem[] = [];
     const rejections = new Map(answer.rejected.map((r) => [r.resultId, r]));

@@ -148,16 +148,18 @@ export class ControlPlaneSource {
       if (jobs.length > max) {
         logger.warn({ max, received: jobs.length }, 'control plane sent more jobs than claimed; running them anyway');
       }
+      let accepted = 0;
       for (const job of jobs) {
         try {
-          this.accept(job, notParsed.get(job));
+          if (this.accept(job, notParsed.get(job))) accepted++;
         } catch (error) {
           // Whatever one job does, the loop claims on: the job's lease is let go and expires at the service.
           logger.error({ err: error, jobId: (job as { id?: unknown } | null)?.id }, 'could not accept a claimed job; ignoring it');
           if (typeof job?.id === 'string') this.options.leases.release(job.id);
         }
       }
-      const pause = this.pacer.next(jobs.length, Date.now() - claimedAt, askedWaitSeconds * 1000);
+      // Jobs ignored (no id, a second copy) are no work: counted, they would reset the pacer.
+      const pause = this.pacer.next(accepted, Date.now() - claimedAt, askedWaitSeconds * 1000);
       heartbeat.beat(pause);
       await sleep(pause, signal);
     }
@@ -175,17 +177,17 @@ export class ControlPlaneSource {
     if (onAbort) signal.removeEventListener('abort', onAbort);
   }
 
-  /** `unreadable`: why the job could not even be parsed (its result is that error). */
-  private accept(job: Job, unreadable?: string): void {
+  /** `unreadable`: why the job could not even be parsed (its result is that error). True if the job went to the queue. */
+  private accept(job: Job, unreadable?: string): boolean {
     const { queue, leases, registry, logger } = this.options;
     if (!job || typeof job !== 'object' || typeof job.id !== 'string' || job.id.length === 0) {
       // Without an id no result can be reported; the lease will expire on the service's side.
       logger.error({ job: typeof job === 'object' ? Object.keys(job ?? {}) : typeof job }, 'claimed job has no id; ignoring it');
-      return;
+      return false;
     }
     if (queue.has(job.id)) {
       logger.warn({ jobId: job.id }, 'job claimed twice while still running; ignoring the second copy');
-      return;
+      return false;
     }
     leases.track(job.id, job.leaseExpiresAt);
     const prepared = unreadable ? unpreparedJob(job.id, `Invalid job: ${unreadable}`, logger) : prepareJob(job, registry, logger);
@@ -204,5 +206,6 @@ export class ControlPlaneSource {
         this.inProgress.delete(done);
       });
     this.inProgress.add(done);
+    return true;
   }
 }

@@ -166,6 +166,7 @@ export class Spool {
   private retryMs = RETRY_FIRST_MS;
   private writeError: unknown;
   private quarantinedCount = 0;
+  private droppedCount = 0;
   private readonly openFile: OpenSegmentFile;
 
   private constructor(
@@ -299,11 +300,21 @@ export class Spool {
       // Wait for a write of held results in progress, so the batch and the write never share a result.
       while (this.flushing) await this.flushing;
       if (this.held.length === 0) return undefined;
-      this.lent = this.held.slice(0, MAX_RESULTS_PER_BATCH);
+      // Cut by size too: a batch is one request body, and joining past the string limit would throw.
+      this.lent = this.held.slice(0, this.batchSize(this.held));
       return { seq: MEMORY_BATCH_SEQ, items: this.lent };
     }
     if (segment.items) return { seq: segment.seq, items: segment.items };
-    const text = await fs.readFile(segment.file, 'utf8');
+    let text: string;
+    try {
+      text = await fs.readFile(segment.file, 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      // Removed by someone else: retrying would block every later segment for good.
+      this.forget(segment);
+      this.logger.error({ file: segment.file, results: segment.count }, 'spool segment file has vanished; its results are lost');
+      return this.nextBatch(lingerMs);
+    }
     const items: SpoolItem[] = [];
     const bad: Array<{ line: string; reason: string }> = [];
     for (const line of text.split('\n')) {
@@ -355,6 +366,14 @@ export class Spool {
     }
     const index = this.sealed.findIndex((s) => s.seq === seq);
     if (index === -1) return;
+    const current = this.sealed[index] as Segment;
+    if (retry.length > 0 && retry.length === current.count && new Set(retry.map((i) => i.resultId)).size === current.count) {
+      // Every result of it is to be sent again: it goes behind the others as it is, not rewritten.
+      this.sealed.splice(index, 1);
+      this.sealed.push(current);
+      this.notify();
+      return;
+    }
     if (retry.length > 0) await Promise.all(retry.map((item) => this.appendItem(item)));
     const [segment] = this.sealed.splice(index, 1);
     if (!segment) return;
@@ -364,10 +383,36 @@ export class Spool {
       // Every line of it is handled; should it survive, the next start re-sends it and the control plane deduplicates.
       this.logger.warn({ err: error, file: segment.file }, 'could not remove a delivered spool segment');
     }
+    this.forget(segment);
+  }
+
+  /** Takes a segment that left the sealed list (or is about to) out of the totals. */
+  private forget(segment: Segment): void {
+    const index = this.sealed.indexOf(segment);
+    if (index !== -1) this.sealed.splice(index, 1);
     this.totalResults -= segment.count;
     this.totalBytes -= segment.bytes;
     if (segment.items) this.memoryBytes -= segment.bytes;
     this.notify();
+  }
+
+  /**
+   * A result the control plane refuses on its own that could not be written
+   * to the quarantine folder (a read-only disk): it is dropped, with one error
+   * line carrying its ids and the line itself, and counted. Kept, it would be
+   * refused again and again and hold up every result behind it.
+   */
+  dropUnquarantinable(item: SpoolItem, reason: string, error: unknown): void {
+    this.droppedCount++;
+    this.logger.error(
+      { err: error, jobId: item.jobId, resultId: item.resultId, reason, quarantine: this.quarantineDir, line: item.line.slice(0, 4096) },
+      'control plane refuses this result and it could not be quarantined: dropped',
+    );
+  }
+
+  /** Results refused by the control plane that could not be quarantined and were dropped. */
+  get dropped(): number {
+    return this.droppedCount;
   }
 
   /**
@@ -466,6 +511,19 @@ export class Spool {
     } finally {
       this.flushing = undefined;
     }
+  }
+
+  /** How many of `items` make one batch: at most 500 and MAX_SEGMENT_BYTES, at least one. */
+  private batchSize(items: SpoolItem[]): number {
+    let count = 0;
+    let bytes = 0;
+    while (count < MAX_RESULTS_PER_BATCH && count < items.length) {
+      const size = lineBytes(items[count] as SpoolItem);
+      if (count > 0 && bytes + size > MAX_SEGMENT_BYTES) break;
+      bytes += size;
+      count++;
+    }
+    return Math.max(1, count);
   }
 
   /** How many of `items` go into the open segment's next write: by count and size, at least one. */

@@ -15,6 +15,7 @@ export interface HealthStatus {
   queued: number;
   spooled: number;
   quarantined: number;
+  spoolDropped: number;
   spoolWritable: boolean;
   uptime: number;
   /** Parts that stopped making progress (the watchdog); empty when all are well. */

@@ -59,7 +59,7 @@ export async function runLocal(
     maxResultBytes: config.maxResultBytes,
     ...(config.testFault === 'executor-throw' ? { testFault: config.testFault } : {}),
   });
-  const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolWritable: () => true }, logger);
+  const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
   const runOne = async (local: LocalCheck) => {
     const completion = await queue.submit(prepareLocal(local, logger), async (attempt) => sink.deliver(attempt));
     try {

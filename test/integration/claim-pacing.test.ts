@@ -35,4 +35,18 @@ describe('claims against a control plane that never holds a claim open', () => {
     expect(String(cp.resultsFor(id)[0]?.result.apiCheckResult?.requestError ?? '')).not.toMatch(/lease|Aborted/);
     expect(cp.violations).toEqual([]);
   });
+
+  it('a job without an id handed out again and again does not count as work: claims stay paced', async () => {
+    // Its lease runs out at once, so every claim that finds it ready gets it again.
+    const cp = await h.controlPlane({ answersClaimsAtOnce: true, leaseMs: 1 });
+    cp.addRawTextJob('no-id', '{"check":null}');
+    h.agent(cp, { CLAIM_WAIT_SECONDS: '5' });
+    await cp.waitFor(() => cp.claims.length > 0, 15_000, 'the first claim');
+    const first = cp.requests.find((r) => r.route === '/v1/agent/claim')?.at as number;
+    await cp.waitFor(() => Date.now() > first + 6_000, 10_000, 'six seconds of claims');
+    const inWindow = cp.requests.filter((r) => r.route === '/v1/agent/claim' && r.at <= first + 6_000).length;
+    // Paced: 1 s, 2 s, 4 s apart. Counted as work, each copy reset the pacer: two claims a second.
+    expect(inWindow).toBeLessThanOrEqual(5);
+    expect(cp.claims.some((c) => c.given > 0)).toBe(true);
+  });
 });

@@ -6,6 +6,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import type { ResultEnvelope } from '../../src/control-plane/protocol.js';
+import { errorResult } from '../../src/results/result.js';
 import { probe, tempDir } from '../support/agent-process.js';
 import { useHarness } from '../support/harness.js';
 
@@ -116,5 +118,31 @@ describe('agent with a failing spool', () => {
     // The {} lines are never sent: no request was refused for them.
     expect(cp.violations).toEqual([]);
     expect(proc.logs.filter((l) => l.msg === 'spool segment cannot be used: quarantined')).toHaveLength(1);
+  });
+
+  it('a result refused for its size (413) that cannot be quarantined is dropped and counted in /health; the rest is delivered', async () => {
+    const stateDir = tempDir();
+    const spool = path.join(stateDir, 'spool');
+    mkdirSync(spool, { recursive: true });
+    // The quarantine folder's name is taken by a file: writing there fails, as on a read-only disk.
+    writeFileSync(path.join(spool, 'quarantine'), 'not a folder');
+    const cp = await h.controlPlane();
+    cp.maxResultsBodyBytes = 256 * 1024;
+    const envelope = (nameBytes: number): ResultEnvelope => {
+      // Jobs the control plane knows, of a type this agent does not run: never claimed, so only the spooled results arrive.
+      const jobId = cp.addJob({ checkType: 'NOT_A_TYPE' });
+      const result = errorResult('x'.repeat(nameBytes), { checkRunId: 1, sequenceId: null, runLocation: 'test' }, { id: jobId });
+      return { jobId, resultId: result.id, result };
+    };
+    const small = [envelope(10), envelope(10)];
+    const big = envelope(512 * 1024);
+    writeFileSync(path.join(spool, 'segment-000000000001.jsonl'), `${[small[0], big, small[1]].map((e) => JSON.stringify(e)).join('\n')}\n`);
+    const proc = h.agent(cp, { STATE_DIR: stateDir });
+    const port = await proc.healthPort();
+    await cp.waitFor(() => small.every((e) => cp.results.has(e.resultId)), 30_000, 'the two small results');
+    await until(async () => ((await probe(port, '/health')).body as { spoolDropped: number }).spoolDropped === 1, '1 dropped in /health');
+    expect(cp.results.has(big.resultId)).toBe(false);
+    expect(proc.logs.filter((l) => l.msg === 'control plane refuses this result and it could not be quarantined: dropped')).toHaveLength(1);
+    await until(async () => ((await probe(port, '/health')).body as { spooled: number }).spooled === 0, 'the spool empty');
   });
 });

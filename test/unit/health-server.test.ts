@@ -9,7 +9,7 @@ import { startHealthServer } from '../../src/health/server.js';
 
 const source = {
   isReady: () => true,
-  status: () => ({ version: 'test', mode: 'agent', ready: true, shuttingDown: false, inFlight: 0, queued: 0, spooled: 0, quarantined: 0, spoolWritable: true, uptime: 1, stuck: [], components: {} }),
+  status: () => ({ version: 'test', mode: 'agent', ready: true, shuttingDown: false, inFlight: 0, queued: 0, spooled: 0, quarantined: 0, spoolDropped: 0, spoolWritable: true, uptime: 1, stuck: [], components: {} }),
   registry: new Registry(),
 };
 

@@ -3,7 +3,7 @@
 // must not stop the others.
 
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
@@ -11,7 +11,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ControlPlaneClient } from '../../src/control-plane/client.js';
 import type { ResultEnvelope } from '../../src/control-plane/protocol.js';
 import { ControlPlaneSink } from '../../src/control-plane/sink.js';
-import { Spool } from '../../src/control-plane/spool.js';
+import { Spool, spoolItem } from '../../src/control-plane/spool.js';
+import type { Heartbeat } from '../../src/health/watchdog.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { errorResult } from '../../src/results/result.js';
 import { FakeControlPlane } from '../support/fake-control-plane.js';
@@ -23,10 +24,22 @@ afterEach(async () => {
   for (const step of cleanup.splice(0).reverse()) await step();
 });
 
-async function setUp(): Promise<{ cp: FakeControlPlane; spool: Spool; sink: ControlPlaneSink; dir: string }> {
+/** A heartbeat that keeps every promise made, in order. */
+function recordingHeartbeat(): Heartbeat & { beats: number[] } {
+  const beats: number[] = [];
+  return { beats, beat: (ms) => beats.push(ms), idle: () => undefined, crashed: () => undefined };
+}
+
+/** Distinctive, so that the beats made for one request can be told from the others. */
+const SEND_BOUND_MS = 12_345;
+
+async function setUp(
+  options: { heartbeat?: Heartbeat; prepare?: (dir: string) => void } = {},
+): Promise<{ cp: FakeControlPlane; spool: Spool; sink: ControlPlaneSink; dir: string; batchErrors: unknown[] }> {
   const cp = await FakeControlPlane.start();
   cleanup.push(() => cp.close());
   const dir = mkdtempSync(path.join(tmpdir(), 'outpost-sink-'));
+  options.prepare?.(dir);
   const spool = await Spool.open(dir, { maxResults: 100_000, maxBytes: 1024 ** 3 }, logger);
   cleanup.push(() => spool.close());
   const client = new ControlPlaneClient(
@@ -34,9 +47,11 @@ async function setUp(): Promise<{ cp: FakeControlPlane; spool: Spool; sink: Cont
     createMetrics(),
   );
   cleanup.push(() => client.close());
-  const sink = new ControlPlaneSink(spool, client, logger, 1_000, () => undefined);
+  const batchErrors: unknown[] = [];
+  const watch = options.heartbeat ? { heartbeat: options.heartbeat, sendBoundMs: SEND_BOUND_MS } : undefined;
+  const sink = new ControlPlaneSink(spool, client, logger, 1_000, () => undefined, (error) => batchErrors.push(error), watch);
   cleanup.push(() => sink.flush(Date.now()).then(() => undefined));
-  return { cp, spool, sink, dir };
+  return { cp, spool, sink, dir, batchErrors };
 }
 
 /** A result for a job the control plane knows, with `name` as big as asked. */
@@ -107,5 +122,68 @@ describe('ControlPlaneSink', () => {
     // The control plane recovers (perhaps mid-batch): a result it refused alone before is confirmed alone first, not lost.
     cp.clearFaults();
     await cp.waitFor(() => cp.results.size === 8 && spool.results === 0, 60_000, 'all 8 delivered once the control plane accepts');
+  }, 90_000);
+
+  it('promises a beat for every request while splitting a refused batch, not one for the whole split', async () => {
+    const heartbeat = recordingHeartbeat();
+    const { cp, spool, sink } = await setUp({ heartbeat });
+    const results = Array.from({ length: 50 }, () => resultFor(cp));
+    cp.refusedResultIds.add((results[37] as ResultEnvelope).resultId);
+    await Promise.all(results.map((e) => spool.append(e)));
+    sink.start();
+    await cp.waitFor(() => cp.results.size === 49 && spool.results === 0, 30_000, '49 results delivered');
+    // Refusals (400) never pass through the retry wait: only a beat per request keeps the promise through ~13 requests.
+    expect(heartbeat.beats.filter((ms) => ms === SEND_BOUND_MS).length).toBeGreaterThanOrEqual(cp.countRequests('results'));
+  });
+
+  it('delivers the rest when a result refused for its size (413) cannot be quarantined: it is dropped, logged and reported', async () => {
+    // The quarantine folder's name is taken by a file: writing there fails, as on a read-only disk.
+    const { cp, spool, sink, batchErrors } = await setUp({ prepare: (dir) => writeFileSync(path.join(dir, 'quarantine'), 'not a folder') });
+    cp.maxResultsBodyBytes = 256 * 1024;
+    const results = Array.from({ length: 20 }, () => resultFor(cp));
+    const oversize = resultFor(cp, 512 * 1024);
+    results.splice(10, 0, oversize);
+    await Promise.all(results.map((e) => spool.append(e)));
+    sink.start();
+    await cp.waitFor(() => cp.results.size === 20 && spool.results === 0, 30_000, '20 results delivered and the spool empty');
+    expect(cp.results.has(oversize.resultId)).toBe(false);
+    expect(spool.dropped).toBe(1);
+    expect(spool.quarantined).toBe(0);
+    expect(batchErrors.some((e) => (e as NodeJS.ErrnoException).code === 'EEXIST' || (e as NodeJS.ErrnoException).code === 'ENOTDIR')).toBe(true);
+  });
+
+  it('promises a beat that covers its wait while a spool segment cannot be read', async () => {
+    const heartbeat = recordingHeartbeat();
+    let segment = '';
+    const { cp, sink } = await setUp({
+      heartbeat,
+      prepare: (dir) => {
+        // Left by an earlier run, so the spool reads it from its file when its turn comes.
+        segment = path.join(dir, 'segment-000000000001.jsonl');
+        writeFileSync(segment, `${spoolItem({ jobId: 'j', resultId: 'r', result: {} } as unknown as ResultEnvelope).line}\n`);
+      },
+    });
+    // Now a folder: every read fails (EISDIR), and the loop waits at least a second between tries.
+    rmSync(segment);
+    mkdirSync(segment);
+    sink.start();
+    await cp.waitFor(() => heartbeat.beats.length >= 4, 30_000, 'a few failed reads');
+    expect(cp.countRequests('results')).toBe(0);
+    expect(Math.max(...heartbeat.beats)).toBeGreaterThanOrEqual(1_000);
+  });
+
+  it('waits at least 5 s between rounds when every results request is refused (400), and keeps the segment as it is', async () => {
+    const heartbeat = recordingHeartbeat();
+    const { cp, spool, sink, dir } = await setUp({ heartbeat });
+    await Promise.all(Array.from({ length: 8 }, () => spool.append(resultFor(cp))));
+    cp.inject({ route: 'results', status: 400, count: 100_000 });
+    sink.start();
+    await cp.waitFor(() => cp.countRequests('results') >= 1, 30_000, 'the first results request');
+    const before = readdirSync(dir).filter((n) => n.startsWith('segment-'));
+    // A round splits the 8 down to two results refused alone: 5 requests. The 8th is well into the second round.
+    await cp.waitFor(() => cp.countRequests('results') >= 8, 60_000, 'a second round of results requests');
+    expect(heartbeat.beats.some((ms) => ms >= 5_000)).toBe(true);
+    expect(readdirSync(dir).filter((n) => n.startsWith('segment-'))).toEqual(before);
+    expect(spool.results).toBe(8);
   }, 90_000);
 });

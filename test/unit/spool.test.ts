@@ -9,7 +9,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import type { ResultEnvelope } from '../../src/control-plane/protocol.js';
-import { type Batch, MEMORY_BATCH_SEQ, type OpenSegmentFile, Spool, type SpoolLimits, spoolItem } from '../../src/control-plane/spool.js';
+import { type Batch, MAX_SEGMENT_BYTES, MEMORY_BATCH_SEQ, type OpenSegmentFile, Spool, type SpoolLimits, spoolItem } from '../../src/control-plane/spool.js';
 import { errorResult } from '../../src/results/result.js';
 
 const logger = pino({ level: 'silent' });
@@ -484,5 +484,50 @@ describe('Spool on a failing disk', () => {
     }
     expect(sent.sort()).toEqual(five.map((e) => e.resultId).sort());
     expect(again.quarantined).toBe(0);
+  });
+
+  it('drops a segment whose file has vanished, with the totals, and hands out the next one', async () => {
+    const at = dir();
+    const [first, second] = [[envelope(), envelope()], [envelope()]];
+    writeFileSync(path.join(at, 'segment-000000000001.jsonl'), `${first.map((e) => JSON.stringify(e)).join('\n')}\n`);
+    writeFileSync(path.join(at, 'segment-000000000002.jsonl'), `${second.map((e) => JSON.stringify(e)).join('\n')}\n`);
+    const { lines, log } = capture();
+    const spool = await open(at, LIMITS, undefined, log);
+    expect(spool.results).toBe(3);
+    rmSync(path.join(at, 'segment-000000000001.jsonl'));
+    const batch = await spool.nextBatch(0);
+    expect(envelopesOf(batch).map((e) => e.resultId)).toEqual(second.map((e) => e.resultId));
+    expect(spool.results).toBe(1);
+    expect(lines.filter((l) => l.includes('has vanished'))).toHaveLength(1);
+    await spool.complete(batch?.seq ?? -1);
+    expect(spool.results).toBe(0);
+    expect(spool.bytes).toBe(0);
+  });
+
+  it('cuts a batch of results held in memory at 8 MiB, not only at 500 results', async () => {
+    const readOnly: OpenSegmentFile = async () => {
+      throw Object.assign(new Error('read-only file system'), { code: 'EROFS' });
+    };
+    const spool = await Spool.open(dir(), LIMITS, logger, undefined, undefined, { openFile: readOnly });
+    spools.push(spool);
+    const big = (n: number): ResultEnvelope => {
+      const result = errorResult('x'.repeat(1024 * 1024), { checkRunId: n, sequenceId: null, runLocation: 'test' }, { id: `big${n}` });
+      return { jobId: `job-big-${n}`, resultId: result.id, result };
+    };
+    const all = Array.from({ length: 20 }, (_, n) => big(n));
+    await Promise.all(all.map((e) => spool.append(e)));
+    expect(spool.writable).toBe(false);
+    expect(spool.heldInMemory).toBe(20);
+    const sent: string[] = [];
+    for (let round = 0; round < 20 && spool.heldInMemory > 0; round++) {
+      const batch = await spool.nextBatch(0);
+      expect(batch?.seq).toBe(MEMORY_BATCH_SEQ);
+      const items = batch?.items ?? [];
+      expect(items.length).toBeGreaterThan(0);
+      expect(items.reduce((sum, i) => sum + Buffer.byteLength(i.line) + 1, 0)).toBeLessThanOrEqual(MAX_SEGMENT_BYTES);
+      sent.push(...items.map((i) => i.resultId));
+      await spool.complete(MEMORY_BATCH_SEQ);
+    }
+    expect(sent).toEqual(all.map((e) => e.resultId));
   });
 });

@@ -75,7 +75,8 @@ function asNumber(value: unknown): number | null {
   return null;
 }
 
-function asText(value: unknown): string {
+/** The text a comparison or a regex sees for `value`: a string as is, anything else as JSON. */
+export function asText(value: unknown): string {
   if (value === null || value === undefined) return '';
   // evaluate() refuses values nested past MAX_DOCUMENT_DEPTH; JSON.stringify copes with those.
   return typeof value === 'string' ? value : JSON.stringify(value);
@@ -135,11 +136,13 @@ function hasValue(actual: unknown, target: string): boolean {
 }
 
 /**
- * Where a regex capture came from: the text the regex ran on, and the range of the whole match the
- * capture was taken from (the capture lies within it).
+ * Where a regex capture came from: the value the regex ran on (the node itself, not its text: a
+ * JSONPath selects every level of a nested document, and a JSON copy of each would hold the document
+ * once per level), and the range, in asText(node), of the whole match the capture was taken from
+ * (the capture lies within it).
  */
 export interface CaptureOrigin {
-  source: string;
+  node: unknown;
   start: number;
   end: number;
 }
@@ -167,7 +170,7 @@ export function extractWithOrigin(regex: string | null, value: unknown): { value
   // without the linear fallback that bounds a hostile pattern (src/checks/regex.ts).
   const match = compileCheckRegex(regex).exec(source);
   if (!match) return { value: null };
-  return { value: match[1] ?? match[0], origin: { source, start: match.index, end: match.index + match[0].length } };
+  return { value: match[1] ?? match[0], origin: { node: value, start: match.index, end: match.index + match[0].length } };
 }
 
 /**

@@ -4,7 +4,7 @@
 import type { Fields } from './fields.js';
 import { MAX_DOCUMENT_DEPTH, nestedDeeperThan } from './json-depth.js';
 import { jsonPathRegexProblems } from './jsonpath-regex.js';
-import { CheckRegexError, compileCheckRegex, regexProblem } from './regex.js';
+import { CheckRegexError, compileCheckRegex, execCheckRegex, MAX_REGEX_WORK, regexProblem, tooMuchWork } from './regex.js';
 
 export const COMPARISONS = [
   'EQUALS',
@@ -75,7 +75,8 @@ function asNumber(value: unknown): number | null {
   return null;
 }
 
-function asText(value: unknown): string {
+/** The text a comparison or a regex sees for `value`: a string as is, anything else as JSON. */
+export function asText(value: unknown): string {
   if (value === null || value === undefined) return '';
   // evaluate() refuses values nested past MAX_DOCUMENT_DEPTH; JSON.stringify copes with those.
   return typeof value === 'string' ? value : JSON.stringify(value);
@@ -135,11 +136,13 @@ function hasValue(actual: unknown, target: string): boolean {
 }
 
 /**
- * Where a regex capture came from: the text the regex ran on, and the range of the whole match the
- * capture was taken from (the capture lies within it).
+ * Where a regex capture came from: the value the regex ran on (the node itself, not its text: a
+ * JSONPath selects every level of a nested document, and a JSON copy of each would hold the document
+ * once per level), and the range, in asText(node), of the whole match the capture was taken from
+ * (the capture lies within it).
  */
 export interface CaptureOrigin {
-  source: string;
+  node: unknown;
   start: number;
   end: number;
 }
@@ -157,25 +160,20 @@ export function captureOriginsOf(outcome: object): ReadonlyArray<CaptureOrigin |
 }
 
 /**
- * `extract`, with where the capture lies in the text it was taken from.
- * Throws CheckRegexError for a pattern that could take more than linear time.
+ * Applies `regex` to the value's text (first capture group, else the whole match; no match → null),
+ * with where the match lies in that text. Throws CheckRegexError for a pattern that could take more
+ * than linear time, or more than MAX_REGEX_WORK on this text.
  */
 export function extractWithOrigin(regex: string | null, value: unknown): { value: unknown; origin?: CaptureOrigin } {
   if (!regex) return { value };
+  const compiled = compileCheckRegex(regex);
   const source = asText(value);
+  if (regex.length * source.length > MAX_REGEX_WORK) throw tooMuchWork(regex, source.length, MAX_REGEX_WORK);
   // Not the `d` flag for the capture's own range: V8 runs `d` patterns on the backtracking engine only,
   // without the linear fallback that bounds a hostile pattern (src/checks/regex.ts).
-  const match = compileCheckRegex(regex).exec(source);
+  const match = execCheckRegex(compiled, source);
   if (!match) return { value: null };
-  return { value: match[1] ?? match[0], origin: { source, start: match.index, end: match.index + match[0].length } };
-}
-
-/**
- * Applies `regex` first (first capture group, else the whole match; no match → null).
- * Throws CheckRegexError for a pattern that could take more than linear time.
- */
-export function extract(regex: string | null, value: unknown): unknown {
-  return extractWithOrigin(regex, value).value;
+  return { value: match[1] ?? match[0], origin: { node: value, start: match.index, end: match.index + match[0].length } };
 }
 
 /** Records where an outcome's captures came from (see captureOriginsOf). */

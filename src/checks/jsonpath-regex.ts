@@ -10,7 +10,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import parseJsonPath from 'jsonpath-rfc9535/parser';
-import { CheckRegexError, regexProblem } from './regex.js';
+import { CheckRegexError, execCheckRegex, MAX_REGEX_WORK, regexProblem, tooMuchWork } from './regex.js';
 
 const UNICODE_LINEAR = (() => {
   try {
@@ -116,11 +116,58 @@ async function extension(name: 'match' | 'search'): Promise<FunctionExtension> {
   return module.default as FunctionExtension;
 }
 
+/** Longest pattern match() or search() takes from the document rather than from the expression. */
+export const MAX_DOCUMENT_PATTERN_LENGTH = 256;
+
+/**
+ * Most work the patterns read from the document may cost in one query, summed over every value they
+ * are applied to (pattern length × text length): both sides are then the checked service's choice.
+ * At the limit, the worst pattern measured ('.*a' repeated to 256 characters, on 39 KB) took 0.9 s.
+ */
+export const MAX_DOCUMENT_PATTERN_WORK = 10_000_000;
+
+/** The query being evaluated: the patterns its expression spells out, and the work of the others so far. */
+let current: { literals: ReadonlySet<string>; documentWork: number } | null = null;
+
+/** Runs `query` (of `expression`) with match() and search() counting the work of patterns read from the document. */
+export function withPatternBudget<T>(expression: string, query: () => T): T {
+  const outer = current;
+  current = { literals: new Set(literalPatterns(expression).map((p) => p.pattern)), documentWork: 0 };
+  try {
+    return query();
+  } finally {
+    current = outer;
+  }
+}
+
+function matches(value: unknown, pattern: unknown, anchored: boolean): boolean {
+  if (typeof value !== 'string' || typeof pattern !== 'string') return false;
+  // Outside withPatternBudget the expression is unknown: every pattern counts as read from the document.
+  const fromDocument = current === null || !current.literals.has(pattern);
+  if (fromDocument && pattern.length > MAX_DOCUMENT_PATTERN_LENGTH) {
+    throw new CheckRegexError(pattern, `is longer than ${MAX_DOCUMENT_PATTERN_LENGTH} characters, the most a pattern read from the document may have`);
+  }
+  const regex = compileIRegexp(pattern, anchored);
+  if (regex === null) return false;
+  const work = Math.max(pattern.length, 1) * value.length;
+  if (!fromDocument) {
+    if (work > MAX_REGEX_WORK) throw tooMuchWork(pattern, value.length, MAX_REGEX_WORK);
+  } else {
+    const spent = (current?.documentWork ?? 0) + work;
+    if (current) current.documentWork = spent;
+    if (spent > MAX_DOCUMENT_PATTERN_WORK) {
+      throw new CheckRegexError(
+        pattern,
+        `would cost more than ${MAX_DOCUMENT_PATTERN_WORK} in this query, the most patterns read from the document may (pattern length × text length, summed over the values they are applied to: ${spent} here)`,
+      );
+    }
+  }
+  return execCheckRegex(regex, value) !== null;
+}
+
 const [match, search] = await Promise.all([extension('match'), extension('search')]);
-match.declaration = (_ctx, value, pattern) =>
-  typeof value === 'string' && typeof pattern === 'string' && compileIRegexp(pattern, true)?.test(value) === true;
-search.declaration = (_ctx, value, pattern) =>
-  typeof value === 'string' && typeof pattern === 'string' && compileIRegexp(pattern, false)?.test(value) === true;
+match.declaration = (_ctx, value, pattern) => matches(value, pattern, true);
+search.declaration = (_ctx, value, pattern) => matches(value, pattern, false);
 
 /** Most AST nodes looked at when validating an expression. */
 const MAX_NODES = 100_000;
@@ -132,13 +179,27 @@ const MAX_NODES = 100_000;
  * checked when they are used.
  */
 export function jsonPathRegexProblems(expression: string): string[] {
+  const problems: string[] = [];
+  for (const { fn, pattern } of literalPatterns(expression)) {
+    try {
+      compileIRegexp(pattern, fn === 'match');
+    } catch (error) {
+      if (!(error instanceof CheckRegexError)) throw error;
+      problems.push(`${fn}() ${error.message}`);
+    }
+  }
+  return problems;
+}
+
+/** The patterns of match() and search() written in `expression` itself; none when it does not parse. */
+function literalPatterns(expression: string): Array<{ fn: 'match' | 'search'; pattern: string }> {
   let ast: unknown;
   try {
     ast = parseJsonPath(expression);
   } catch {
     return [];
   }
-  const problems: string[] = [];
+  const found: Array<{ fn: 'match' | 'search'; pattern: string }> = [];
   const stack: unknown[] = [ast];
   for (let seen = 0; stack.length > 0 && seen < MAX_NODES; seen++) {
     const node = stack.pop();
@@ -146,16 +207,9 @@ export function jsonPathRegexProblems(expression: string): string[] {
     const fn = node as { type?: unknown; name?: unknown; arguments?: unknown };
     if (fn.type === 'FunctionExpr' && (fn.name === 'match' || fn.name === 'search') && Array.isArray(fn.arguments)) {
       const pattern = fn.arguments[1] as { type?: unknown; value?: unknown } | undefined;
-      if (pattern?.type === 'Literal' && typeof pattern.value === 'string') {
-        try {
-          compileIRegexp(pattern.value, fn.name === 'match');
-        } catch (error) {
-          if (!(error instanceof CheckRegexError)) throw error;
-          problems.push(`${fn.name}() ${error.message}`);
-        }
-      }
+      if (pattern?.type === 'Literal' && typeof pattern.value === 'string') found.push({ fn: fn.name, pattern: pattern.value });
     }
     for (const child of Object.values(node)) stack.push(child);
   }
-  return problems;
+  return found;
 }

@@ -4,7 +4,7 @@
 
 import { query } from 'jsonpath-rfc9535';
 import { type Assertion, type AssertionOutcome, compare, evaluate, extractWithOrigin, recordCaptureOrigins, unevaluable } from './assertions.js';
-import './jsonpath-regex.js';
+import { withPatternBudget } from './jsonpath-regex.js';
 import { CheckRegexError } from './regex.js';
 
 export type JsonPathResult = { ok: true; values: unknown[] } | { ok: false; error: string };
@@ -15,7 +15,7 @@ export function queryJsonPath(document: unknown, expression: string): JsonPathRe
   const problem = unevaluable(document, 'the document');
   if (problem) return { ok: false, error: `cannot evaluate JSONPath ${JSON.stringify(expression)}: ${problem}` };
   try {
-    return { ok: true, values: query(document as Parameters<typeof query>[0], expression) as unknown[] };
+    return { ok: true, values: withPatternBudget(expression, () => query(document as Parameters<typeof query>[0], expression) as unknown[]) };
   } catch (error) {
     if (error instanceof CheckRegexError) return { ok: false, error: `cannot evaluate JSONPath ${JSON.stringify(expression)}: ${error.message}` };
     return { ok: false, error: `invalid JSONPath ${JSON.stringify(expression)}: ${(error as Error).message}` };

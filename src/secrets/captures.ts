@@ -11,7 +11,7 @@
 // two-character capture (a digit, a version) would fail for nothing.
 
 import type { AssertionOutcome, CaptureOrigin } from '../checks/assertions.js';
-import { captureOriginsOf } from '../checks/assertions.js';
+import { asText, captureOriginsOf } from '../checks/assertions.js';
 import type { Outcome } from '../checks/executor.js';
 import type { Scrubber } from './scrubber.js';
 
@@ -21,11 +21,17 @@ export const CAPTURE_WITHHELD = '[REDACTED]';
 export const CAPTURE_WITHHELD_ERROR =
   'the regex capture is withheld: it overlaps a secret of this job, so it is neither shown nor compared; capture text that holds no secret';
 
-function overlapsSecret(origin: CaptureOrigin, scrubber: Scrubber, runsBySource: Map<string, { starts: readonly number[]; ends: readonly number[] }>): boolean {
-  let runs = runsBySource.get(origin.source);
+/**
+ * Where secrets occur in each node's text, by node: the text of an object node is made again here,
+ * one node at a time, and dropped once scanned, so that no copy of it outlives the scan.
+ */
+type RunsByNode = Map<unknown, { starts: readonly number[]; ends: readonly number[] }>;
+
+function overlapsSecret(origin: CaptureOrigin, scrubber: Scrubber, runsByNode: RunsByNode): boolean {
+  let runs = runsByNode.get(origin.node);
   if (runs === undefined) {
-    runs = scrubber.findRuns(origin.source);
-    runsBySource.set(origin.source, runs);
+    runs = scrubber.findRuns(asText(origin.node));
+    runsByNode.set(origin.node, runs);
   }
   const { starts, ends } = runs;
   for (let i = 0; i < starts.length; i++) {
@@ -35,16 +41,16 @@ function overlapsSecret(origin: CaptureOrigin, scrubber: Scrubber, runsBySource:
   return false;
 }
 
-function withheld(origin: CaptureOrigin | undefined, scrubber: Scrubber, runsBySource: Map<string, { starts: readonly number[]; ends: readonly number[] }>): boolean {
+function withheld(origin: CaptureOrigin | undefined, scrubber: Scrubber, runsByNode: RunsByNode): boolean {
   if (origin === undefined) return false;
-  return overlapsSecret(origin, scrubber, runsBySource);
+  return overlapsSecret(origin, scrubber, runsByNode);
 }
 
 /** Withholds, in place, the captures of `outcome`'s assertions that overlap a secret, failing those assertions. */
 export function guardCaptures(outcome: Outcome, scrubber: Scrubber): void {
   const assertions = outcome.detail.assertions;
   if (scrubber.secretCount === 0 || !Array.isArray(assertions)) return;
-  const runsBySource = new Map<string, { starts: readonly number[]; ends: readonly number[] }>();
+  const runsByNode: RunsByNode = new Map();
   for (const item of assertions as unknown[]) {
     if (item === null || typeof item !== 'object') continue;
     const origins = captureOriginsOf(item);
@@ -53,11 +59,11 @@ export function guardCaptures(outcome: Outcome, scrubber: Scrubber): void {
     let hit = false;
     if (Array.isArray(assertion.actual)) {
       assertion.actual = assertion.actual.map((value: unknown, i) => {
-        if (!withheld(origins[i], scrubber, runsBySource)) return value;
+        if (!withheld(origins[i], scrubber, runsByNode)) return value;
         hit = true;
         return CAPTURE_WITHHELD;
       });
-    } else if (withheld(origins[0], scrubber, runsBySource)) {
+    } else if (withheld(origins[0], scrubber, runsByNode)) {
       hit = true;
       assertion.actual = CAPTURE_WITHHELD;
     }

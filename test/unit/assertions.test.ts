@@ -1,7 +1,7 @@
 // compare / extract / evaluate (DESIGN §4 assertions).
 
 import { describe, expect, it } from 'vitest';
-import { type Assertion, COMPARISONS, compare, evaluate, extract, parseAssertions } from '../../src/checks/assertions.js';
+import { type Assertion, COMPARISONS, compare, evaluate, extractWithOrigin, parseAssertions } from '../../src/checks/assertions.js';
 import { DefinitionError, Fields } from '../../src/checks/fields.js';
 
 describe('compare: numbers vs strings', () => {
@@ -103,7 +103,9 @@ describe('compare: every comparison', () => {
   });
 });
 
-describe('extract', () => {
+describe('extractWithOrigin', () => {
+  const extract = (regex: string | null, value: unknown) => extractWithOrigin(regex, value).value;
+
   it('returns the value unchanged without a regex', () => {
     const value = { a: 1 };
     expect(extract(null, value)).toBe(value);

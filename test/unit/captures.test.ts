@@ -1,6 +1,8 @@
 // Regex captures that are pieces of a secret (src/secrets/captures.ts): which
 // are withheld, which are kept, and that the rest of `actual` is scrubbed.
 
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { type Assertion, evaluate } from '../../src/checks/assertions.js';
 import type { Outcome } from '../../src/checks/executor.js';
@@ -42,6 +44,30 @@ describe('guardCaptures', () => {
   it('withholds per JSONPath node, keeping the others', () => {
     const doc = { items: [{ t: `tok ${SECRET}` }, { t: 'tok plain-value' }] };
     const outcome = outcomeOf([evaluateJsonPath(assertion('tok (.{4})', 'JSON_BODY', '$.items[*].t'), doc)]);
+    guardCaptures(outcome, scrubber);
+    expect(actualsOf(outcome)).toEqual([[CAPTURE_WITHHELD, 'plai']]);
+  });
+
+  it('keeps no copy of the text of each node a JSONPath selects: a nested document costs its size, not size × depth', { timeout: 60_000 }, () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    let doc: unknown = `${'x'.repeat(1_000_000)}${SECRET}`;
+    for (let level = 0; level < 100; level++) doc = { name: doc };
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    const outcome = outcomeOf([evaluateJsonPath(assertion('"(x)', 'JSON_BODY', '$..name'), doc)]);
+    gc();
+    const retained = process.memoryUsage().heapUsed - before;
+    // A JSON copy per level would be 100 MB; the result itself is a few bytes per node.
+    expect(retained).toBeLessThan(20_000_000);
+    guardCaptures(outcome, scrubber);
+    // Every object node's text holds the secret, but no capture's match overlaps it: all are kept.
+    expect(actualsOf(outcome)).toEqual([[...Array.from({ length: 99 }, () => 'x'), null]]);
+  });
+
+  it('withholds a capture from an object node by the node\'s JSON text', () => {
+    const doc = { items: [{ t: `tok ${SECRET}` }, { t: 'tok plain-value' }] };
+    const outcome = outcomeOf([evaluateJsonPath(assertion('tok (.{4})', 'JSON_BODY', '$.items[*]'), doc)]);
     guardCaptures(outcome, scrubber);
     expect(actualsOf(outcome)).toEqual([[CAPTURE_WITHHELD, 'plai']]);
   });

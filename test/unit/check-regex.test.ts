@@ -133,3 +133,54 @@ describe('JSONPath match() and search()', () => {
     expect(compileIRegexp('x{3}', true)?.test('xxx')).toBe(true);
   });
 });
+
+describe('the work a check regex may cost', () => {
+  // Pattern size × text length: the linear engine's cost, which without a bound ran to seconds and more.
+  it('a long pattern read from the document is refused with the reason, before it runs', () => {
+    const doc = { p: `${'.*a'.repeat(100)}x`, items: ['b'] };
+    const outcome = evaluateJsonPath(assertion({ source: 'JSON_BODY', property: '$.items[?search(@, $.p)]', comparison: 'IS_EMPTY' }), doc);
+    expect(outcome.passed).toBe(false);
+    expect(outcome.error).toMatch(/^cannot evaluate JSONPath .*: regular expression ".*" is longer than 256 characters, the most a pattern read from the document may have/);
+  });
+
+  it('a literal pattern may be longer than a pattern read from the document', () => {
+    const literal = 'a?'.repeat(200);
+    expect(queryJsonPath(['b', ''], `$[?match(@, '${literal}')]`)).toEqual({ ok: true, values: [''] });
+  });
+
+  it('match() and search() refuse, with the reason, more work than the limit over the whole query', { timeout: 20_000 }, () => {
+    // 250 characters of pattern on 4 values of 10,000 characters: 1e7, at the limit; on 5, past it.
+    const pattern = `${'.*a'.repeat(83)}x`;
+    const within = queryJsonPath({ p: pattern, items: Array.from({ length: 4 }, () => 'a'.repeat(10_000)) }, '$.items[?search(@, $.p)]');
+    expect(within).toEqual({ ok: true, values: [] });
+    const past = queryJsonPath({ p: pattern, items: Array.from({ length: 5 }, () => 'a'.repeat(10_000)) }, '$.items[?search(@, $.p)]');
+    expect(past.ok).toBe(false);
+    expect(!past.ok && past.error).toMatch(/regular expression ".*" would cost more than 10000000 in this query/);
+    // The same pattern written in the expression is the check's own: bounded per value, by MAX_REGEX_WORK.
+    const items = Array.from({ length: 5 }, () => 'a'.repeat(10_000));
+    expect(queryJsonPath(items, `$[?search(@, '${pattern}')]`)).toEqual({ ok: true, values: [] });
+  });
+
+  it('an assertion regex refuses, with the reason, a text too long for its length', () => {
+    // The longest regex allowed (10,000 characters) on a 10 MB body would take most of an hour.
+    const outcome = evaluate(assertion({ regex: 'x'.repeat(10_000) }), 'a'.repeat(30_001));
+    expect(outcome).toMatchObject({ passed: false, actual: null, error: expect.stringMatching(/would cost more than 300000000 \(pattern length × text length: 10000 × 30001\)/) });
+    expect(evaluate(assertion({ regex: `(${'a?'.repeat(49)})` }), 'a'.repeat(1_000_000)).actual).toBe('a'.repeat(49));
+  });
+});
+
+describe('a check regex the backtracking engine cannot run on a long text', () => {
+  // These recurse per character in V8's backtracking engine: a stack overflow on a 10 MB body.
+  const inner = 'y'.repeat(10_000_000);
+
+  it('runs on the linear engine instead of failing', { timeout: 60_000 }, () => {
+    expect(evaluate(assertion({ regex: '"data":"((?:[^"\\\\]|\\\\.)*)"' }), `{"data":"${inner}"}`).actual).toBe(inner);
+    expect(evaluate(assertion({ regex: '(\\w|-)+@' }), `${inner}@`).actual).toBe('y');
+    expect(evaluate(assertion({ regex: '(.|\\n)*c' }), `${inner}c`).actual).toBe('y');
+  });
+
+  it('in JSONPath match() and search() too', { timeout: 60_000 }, () => {
+    expect(queryJsonPath([`${inner}c`, 'b'], "$[?match(@, '(y|z)*c')]")).toEqual({ ok: true, values: [`${inner}c`] });
+    expect(queryJsonPath([`${inner}c`, 'b'], "$[?search(@, '(y|z)*c')]")).toEqual({ ok: true, values: [`${inner}c`] });
+  });
+});

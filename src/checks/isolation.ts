@@ -176,15 +176,17 @@ export async function giveToRunUid(dir: string, uid: number): Promise<void> {
 }
 
 /** The command line that a probe runs: fails (exit 1) if it can read what it must not. */
-const PROBE_SOURCE = `
-const fs = require('node:fs');
-const [agentPid, sibling, own] = process.argv.slice(1);
-const seen = [];
-try { fs.readFileSync('/proc/' + agentPid + '/environ'); seen.push('the agent\\'s environment'); } catch {}
-try { fs.readFileSync(sibling); seen.push('another run\\'s folder'); } catch {}
-try { fs.writeFileSync(own, 'ok'); } catch (e) { seen.push('not its own folder (' + e.code + ')'); }
-if (seen.length) { console.log('it could read ' + seen.join(' and ')); process.exit(1); }
-`;
+// A shell probe, not a Node one: the agent runs it before its health server starts, and on a loaded
+// machine a Node process per mechanism took seconds (up to the timeout, which picked a weaker mechanism).
+// It also checks that the run's user may execute the agent's Node, as every script needs to.
+const PROBE_SCRIPT = [
+  'failed=0',
+  'if cat "/proc/$1/environ" >/dev/null 2>&1; then echo "it could read the agent\'s environment"; failed=1; fi',
+  'if cat "$2" >/dev/null 2>&1; then echo "it could read another run\'s folder"; failed=1; fi',
+  'if ! echo ok 2>/dev/null >"$3"; then echo "it could not write its own folder"; failed=1; fi',
+  'if [ ! -x "$4" ]; then echo "it cannot execute $4"; failed=1; fi',
+  'exit $failed',
+].join('\n');
 
 /** Runs the probe under a mechanism, in two folders made like runs' folders; resolves to null when it works, else why not. */
 async function probe(isolation: ScriptIsolation): Promise<string | null> {
@@ -198,7 +200,9 @@ async function probe(isolation: ScriptIsolation): Promise<string | null> {
     dirs.push(sibling);
     await writeFile(path.join(sibling, 'input.json'), '{}', { mode: 0o600 });
     if (uid !== undefined) await giveToRunUid(dir, uid);
-    const { file, args } = isolatedCommand(isolation, { dir, ...(uid !== undefined ? { uid } : {}) }, process.execPath, ['-e', PROBE_SOURCE, String(process.pid), path.join(sibling, 'input.json'), path.join(dir, 'out')]);
+    const shell = isolation.tools?.sh ?? '/bin/sh';
+    const probeArgs = ['-c', PROBE_SCRIPT, 'probe', String(process.pid), path.join(sibling, 'input.json'), path.join(dir, 'out'), process.execPath];
+    const { file, args } = isolatedCommand(isolation, { dir, ...(uid !== undefined ? { uid } : {}) }, shell, probeArgs);
     return await new Promise<string | null>((resolve) => {
       const child = spawn(file, args, { cwd: dir, env: {}, stdio: ['ignore', 'pipe', 'pipe'] });
       let output = '';

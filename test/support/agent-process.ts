@@ -6,6 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { READY_DEADLINE_MS } from './daemon.js';
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const MAIN = path.join(REPO, 'dist/main.js');
@@ -113,7 +114,8 @@ export function startAgent(args: string[], env: NodeJS.ProcessEnv, prefix: strin
     stderr: () => stderr,
     stdout: () => stdout,
     exit,
-    healthPort: async () => Number((await waitForLog((l) => l.msg === 'health server listening', 15_000, 'the health server')).port),
+    // A start takes longer on a loaded machine (load average 16 seen): the same generous deadline as the test daemons.
+    healthPort: async () => Number((await waitForLog((l) => l.msg === 'health server listening', READY_DEADLINE_MS, 'the health server')).port),
     waitForLog,
     kill: (signal = 'SIGTERM') => {
       if (!exited) proc.kill(signal);

@@ -1,5 +1,5 @@
 // Agent mode: wires the control-plane source, the queue, the executors, the
-// spool-backed sink, lease keeping, health and shutdown (DESIGN §2, §6).
+// spool-backed sink, lease keeping, health and shutdown.
 
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
@@ -52,7 +52,7 @@ export async function runAgent(
   const events = config.externalObservability
     ? new EventReporter(client, logger, { agentVersion: VERSION, scrubber: secrets.agentScrubber })
     : undefined;
-  // Artifacts of diagnostics (issue #5) and of BROWSER scripts (issue #8): written under STATE_DIR/artifacts, uploaded, then removed.
+  // Artifacts of diagnostics and of BROWSER scripts: written under STATE_DIR/artifacts, uploaded, then removed.
   const artifacts = await ControlPlaneArtifacts.open(path.join(config.stateDir, 'artifacts'), client, {
     timeoutMs: config.artifactUploadTimeoutSeconds * 1000,
     authRetryMs: config.authRetrySeconds * 1000,

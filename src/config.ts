@@ -1,4 +1,4 @@
-// Environment and command line → one typed, validated Config (DESIGN §5).
+// Environment and command line → one typed, validated Config.
 // Every problem is one line naming the variable, its value and what is
 // allowed; main.ts prints it and exits 78 (EX_CONFIG).
 
@@ -51,11 +51,11 @@ export interface Config {
   /** MAX_RESULT_BYTES: a result's largest size as JSON. */
   maxResultBytes: number;
   checkProxy?: string;
-  /** DIAGNOSTICS: packet capture and traceroute after a network failure (issue #5). */
+  /** DIAGNOSTICS: packet capture and traceroute after a network failure. */
   diagnostics: boolean;
   /** ARTIFACT_UPLOAD_TIMEOUT_SECONDS: bound on uploading one attempt's artifacts. */
   artifactUploadTimeoutSeconds: number;
-  /** SCRIPT_CONCURRENCY: scripted runs at once (issue #8). */
+  /** SCRIPT_CONCURRENCY: scripted runs at once. */
   scriptConcurrency: number;
   /** SCRIPT_MEMORY_MB: heap limit of one script's process. */
   scriptMemoryMb: number;

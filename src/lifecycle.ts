@@ -1,5 +1,5 @@
 // What every mode shares: readiness state, the health server, and signals
-// (DESIGN §6: first SIGTERM/SIGINT drains, a second exits at once).
+// (first SIGTERM/SIGINT drains, a second exits at once).
 
 import { type HealthSource, startHealthServer } from './health/server.js';
 import { Watchdog } from './health/watchdog.js';

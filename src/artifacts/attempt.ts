@@ -1,4 +1,4 @@
-// The queue's side of artifacts (issue #5), for one attempt: the writer and
+// The queue's side of artifacts, for one attempt: the writer and
 // diagnostics window the executor gets (ctx.diagnostics), and publishing the
 // files into the attempt's result before the result is delivered.
 

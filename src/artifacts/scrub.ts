@@ -1,5 +1,5 @@
 // Secrets out of artifacts, before they are bundled or leave the agent
-// (DESIGN §2: one scrubber, src/secrets/scrubber.ts, used by all).
+// (one scrubber, src/secrets/scrubber.ts, used by all).
 //
 // Text artifacts (the traceroute text and JSON) are scrubbed as text. A pcap
 // is binary with length fields, so it is masked in place, packet by packet:

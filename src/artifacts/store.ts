@@ -1,4 +1,4 @@
-// Where an attempt's artifacts go once the attempt is over (issue #5):
+// Where an attempt's artifacts go once the attempt is over:
 // - agent mode: uploaded to the control plane, then removed from
 //   STATE_DIR/artifacts; the result names them by their URL.
 // - local and once modes: kept in a folder next to the results file (or

@@ -11,7 +11,7 @@ import type { ArtifactResponse } from '../control-plane/protocol.js';
 import type { Logger } from '../observability/logger.js';
 import type { ArtifactFile, JobAsset } from './writer.js';
 
-/** The control plane's limit for one artifact (DESIGN §4). */
+/** The control plane's limit for one artifact. */
 export const MAX_ARTIFACT_BYTES = 157_286_400;
 
 export type ArtifactClient = Pick<ControlPlaneClient, 'createArtifact' | 'uploadArtifact'>;

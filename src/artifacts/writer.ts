@@ -1,4 +1,4 @@
-// One attempt's artifact directory (issue #5): diagnostics write files here,
+// One attempt's artifact directory: diagnostics write files here,
 // the queue publishes them (upload, or keep them in the local folder) after
 // the attempt. The directory is made only when a first file is written.
 

@@ -39,7 +39,7 @@ export interface ApiRequest {
   skipSSL: boolean;
   ipFamily: IpFamily;
   proxyUrl?: string;
-  /** Runs before the request, in a child process on the runtime (issue #8). */
+  /** Runs before the request, in a child process on the runtime. */
   setupScript?: string;
   /** Runs after the response, in a child process on the runtime. */
   tearDownScript?: string;
@@ -53,7 +53,7 @@ function parseApiRequest(fields: Fields, check: Fields): ApiRequest {
   const basicAuth = fields.has('basicAuth')
     ? { username: auth.string('username', { default: '' }) ?? '', password: auth.string('password', { default: '' }) ?? '' }
     : undefined;
-  // In `request` (DESIGN §4), or at check level like a scripted check's `script`.
+  // In `request`, or at check level like a scripted check's `script`.
   const setupScript = (check.has('setupScript') ? check : fields).string('setupScript', { maxLength: MAX_SCRIPT_LENGTH });
   const tearDownScript = (check.has('tearDownScript') ? check : fields).string('tearDownScript', { maxLength: MAX_SCRIPT_LENGTH });
   const runtimeId = check.string('runtimeId', { minLength: 1, maxLength: 100 });

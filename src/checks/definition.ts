@@ -1,4 +1,4 @@
-// The check definition shared by jobs and the local checks file (DESIGN §4),
+// The check definition shared by jobs and the local checks file,
 // parsed from untrusted JSON into a typed value.
 
 import type { EnvironmentVariable } from '../control-plane/protocol.js';

@@ -1,4 +1,4 @@
-// The one signature every check type implements (DESIGN §2).
+// The one signature every check type implements.
 
 import type { ArtifactWriter } from '../artifacts/writer.js';
 import type { DiagnosticsHooks } from '../diagnostics/hooks.js';
@@ -58,7 +58,7 @@ export interface ExecutionContext {
    */
   serviceEnv?: Readonly<Record<string, string>>;
   /**
-   * The attempt's artifact directory and diagnostics window (issue #5), for
+   * The attempt's artifact directory and diagnostics window, for
    * diagnosing network failures (src/diagnostics/). Absent when diagnostics
    * are off (DIAGNOSTICS=off) and in executor unit tests.
    */

@@ -66,7 +66,7 @@ function percent(fields: Fields, name: string, fallback: number): number {
   return value;
 }
 
-/** Loss thresholds are check-level fields (DESIGN §4); inside `request` they are accepted too, check level winning. */
+/** Loss thresholds are check-level fields; inside `request` they are accepted too, check level winning. */
 function parseIcmp(fields: Fields, check: Fields): IcmpRequest {
   const hostname = fields.string('hostname', { required: true, minLength: 1, maxLength: MAX_HOSTNAME_LENGTH }) ?? '';
   if (/\s|\/|^-/.test(hostname)) {

@@ -1,4 +1,4 @@
-// Retry strategy (DESIGN §4): which failed attempts are retried, and how long
+// Retry strategy: which failed attempts are retried, and how long
 // to wait before the next. Each retried attempt is reported as an ATTEMPT
 // result; the last one as FINAL with `attempts`.
 

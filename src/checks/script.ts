@@ -1,5 +1,5 @@
 // Runs one user script (an API check's setup/teardown script, a MULTI_STEP
-// script) in its own child Node process (issue #8):
+// script) in its own child Node process:
 //
 // - `process.execPath` with `--max-old-space-size` (SCRIPT_MEMORY_MB), in a
 //   fresh temporary directory, `detached` so that its whole process group is

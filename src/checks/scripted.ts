@@ -1,4 +1,4 @@
-// Scripted checks (issue #8), each a script on a runtime run by the script
+// Scripted checks, each a script on a runtime run by the script
 // runner (script.ts): MULTI_STEP (playwright-core's API request contexts, no
 // browser, with `step(name, fn)` and `expect` from the harness; each request
 // made through a context is recorded with its step), BROWSER (the same, with

@@ -1,5 +1,5 @@
 // URL monitor: one GET over a fresh connection, status-code assertions,
-// measured timings (DESIGN §4).
+// measured timings.
 
 import type { IpFamily } from '../net/ip-family.js';
 import { evaluateHttpAssertions } from './http-assertions.js';

@@ -1,4 +1,4 @@
-// `{{NAME}}` interpolation from a job's variables (DESIGN §4). An unknown
+// `{{NAME}}` interpolation from a job's variables. An unknown
 // name is an error naming the variable and the field, never a silent blank.
 
 import type { EnvironmentVariable } from '../control-plane/protocol.js';

@@ -133,7 +133,7 @@ export class ControlPlaneClient {
     await this.post<unknown>('events', body, Math.min(this.options.timeoutMs, 10_000), signal);
   }
 
-  /** `artifacts` (issue #5): announces an artifact; the answer says where to PUT it and where it will be. */
+  /** `artifacts`: announces an artifact; the answer says where to PUT it and where it will be. */
   createArtifact(body: ArtifactRequest, signal?: AbortSignal): Promise<ArtifactResponse> {
     return this.post<ArtifactResponse>('artifacts', body, this.options.timeoutMs, signal).then((answer) => {
       if (!answer || typeof answer.uploadUrl !== 'string' || typeof answer.url !== 'string') {

@@ -1,4 +1,4 @@
-// The on-disk result spool (DESIGN §2). Results are appended as JSON lines to
+// The on-disk result spool. Results are appended as JSON lines to
 // numbered segment files; appends that arrive together share one write and
 // one fdatasync (group commit), so durability costs one sync per burst, not
 // per result. A segment holds at most one batch (500 results), so the sender
@@ -250,7 +250,7 @@ export class Spool {
   }
 
   /**
-   * True while claiming must pause (DESIGN §2: backpressure rather than dropping results);
+   * True while claiming must pause (backpressure rather than dropping results);
    * `incoming` counts results already on their way (claimed jobs not yet spooled).
    */
   isFull(incoming = 0): boolean {

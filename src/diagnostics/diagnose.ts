@@ -1,4 +1,4 @@
-// When the network fails, show why (issue #5): after a network failure the
+// When the network fails, show why: after a network failure the
 // request is repeated once under packet capture, then a traceroute runs to
 // the target; both are attached as artifacts and summed up in the jobLog.
 // Everything is bounded (DIAGNOSTICS_BUDGET_MS), stops with the job, and

@@ -1,4 +1,4 @@
-// Which request failures are the network's (issue #5): only these trigger
+// Which request failures are the network's: only these trigger
 // diagnostics (a packet capture and a traceroute). A status or an assertion
 // is an HTTP-level failure: the network delivered an answer, so there is
 // nothing for a capture to explain.

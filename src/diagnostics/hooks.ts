@@ -1,4 +1,4 @@
-// What an executor is given to diagnose a network failure (issue #5): the
+// What an executor is given to diagnose a network failure: the
 // attempt's artifact directory, and a diagnostics window with its own time
 // budget, which the queue honours even past the check's hard cap.
 

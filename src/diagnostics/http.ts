@@ -1,4 +1,4 @@
-// The URL and API executors' one call into diagnostics (issue #5): after a
+// The URL and API executors' one call into diagnostics: after a
 // network failure of the exchange, diagnose where the connection went (the
 // check's host, or its proxy) and repeat the very same request.
 

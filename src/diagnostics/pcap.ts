@@ -1,4 +1,4 @@
-// Packet capture around a repeated request (issue #5): tcpdump with a BPF
+// Packet capture around a repeated request: tcpdump with a BPF
 // filter on the target's address and port plus DNS, on the interface the
 // route to the target uses, bounded in size and time. Capturing needs
 // CAP_NET_RAW on tcpdump; without it the capture is reported as unavailable

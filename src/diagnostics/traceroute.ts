@@ -1,4 +1,4 @@
-// Traceroute to a failed check's target (issue #5): the path the packets
+// Traceroute to a failed check's target: the path the packets
 // take, hop by hop, as text and JSON, and a few lines for the jobLog.
 //
 // Which tool: with CAP_NET_RAW and Debian's `traceroute` installed, a TCP

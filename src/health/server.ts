@@ -1,4 +1,4 @@
-// Kubernetes probes and /metrics on node:http (DESIGN §2). Handlers only read
+// Kubernetes probes and /metrics on node:http. Handlers only read
 // in-memory state, so they answer promptly however many jobs are running.
 
 import http from 'node:http';

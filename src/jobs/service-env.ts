@@ -1,5 +1,5 @@
 // The service environment of a run (`ctx.serviceEnv`): variables that tell a
-// scripted check how it was started. Runtimes (issue #8) put them in the
+// scripted check how it was started. Runtimes put them in the
 // script's environment; uptime executors ignore them.
 //
 //   OUTPOST=true  on every run Outpost executes, in every mode: it marks "run

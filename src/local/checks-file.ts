@@ -13,7 +13,7 @@ import type { EnvironmentVariable } from '../control-plane/protocol.js';
 export interface LocalCheck {
   check: CheckDefinition;
   executor: Executor;
-  /** The file's variables, overridden by the check's own (DESIGN §4: check over global). */
+  /** The file's variables, overridden by the check's own (check over global). */
   variables: EnvironmentVariable[];
 }
 

@@ -1,6 +1,6 @@
 // Local and once modes: jobs come from a checks file, results go to stdout
 // and an optional JSONL file. Same queue, executors and result format as the
-// agent (DESIGN §1).
+// agent.
 
 import { randomUUID } from 'node:crypto';
 import { LocalArtifacts, localArtifactsRoot } from '../artifacts/store.js';

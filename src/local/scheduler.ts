@@ -1,6 +1,6 @@
 // Local mode's source: fires each check on its frequency at a stable per-check
 // offset (so checks spread out rather than all firing at once), and never
-// overlaps a check with itself (DESIGN §2).
+// overlaps a check with itself.
 
 import { createHash } from 'node:crypto';
 import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';

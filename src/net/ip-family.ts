@@ -1,6 +1,6 @@
 // Address selection for checks: the requested family first, and IPv4 when
 // IPv6 is not usable here (no AAAA record, IPv6 disabled, or no route), with
-// a jobLog line saying so (DESIGN §3: net/ip-family.ts).
+// a jobLog line saying so (net/ip-family.ts).
 
 import dgram from 'node:dgram';
 import { lookup } from 'node:dns/promises';

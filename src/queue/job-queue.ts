@@ -1,5 +1,5 @@
 // Runs prepared jobs with bounded concurrency (p-queue), a hard per-job
-// timeout through an AbortSignal, and a hanging-job watch (DESIGN §2).
+// timeout through an AbortSignal, and a hanging-job watch.
 
 import { performance } from 'node:perf_hooks';
 import PQueue from 'p-queue';
@@ -64,7 +64,7 @@ export interface QueueOptions {
   /** An executor threw (a bug in it, not a target failure). */
   onExecutorError?: (error: unknown, job: ExecutorErrorInfo) => void;
   testFault?: TestFault;
-  /** Where attempts' artifacts go (issue #5); without it there are no diagnostics and no script artifacts. */
+  /** Where attempts' artifacts go; without it there are no diagnostics and no script artifacts. */
   artifacts?: ArtifactStore;
   /** Diagnose network failures into the artifacts (DIAGNOSTICS; default on when `artifacts` is given). */
   diagnostics?: boolean;

@@ -1,4 +1,4 @@
-// The service's check result entry (DESIGN §4), and how an executor's outcome
+// The service's check result entry, and how an executor's outcome
 // becomes one.
 
 import { randomUUID } from 'node:crypto';

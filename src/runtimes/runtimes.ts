@@ -1,4 +1,4 @@
-// Runtimes on disk (issue #8): runtimes/<name>/ holds the service's Runtime
+// Runtimes on disk: runtimes/<name>/ holds the service's Runtime
 // record (runtime.json) and the npm project (package.json + lockfile) whose
 // node_modules scripted checks may require. The directory is RUNTIMES_DIR,
 // by default <package root>/runtimes (where the images put them).

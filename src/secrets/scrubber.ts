@@ -1,6 +1,6 @@
-// The one scrubber (DESIGN §2): removes secret values, in the encoded forms
+// The one scrubber: removes secret values, in the encoded forms
 // they travel in, from everything that leaves the agent — results, log lines,
-// observability events and (issue #5) artifacts. README "Secrets" describes
+// observability events and artifacts. README "Secrets" describes
 // the rules; this file is the only implementation of them.
 //
 // Engine. Every secret is expanded once into its encoded forms (see

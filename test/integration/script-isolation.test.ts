@@ -146,6 +146,9 @@ for (const variant of [
           API_KEY,
           OUTPOST_SECRET_AGENT: AGENT_SECRET,
           STATE_DIR: agentDir('outpost-isolation-state-'),
+          // A temporary directory of its own: userns hides the agent's TMPDIR from scripts, which it cannot do
+          // when TMPDIR holds Node or the runtime (a checkout under /tmp, as CI's may be; docs/script-isolation.md).
+          TMPDIR: agentDir('outpost-isolation-tmp-'),
           RUNTIMES_DIR: path.join(REPO, 'runtimes'),
           JOB_CONCURRENCY: '2',
           SCRIPT_CONCURRENCY: '2',

@@ -515,29 +515,12 @@ export class Spool {
 
   /** How many of `items` make one batch: at most 500 and MAX_SEGMENT_BYTES, at least one. */
   private batchSize(items: SpoolItem[]): number {
-    let count = 0;
-    let bytes = 0;
-    while (count < MAX_RESULTS_PER_BATCH && count < items.length) {
-      const size = lineBytes(items[count] as SpoolItem);
-      if (count > 0 && bytes + size > MAX_SEGMENT_BYTES) break;
-      bytes += size;
-      count++;
-    }
-    return Math.max(1, count);
+    return fittingCount(items, MAX_RESULTS_PER_BATCH, 0);
   }
 
   /** How many of `items` go into the open segment's next write: by count and size, at least one. */
   private groupSize(items: SpoolItem[]): number {
-    const room = MAX_RESULTS_PER_BATCH - (this.open?.count ?? 0);
-    let takeCount = 0;
-    let takeBytes = this.open?.bytes ?? 0;
-    while (takeCount < room && takeCount < items.length) {
-      const size = lineBytes(items[takeCount] as SpoolItem);
-      if (takeCount > 0 && takeBytes + size > MAX_SEGMENT_BYTES) break;
-      takeBytes += size;
-      takeCount++;
-    }
-    return Math.max(1, takeCount);
+    return fittingCount(items, MAX_RESULTS_PER_BATCH - (this.open?.count ?? 0), this.open?.bytes ?? 0);
   }
 
   /**
@@ -719,4 +702,17 @@ export class Spool {
     this.hooks.onQuarantine?.(1);
     this.logger.error({ file, reason, movedTo: target }, 'spool segment cannot be used: quarantined');
   }
+}
+
+/** How many of `items`, from the first, fit `room` more lines and MAX_SEGMENT_BYTES after `usedBytes`: at least one, however large. */
+function fittingCount(items: SpoolItem[], room: number, usedBytes: number): number {
+  let count = 0;
+  let bytes = usedBytes;
+  while (count < room && count < items.length) {
+    const size = lineBytes(items[count] as SpoolItem);
+    if (count > 0 && bytes + size > MAX_SEGMENT_BYTES) break;
+    bytes += size;
+    count++;
+  }
+  return Math.max(1, count);
 }

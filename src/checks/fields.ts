@@ -30,13 +30,55 @@ export class DefinitionError extends Error {
 
 type Json = unknown;
 
+/** Characters of a value a problem shows. */
+const DESCRIBED_CHARS = 60;
+
 function describe(value: Json): string {
   if (value === undefined) return 'nothing';
   // JSON.stringify recurses: a value nested thousands deep would throw instead of being described.
   if (nestedDeeperThan(value, MAX_DEFINITION_DEPTH)) return `a value nested deeper than ${MAX_DEFINITION_DEPTH} levels`;
-  // Only what is shown is serialized: a 1 MB string is not copied to show 57 characters of it.
-  const text = typeof value === 'string' && value.length > 60 ? JSON.stringify(value.slice(0, 60)) : (JSON.stringify(value) ?? String(value));
-  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+  const text = boundedJson(value, DESCRIBED_CHARS + 1);
+  return text.length > DESCRIBED_CHARS ? `${text.slice(0, DESCRIBED_CHARS - 3)}...` : text;
+}
+
+/**
+ * The start of a value's JSON, at least `limit` characters of it when it has
+ * that many. Only what is shown is serialized: thousands of bad fields each
+ * holding a large string or array must not copy all of it to show 57
+ * characters of each.
+ */
+function boundedJson(value: Json, limit: number): string {
+  let out = '';
+  const write = (node: Json): void => {
+    if (out.length >= limit) return;
+    if (typeof node === 'string') {
+      out += JSON.stringify(node.slice(0, limit - out.length));
+    } else if (Array.isArray(node)) {
+      out += '[';
+      for (let i = 0; i < node.length && out.length < limit; i++) {
+        if (i > 0) out += ',';
+        write(node[i] === undefined ? null : node[i]);
+      }
+      out += ']';
+    } else if (node !== null && typeof node === 'object') {
+      out += '{';
+      let first = true;
+      for (const key in node) {
+        if (out.length >= limit) break;
+        if (!Object.hasOwn(node, key)) continue;
+        const child = (node as Record<string, Json>)[key];
+        if (child === undefined || typeof child === 'function') continue;
+        out += `${first ? '' : ','}${JSON.stringify(key.slice(0, limit))}:`;
+        first = false;
+        write(child);
+      }
+      out += '}';
+    } else {
+      out += JSON.stringify(node) ?? String(node);
+    }
+  };
+  write(value);
+  return out;
 }
 
 export class Fields {

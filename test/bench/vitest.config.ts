@@ -1,9 +1,12 @@
 // `npm run bench` only: the benchmark is not part of `npm test`.
 import { defineConfig } from 'vitest/config';
 
-// BENCH_LONG=1: the long mode adds the definitions fuzz at 100,000 cases (FUZZ_CASES overrides).
+// BENCH_LONG=1: the long mode adds the definitions fuzz at 100,000 cases from a new seed (FUZZ_CASES and FUZZ_SEED override).
 const long = process.env.BENCH_LONG === '1';
-if (long) process.env.FUZZ_CASES ??= '100000';
+if (long) {
+  process.env.FUZZ_CASES ??= '100000';
+  process.env.FUZZ_SEED ??= 'random';
+}
 
 export default defineConfig({
   test: {

@@ -29,6 +29,23 @@ describe('a DefinitionError message', () => {
     expect(error.message).toMatch(/^check\.assertions\[0\]\.source: must be one of STATUS_CODE.*; and 1980 more problems$/);
   });
 
+  it('describes each bad value from its start only: thousands of large bad values are not serialized whole', () => {
+    // Before the fix, 1,836 of these made the parser serialize 550 MB to show 57 characters of each.
+    const big = ['a'.repeat(300_000)];
+    const assertions = Array.from({ length: 2_000 }, () => ({ source: 'STATUS_CODE', comparison: big, target: '200' }));
+    const heapBefore = process.memoryUsage().heapUsed;
+    const error = definitionError({ id: 'x', checkType: 'URL', request: { url: 'http://127.0.0.1/' }, assertions });
+    const grown = process.memoryUsage().heapUsed - heapBefore;
+    expect(error.issues).toHaveLength(2_000);
+    expect(error.issues[0]?.problem).toMatch(/ \(got \["a{55}\.\.\.\)$/);
+    expect(grown, `the heap grew by ${Math.round(grown / 2 ** 20)} MB`).toBeLessThan(64 * 2 ** 20);
+  });
+
+  it('describes an object and an array by their first characters, keys and nesting kept', () => {
+    const error = definitionError({ id: 'x', checkType: 'URL', request: { url: 'http://127.0.0.1/' }, frequency: { a: [1, { b: 'c' }], d: null } });
+    expect(error.issues).toEqual([{ path: 'check.frequency', problem: 'must be an integer seconds (got {"a":[1,{"b":"c"}],"d":null})' }]);
+  });
+
   it('cuts one very long problem', () => {
     const error = new DefinitionError([{ path: 'check.x', problem: `is bad: ${'y'.repeat(100_000)}` }]);
     expect(error.message.length).toBeLessThanOrEqual(500);

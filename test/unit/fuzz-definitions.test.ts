@@ -8,8 +8,10 @@
 // anything else, a case that takes too long, or memory that keeps growing fails
 // the test with the seed.
 //
-// FUZZ_CASES (default 3000) sets the number of cases, FUZZ_SEED the seed (else
-// one from the clock), FUZZ_CASE runs one case of a seed alone.
+// FUZZ_CASES (default 3000) sets the number of cases, FUZZ_SEED the seed, and
+// FUZZ_CASE runs one case of a seed alone. `npm test` uses a fixed seed, so a
+// landing never depends on the clock; `FUZZ_SEED=random` (and the long
+// benchmark, BENCH_LONG=1) explores with a seed from the clock.
 
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -34,7 +36,9 @@ function envInteger(name: string, fallback: number): number {
 }
 
 const CASES = envInteger('FUZZ_CASES', 3000);
-const SEED = envInteger('FUZZ_SEED', Date.now() % 2 ** 32);
+/** The seed `npm test` runs; new seeds are explored with FUZZ_SEED=random. */
+const FIXED_SEED = 20_261_124;
+const SEED = process.env.FUZZ_SEED === 'random' ? Date.now() % 2 ** 32 : envInteger('FUZZ_SEED', FIXED_SEED);
 const ONLY = process.env.FUZZ_CASE ? envInteger('FUZZ_CASE', 0) : undefined;
 /** A case taking longer than this is taken as a hang (parsing is microseconds to milliseconds). */
 const CASE_LIMIT_MS = 5_000;

@@ -3,8 +3,8 @@
 
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { ControlPlaneArtifacts } from './artifacts/store.js';
-import { JobAbortedError } from './checks/errors.js';
+import { ControlPlaneArtifacts } from './control-plane/artifact-store.js';
+import { JobAbortedError } from './core/errors.js';
 import type { ExecutorRegistry } from './checks/executor.js';
 import { bodyMemoryBudget, type Config, checkSettings, maskUrlCredentials } from './config.js';
 import { ControlPlaneClient } from './control-plane/client.js';
@@ -13,14 +13,14 @@ import { ControlPlaneSink } from './control-plane/sink.js';
 import { ControlPlaneSource } from './control-plane/source.js';
 import { Spool } from './control-plane/spool.js';
 import { superviseLoop } from './health/supervise.js';
-import { Lifecycle } from './lifecycle.js';
-import { EventReporter, jobTargetStrings } from './observability/events.js';
+import { Lifecycle } from './health/lifecycle.js';
+import { EventReporter, jobTargetStrings } from './control-plane/events.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
-import { JobQueue } from './queue/job-queue.js';
-import { usableRuntimeNames } from './runtimes/runtimes.js';
+import { JobQueue } from './jobs/job-queue.js';
+import { usableRuntimeNames } from './checks/scripted/runtimes.js';
 import { SecretPolicy } from './secrets/policy.js';
-import { VERSION } from './version.js';
+import { VERSION } from './core/version.js';
 
 export interface RunningAgent {
   /** Resolves with the exit code once the agent has stopped. */

@@ -8,21 +8,16 @@ import { isIP } from 'node:net';
 import path from 'node:path';
 import type { CheckSettings } from './checks/executor.js';
 import { MAX_SEGMENT_BYTES } from './control-plane/spool.js';
-import { bodyBudgetSize, MemoryBudget, MIB } from './queue/memory-budget.js';
+import { bodyBudgetSize, MemoryBudget, MIB } from './core/memory-budget.js';
 import { DEFAULT_MAX_RESULT_BYTES } from './results/result-size.js';
 import { LOG_LEVELS, type Logger, type LogLevel } from './observability/logger.js';
-import { VERSION } from './version.js';
+import { VERSION } from './core/version.js';
+import type { ProxyConfig } from './net/proxy.js';
 
 export const EXIT_USAGE = 64;
 export const EXIT_CONFIG = 78;
 
 export type Mode = 'agent' | 'local' | 'once';
-
-export interface ProxyConfig {
-  httpProxy?: string;
-  httpsProxy?: string;
-  noProxy?: string;
-}
 
 export interface Config {
   mode: Mode;
@@ -46,7 +41,7 @@ export interface Config {
   authRetrySeconds: number;
   controlPlaneTimeoutSeconds: number;
   responseBodyLimitBytes: number;
-  /** BODY_MEMORY_BUDGET_MB in bytes; undefined: sized from the memory limits (src/queue/memory-budget.ts). */
+  /** BODY_MEMORY_BUDGET_MB in bytes; undefined: sized from the memory limits (src/core/memory-budget.ts). */
   bodyMemoryBudgetBytes?: number;
   /** MAX_RESULT_BYTES: a result's largest size as JSON. */
   maxResultBytes: number;

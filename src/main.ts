@@ -4,18 +4,18 @@
 // problems 64 (EX_USAGE); never a stack trace.
 
 import { runAgent } from './agent.js';
-import { configureScriptIsolation, type ScriptIsolation } from './checks/isolation.js';
+import { configureScriptIsolation, type ScriptIsolation } from './checks/scripted/isolation.js';
 import { defaultRegistry, uptimeOnly } from './checks/registry.js';
 import { ConfigError, configFromEnv, EXIT_CONFIG, parseArgs, scriptIsolationSetting, USAGE } from './config.js';
 import { ChecksFileError } from './local/checks-file.js';
-import { runLocal } from './local/local-mode.js';
-import type { EventReporter } from './observability/events.js';
+import { runLocal } from './local-mode.js';
+import type { EventReporter } from './control-plane/events.js';
 import { createLogger } from './observability/logger.js';
-import { browserPath, hasSuiteRunner, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from './runtimes/runtimes.js';
+import { browserPath, hasSuiteRunner, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from './checks/scripted/runtimes.js';
 import path from 'node:path';
 import { agentSecrets, SecretPolicy } from './secrets/policy.js';
 import { checkStateDir } from './state-dir.js';
-import { VERSION } from './version.js';
+import { VERSION } from './core/version.js';
 
 /** Scrubs text written straight to stderr (a crash); agent-wide secrets once they are known. */
 let scrubCrash: (text: string) => string = (text) => text;

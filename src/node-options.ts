@@ -9,5 +9,5 @@
 // throughput: 188–194 MB with 4, 193–202 MB with 8, 213–245 MB with Node's
 // default. Measured side by side in the issue notes of #2.
 // V8's regular-expression flags are not here: Node.js refuses them in
-// NODE_OPTIONS; src/checks/regex.ts sets them at run time.
+// NODE_OPTIONS; src/checks/assertions/regex.ts sets them at run time.
 export const RECOMMENDED_NODE_OPTIONS = '--max-semi-space-size=4';

@@ -3,36 +3,13 @@
 import type { ArtifactWriter } from '../artifacts/writer.js';
 import type { DiagnosticsHooks } from '../diagnostics/hooks.js';
 import type { Logger } from '../observability/logger.js';
-import type { MemoryLease } from '../queue/memory-budget.js';
+import type { MemoryLease } from '../core/memory-budget.js';
 import type { SecretRegistry } from '../secrets/policy.js';
 import type { Variables } from './variables.js';
-import type { CheckDefinition, CheckType } from './definition.js';
+import type { CheckType } from '../core/check-type.js';
+import type { CheckDefinition } from './definition.js';
 import type { Fields } from './fields.js';
-
-export type ResultMemberName =
-  | 'apiCheckResult'
-  | 'tcpCheckResult'
-  | 'dnsCheckResult'
-  | 'icmpCheckResult'
-  | 'multiStepCheckResult'
-  | 'browserCheckResult';
-
-/** What an executor measured. Target failures are outcomes with `error`, never exceptions. */
-export interface Outcome {
-  startedAt: Date;
-  stoppedAt: Date;
-  /** Milliseconds, as the check type defines it (e.g. request start → body end). */
-  responseTime: number;
-  /** Set when the request could not be completed (refused, timeout, TLS, DNS…). */
-  error?: string;
-  /** The errno-style code behind `error`, if any (ECONNREFUSED…); retry rules read it. */
-  errorCode?: string;
-  assertionsFailed: boolean;
-  /** Degraded for a reason other than response time (e.g. ICMP packet loss). */
-  degraded?: boolean;
-  member: ResultMemberName;
-  detail: Record<string, unknown>;
-}
+import type { Outcome, ResultMemberName } from '../core/outcome.js';
 
 export interface ExecutionContext {
   /** Aborted at the check type's hard cap, on a lost lease, or at the end of the shutdown grace. */

@@ -2,7 +2,7 @@
 // file). Every problem is recorded with its JSON path, so that an error result
 // or a startup message can name the exact field.
 
-import { MAX_DEFINITION_DEPTH, nestedDeeperThan } from './json-depth.js';
+import { MAX_DEFINITION_DEPTH, nestedDeeperThan } from '../core/json-depth.js';
 
 export interface FieldIssue {
   path: string;

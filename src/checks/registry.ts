@@ -1,16 +1,16 @@
 // The executors this agent build supports. Later check types register here.
 
-import type { CheckType } from './definition.js';
+import type { CheckType } from '../core/check-type.js';
 import { type Executor, type ExecutorRegistry, explainUnsupported } from './executor.js';
-import { apiExecutor } from './api.js';
-import { dnsExecutor } from './dns.js';
-import { icmpExecutor } from './icmp.js';
-import type { ScriptIsolation } from './isolation.js';
-import { ISOLATION_REFUSAL } from './script.js';
-import { browserExecutor, multiStepExecutor, playwrightExecutor } from './scripted.js';
-import { browserPath, hasSuiteRunner, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from '../runtimes/runtimes.js';
-import { tcpExecutor } from './tcp.js';
-import { urlExecutor } from './url.js';
+import { apiExecutor } from './http/api.js';
+import { dnsExecutor } from './dns/dns.js';
+import { icmpExecutor } from './icmp/icmp.js';
+import type { ScriptIsolation } from './scripted/isolation.js';
+import { ISOLATION_REFUSAL } from './scripted/runner.js';
+import { browserExecutor, multiStepExecutor, playwrightExecutor } from './scripted/executors.js';
+import { browserPath, hasSuiteRunner, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from './scripted/runtimes.js';
+import { tcpExecutor } from './tcp/tcp.js';
+import { urlExecutor } from './http/url.js';
 
 /** The check types of the uptime image and of `--uptime-only`. */
 export const UPTIME_CHECK_TYPES: readonly CheckType[] = ['URL', 'API', 'TCP', 'DNS', 'ICMP'];
@@ -27,7 +27,7 @@ export function uptimeOnly(registry: ExecutorRegistry): ExecutorRegistry {
 const HEARTBEAT_REASON = 'heartbeats are received by the service, not run by agents';
 
 /**
- * `isolation`: how scripts are kept from the agent (src/checks/isolation.ts); when nothing works (and the
+ * `isolation`: how scripts are kept from the agent (src/checks/scripted/isolation.ts); when nothing works (and the
  * operator did not turn it off) the scripted types are not run, and jobs of theirs get the reason.
  */
 export function defaultRegistry(env: Record<string, string | undefined> = process.env, isolation?: ScriptIsolation): ExecutorRegistry {

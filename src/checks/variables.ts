@@ -1,10 +1,8 @@
 // `{{NAME}}` interpolation from a job's variables. An unknown
 // name is an error naming the variable and the field, never a silent blank.
 
-import type { EnvironmentVariable } from '../control-plane/protocol.js';
-
-/** Process variables with this prefix are secrets the agent holds itself; checks may use them by name. */
-export const PROCESS_SECRET_PREFIX = 'OUTPOST_SECRET_';
+import type { EnvironmentVariable } from '../core/protocol.js';
+import { processSecrets } from '../core/process-secrets.js';
 
 const REFERENCE = /\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g;
 
@@ -16,15 +14,6 @@ export class UnknownVariableError extends Error {
     super(`Unknown variable {{${variable}}} in ${field}: define it in the check's, group's or global environment variables`);
     this.name = 'UnknownVariableError';
   }
-}
-
-/** The OUTPOST_SECRET_* variables of an environment. */
-export function processSecrets(env: NodeJS.ProcessEnv): ReadonlyMap<string, string> {
-  const found = new Map<string, string>();
-  for (const [key, value] of Object.entries(env)) {
-    if (key.startsWith(PROCESS_SECRET_PREFIX) && value !== undefined) found.set(key, value);
-  }
-  return found;
 }
 
 // The process environment does not change while the agent runs; read it once, not per job.

@@ -4,10 +4,10 @@
 
 import { Agent, type Dispatcher, EnvHttpProxyAgent, errors as undiciErrors, request } from 'undici';
 import { FileChunkStream } from '../artifacts/file-stream.js';
-import type { Config } from '../config.js';
+import type { ProxyConfig } from '../net/proxy.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import { Backoff, parseRetryAfter, SlidingWindowLimiter, sleep } from './backoff.js';
+import { Backoff, parseRetryAfter, SlidingWindowLimiter, sleep } from '../core/backoff.js';
 import { type LenientClaimAnswer, parseClaimAnswerLeniently } from './claim-answer.js';
 import {
   AGENT_ROUTE_LIMIT_PER_MINUTE,
@@ -23,7 +23,7 @@ import {
   type ResultsRequest,
   type ResultsResponse,
   type RouteName,
-} from './protocol.js';
+} from '../core/protocol.js';
 
 /** A claim answer; `unreadable` and `lost` only when it was not valid JSON and was read job by job. */
 export type ClaimAnswer = ClaimResponse & Partial<Pick<LenientClaimAnswer, 'unreadable' | 'lost'>>;
@@ -61,7 +61,7 @@ export interface ClientOptions {
   agentId: string;
   version: string;
   timeoutMs: number;
-  proxy: Config['proxy'];
+  proxy: ProxyConfig;
 }
 
 function errorMessage(body: unknown, fallback: string): string {
@@ -128,7 +128,7 @@ export class ControlPlaneClient {
     });
   }
 
-  /** One attempt, no retry: error events are best-effort (src/observability/events.ts). */
+  /** One attempt, no retry: error events are best-effort (src/control-plane/events.ts). */
   async sendEvents(body: EventsRequest, signal?: AbortSignal): Promise<void> {
     await this.post<unknown>('events', body, Math.min(this.options.timeoutMs, 10_000), signal);
   }

@@ -3,7 +3,7 @@
 
 import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
 import type { Logger } from '../observability/logger.js';
-import { sleep } from './backoff.js';
+import { sleep } from '../core/backoff.js';
 import { type ControlPlaneClient, ControlPlaneError } from './client.js';
 
 interface Lease {

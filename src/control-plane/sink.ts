@@ -8,9 +8,9 @@
 import type { Logger } from '../observability/logger.js';
 import { superviseLoop } from '../health/supervise.js';
 import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
-import { Backoff, sleep } from './backoff.js';
+import { Backoff, sleep } from '../core/backoff.js';
 import { type ControlPlaneClient, ControlPlaneError, withRetry } from './client.js';
-import type { ResultEnvelope } from './protocol.js';
+import type { ResultEnvelope } from '../core/protocol.js';
 import type { Spool, SpoolItem } from './spool.js';
 
 /** How long a partly filled batch may wait for company before it is sent. */

@@ -7,14 +7,14 @@ import { superviseLoop } from '../health/supervise.js';
 import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
 import { prepareJob, unpreparedJob } from '../jobs/prepare.js';
 import type { Logger } from '../observability/logger.js';
-import type { JobCompletion, JobQueue } from '../queue/job-queue.js';
-import type { CheckResultEntry } from '../results/result.js';
-import { sleep } from './backoff.js';
+import type { JobCompletion, JobQueue } from '../jobs/job-queue.js';
+import type { CheckResultEntry } from '../core/result-entry.js';
+import { sleep } from '../core/backoff.js';
 import { ClaimPacer } from './claim-pacing.js';
 import type { UnreadableJob } from './claim-answer.js';
 import { type ControlPlaneClient, type ControlPlaneError, withRetry } from './client.js';
 import type { LeaseKeeper } from './leases.js';
-import type { AgentDescriptor, Job } from './protocol.js';
+import type { AgentDescriptor, Job } from '../core/protocol.js';
 import type { Spool } from './spool.js';
 
 /** When fewer than half the slots are free, wait this long for more to free up, so one claim covers several. */

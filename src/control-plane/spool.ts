@@ -19,7 +19,7 @@
 import { createReadStream, promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../observability/logger.js';
-import { MAX_RESULTS_PER_BATCH, type ResultEnvelope } from './protocol.js';
+import { MAX_RESULTS_PER_BATCH, type ResultEnvelope } from '../core/protocol.js';
 
 /** A segment is one results call; keep its body small enough for any proxy in between. */
 export const MAX_SEGMENT_BYTES = 8 * 1024 * 1024;

@@ -6,8 +6,10 @@
 
 import { jobScrubber, scrubArtifactText, scrubPcapFile } from '../artifacts/scrub.js';
 import type { ArtifactFile } from '../artifacts/writer.js';
-import { JobAbortedError } from '../checks/errors.js';
-import type { ExecutionContext } from '../checks/executor.js';
+import { JobAbortedError } from '../core/errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { SecretRegistry } from '../secrets/policy.js';
+import type { DiagnosticsHooks } from './hooks.js';
 import { type IpFamily, resolveTarget } from '../net/ip-family.js';
 import { startCapture } from './pcap.js';
 import { summarizeTrace, traceroute } from './traceroute.js';
@@ -68,12 +70,19 @@ function limited(parent: AbortSignal, ms: number, what: string): AbortSignal {
   return controller.signal;
 }
 
+/** The part of an executor's context diagnostics use (src/checks/executor.ts ExecutionContext has all of it). */
+export interface DiagnosisContext {
+  logger: Logger;
+  secrets?: SecretRegistry;
+  diagnostics?: DiagnosticsHooks;
+}
+
 /**
  * Runs the diagnostics for a network failure. Returns the jobLog lines to
  * add and the files attached to the attempt's artifacts (ctx.diagnostics);
  * without ctx.diagnostics (diagnostics off) it does nothing.
  */
-export async function diagnose(ctx: ExecutionContext, target: DiagnosisTarget): Promise<Diagnosis> {
+export async function diagnose(ctx: DiagnosisContext, target: DiagnosisTarget): Promise<Diagnosis> {
   const hooks = ctx.diagnostics;
   const result: Diagnosis = { jobLogLines: [], files: [] };
   if (!hooks) return result;

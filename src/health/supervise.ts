@@ -2,7 +2,7 @@
 // logged, reported to the watchdog (readiness turns 503, /health names it),
 // and started again after a backoff, until the signal aborts.
 
-import { Backoff, sleep } from '../control-plane/backoff.js';
+import { Backoff, sleep } from '../core/backoff.js';
 import type { Logger } from '../observability/logger.js';
 import type { Heartbeat } from './watchdog.js';
 

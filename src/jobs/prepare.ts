@@ -3,12 +3,12 @@
 // it becomes a job whose result is an error naming the field.
 
 import type { CheckDefinition } from '../checks/definition.js';
-import { parseCheck, peekIdentity } from '../checks/definition.js';
+import { parseCheck, peekIdentity } from '../checks/parse-definition.js';
 import type { Executor, ExecutorRegistry } from '../checks/executor.js';
 import { DefinitionError } from '../checks/fields.js';
-import type { EnvironmentVariable, Job } from '../control-plane/protocol.js';
+import type { EnvironmentVariable, Job } from '../core/protocol.js';
 import type { Logger } from '../observability/logger.js';
-import type { CheckIdentity, RunIdentity } from '../results/result.js';
+import type { CheckIdentity, RunIdentity } from '../core/result-entry.js';
 
 export interface PreparedJob {
   jobId: string;

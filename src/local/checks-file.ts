@@ -4,11 +4,11 @@
 
 import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
-import { parseCheck, parseEnvironmentVariables } from '../checks/definition.js';
+import { parseCheck, parseEnvironmentVariables } from '../checks/parse-definition.js';
 import type { CheckDefinition } from '../checks/definition.js';
 import type { Executor, ExecutorRegistry } from '../checks/executor.js';
 import { DefinitionError, Fields } from '../checks/fields.js';
-import type { EnvironmentVariable } from '../control-plane/protocol.js';
+import type { EnvironmentVariable } from '../core/protocol.js';
 
 export interface LocalCheck {
   check: CheckDefinition;

@@ -3,7 +3,8 @@
 
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { once } from 'node:events';
-import { type CheckResultEntry, resultOutcome } from '../results/result.js';
+import { resultOutcome } from '../results/result.js';
+import type { CheckResultEntry } from '../core/result-entry.js';
 
 const MARKS = { passed: '\x1b[32m✔ PASSED \x1b[0m', degraded: '\x1b[33m▲ DEGRADED\x1b[0m', failed: '\x1b[31m✘ FAILED \x1b[0m', error: '\x1b[31m✘ ERROR  \x1b[0m' };
 

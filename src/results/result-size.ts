@@ -6,8 +6,8 @@
 // response body first, then the jobLog, then other long strings; the result
 // says what was cut and how large it was.
 
-import type { MemoryLease } from '../queue/memory-budget.js';
-import type { CheckResultEntry } from './result.js';
+import type { MemoryLease } from '../core/memory-budget.js';
+import type { CheckResultEntry } from '../core/result-entry.js';
 
 export const DEFAULT_MAX_RESULT_BYTES = 4 * 1024 * 1024;
 

@@ -11,10 +11,10 @@
 //   secrets and those of every job that is running (or finished less than
 //   RELEASE_DELAY_MS ago), so a secret logged by any child logger is caught.
 
-import { PROCESS_SECRET_PREFIX } from '../checks/variables.js';
-import type { EnvironmentVariable } from '../control-plane/protocol.js';
+import { PROCESS_SECRET_PREFIX } from '../core/process-secrets.js';
+import type { EnvironmentVariable } from '../core/protocol.js';
 import type { Logger } from '../observability/logger.js';
-import type { CheckResultEntry } from '../results/result.js';
+import type { CheckResultEntry } from '../core/result-entry.js';
 import { isScrubbable, MIN_SECRET_LENGTH, Scrubber, scrubJsonLine } from './scrubber.js';
 import { redactSensitiveHeaders } from './sensitive-headers.js';
 

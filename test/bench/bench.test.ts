@@ -39,7 +39,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { expect, test } from 'vitest';
-import { PROTOCOL_ROUTES } from '../../src/control-plane/protocol.js';
+import { PROTOCOL_ROUTES } from '../../src/core/protocol.js';
 import { cleanEnv, REPO, startAgent, tempDir } from '../support/agent-process.js';
 import { RECOMMENDED_NODE_OPTIONS } from '../../src/node-options.js';
 import { type DnsServer, startNamed, TEST_ZONE } from '../support/dns-server.js';

@@ -24,10 +24,10 @@ import { performance } from 'node:perf_hooks';
 import { expect, test } from 'vitest';
 import { ArtifactWriter } from '../../src/artifacts/writer.js';
 import type { ExecutionContext } from '../../src/checks/executor.js';
-import { runScript } from '../../src/checks/script.js';
+import { runScript } from '../../src/checks/scripted/runner.js';
 import { Variables } from '../../src/checks/variables.js';
 import type { Logger } from '../../src/observability/logger.js';
-import { browserPath, readRuntime, type Runtime } from '../../src/runtimes/runtimes.js';
+import { browserPath, readRuntime, type Runtime } from '../../src/checks/scripted/runtimes.js';
 import { REPO, tempDir } from '../support/agent-process.js';
 
 const ROUNDS = 8;

@@ -9,7 +9,7 @@
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { expect, test } from 'vitest';
-import { MAX_ARTIFACT_BYTES } from '../../src/artifacts/upload.js';
+import { MAX_ARTIFACT_BYTES } from '../../src/control-plane/artifact-upload.js';
 import { tempDir } from '../support/agent-process.js';
 import { FakeControlPlane } from '../support/fake-control-plane.js';
 import { runUploadChild, writeRandomFile } from '../support/upload-child.js';

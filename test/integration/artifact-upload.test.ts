@@ -10,7 +10,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_ARTIFACT_BYTES, uploadArtifact } from '../../src/artifacts/upload.js';
+import { MAX_ARTIFACT_BYTES, uploadArtifact } from '../../src/control-plane/artifact-upload.js';
 import type { ArtifactFile } from '../../src/artifacts/writer.js';
 import { ControlPlaneClient } from '../../src/control-plane/client.js';
 import { createMetrics } from '../../src/observability/metrics.js';

@@ -3,7 +3,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { CheckResultEntry } from '../../src/results/result.js';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { cleanEnv, startAgent, tempDir } from '../support/agent-process.js';
 import { startTargetServer, type TargetServer } from '../support/target-server.js';
 import { startTinyproxy, type Tinyproxy } from '../support/tinyproxy.js';

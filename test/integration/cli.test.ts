@@ -6,7 +6,7 @@ import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CHECK_TYPES, type CheckType } from '../../src/checks/definition.js';
+import { CHECK_TYPES, type CheckType } from '../../src/core/check-type.js';
 import { unsupportedReason } from '../../src/checks/executor.js';
 import { defaultRegistry } from '../../src/checks/registry.js';
 import { type AgentProcess, cleanEnv, REPO, startAgent, tempDir } from '../support/agent-process.js';

@@ -11,7 +11,7 @@ import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CheckResultEntry } from '../../src/results/result.js';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { findExecutable } from '../support/nginx.js';
 import { MAIN, tempDir } from '../support/agent-process.js';
 import { NetLab, type Netns, netnsUnavailable } from '../support/netns.js';

@@ -9,13 +9,15 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Assertion } from '../../src/checks/assertions.js';
-import { type CheckDefinition, parseCheck } from '../../src/checks/definition.js';
-import { createDnsExecutor, type DnsRequest, UDP_MAX_SENDS } from '../../src/checks/dns.js';
-import { JobAbortedError } from '../../src/checks/errors.js';
-import type { Executor, Outcome } from '../../src/checks/executor.js';
+import type { Assertion } from '../../src/checks/assertions/assertions.js';
+import { parseCheck } from '../../src/checks/parse-definition.js';
+import type { CheckDefinition } from '../../src/checks/definition.js';
+import { createDnsExecutor, type DnsRequest, UDP_MAX_SENDS } from '../../src/checks/dns/dns.js';
+import { JobAbortedError } from '../../src/core/errors.js';
+import type { Executor } from '../../src/checks/executor.js';
+import type { Outcome } from '../../src/core/outcome.js';
 import { Variables } from '../../src/checks/variables.js';
-import type { CheckResultEntry } from '../../src/results/result.js';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { cleanEnv, startAgent, tempDir } from '../support/agent-process.js';
 import {
   answerTo,

@@ -5,7 +5,7 @@
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CheckResultEntry } from '../../src/results/result.js';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { cleanEnv, startAgent, tempDir } from '../support/agent-process.js';
 import { type Nginx, startNginx } from '../support/nginx.js';
 import { startTargetServer, type TargetServer } from '../support/target-server.js';

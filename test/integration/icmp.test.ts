@@ -12,7 +12,7 @@
 import { chmodSync, copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CheckResultEntry } from '../../src/results/result.js';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { MAIN, REPO, tempDir } from '../support/agent-process.js';
 import { type NetLab, type Netns, netnsUnavailable } from '../support/netns.js';
 import { findExecutable } from '../support/nginx.js';

@@ -6,7 +6,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { CheckResultEntry } from '../../src/results/result.js';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { type AgentProcess, tempDir } from '../support/agent-process.js';
 import { useHarness } from '../support/harness.js';
 

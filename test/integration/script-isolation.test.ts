@@ -19,7 +19,7 @@ import { chmodSync, chownSync, writeFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readRuntime } from '../../src/runtimes/runtimes.js';
+import { readRuntime } from '../../src/checks/scripted/runtimes.js';
 import { type AgentProcess, cleanEnv, REPO, startAgent, tempDir } from '../support/agent-process.js';
 import { FakeControlPlane } from '../support/fake-control-plane.js';
 

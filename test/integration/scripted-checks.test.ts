@@ -14,8 +14,8 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { CheckResultEntry } from '../../src/results/result.js';
-import { readRuntime } from '../../src/runtimes/runtimes.js';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
+import { readRuntime } from '../../src/checks/scripted/runtimes.js';
 import { cleanEnv, MAIN, REPO, startAgent, tempDir } from '../support/agent-process.js';
 import { startTargetServer, type TargetServer } from '../support/target-server.js';
 

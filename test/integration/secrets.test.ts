@@ -22,8 +22,8 @@
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Job } from '../../src/control-plane/protocol.js';
-import type { CheckResultEntry } from '../../src/results/result.js';
+import type { Job } from '../../src/core/protocol.js';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { type AgentProcess, cleanEnv, startAgent, tempDir } from '../support/agent-process.js';
 import { FakeControlPlane } from '../support/fake-control-plane.js';
 import { freePort } from '../support/nginx.js';

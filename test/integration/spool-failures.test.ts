@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { ResultEnvelope } from '../../src/control-plane/protocol.js';
+import type { ResultEnvelope } from '../../src/core/protocol.js';
 import { errorResult } from '../../src/results/result.js';
 import { probe, tempDir } from '../support/agent-process.js';
 import { useHarness } from '../support/harness.js';

@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CheckResultEntry } from '../../src/results/result.js';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { cleanEnv, MAIN, startAgent, tempDir } from '../support/agent-process.js';
 import { HOST, type NetLab, netnsUnavailable } from '../support/netns.js';
 import { freePort, type Nginx, startNginx } from '../support/nginx.js';

@@ -3,7 +3,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CheckResultEntry } from '../../src/results/result.js';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { cleanEnv, startAgent, tempDir } from '../support/agent-process.js';
 import { type Nginx, startNginx } from '../support/nginx.js';
 

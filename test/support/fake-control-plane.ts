@@ -17,7 +17,7 @@ import {
   PROTOCOL_ROUTES,
   type ResultEnvelope,
   type RouteName,
-} from '../../src/control-plane/protocol.js';
+} from '../../src/core/protocol.js';
 
 export const MAX_ARTIFACT_BYTES = 157_286_400;
 

@@ -1,4 +1,4 @@
-// Runs the built artifact uploader (dist/artifacts/upload.js) in a child
+// Runs the built artifact uploader (dist/control-plane/artifact-upload.js) in a child
 // process of its own, so that its memory can be measured without the test
 // runner's. The child first warms up like a running agent: one small upload
 // (every code path loaded) and 600 small HTTP requests to a server of its
@@ -34,7 +34,7 @@ import { request } from 'undici';
 import { performance } from 'node:perf_hooks';
 import pino from 'pino';
 import { ControlPlaneClient } from '${dist('control-plane/client.js')}';
-import { uploadArtifact } from '${dist('artifacts/upload.js')}';
+import { uploadArtifact } from '${dist('control-plane/artifact-upload.js')}';
 import { createMetrics } from '${dist('observability/metrics.js')}';
 const [apiUrl, file, name, warmup, warm] = process.argv.slice(1);
 const logger = pino({ level: 'warn' }, pino.destination(2));

@@ -1,7 +1,7 @@
 // compare / extract / evaluate (DESIGN §4 assertions).
 
 import { describe, expect, it } from 'vitest';
-import { type Assertion, COMPARISONS, compare, evaluate, extractWithOrigin, parseAssertions } from '../../src/checks/assertions.js';
+import { type Assertion, COMPARISONS, compare, evaluate, extractWithOrigin, parseAssertions } from '../../src/checks/assertions/assertions.js';
 import { DefinitionError, Fields } from '../../src/checks/fields.js';
 
 describe('compare: numbers vs strings', () => {

@@ -1,7 +1,7 @@
 // Backoff, parseRetryAfter and SlidingWindowLimiter, with injected randomness and clocks.
 
 import { describe, expect, it, vi } from 'vitest';
-import { Backoff, parseRetryAfter, SlidingWindowLimiter, sleep } from '../../src/control-plane/backoff.js';
+import { Backoff, parseRetryAfter, SlidingWindowLimiter, sleep } from '../../src/core/backoff.js';
 
 describe('Backoff', () => {
   it('waits the base when the jitter is 0', () => {

@@ -1,14 +1,14 @@
-// Regex captures that are pieces of a secret (src/secrets/captures.ts): which
+// Regex captures that are pieces of a secret (src/jobs/captures.ts): which
 // are withheld, which are kept, and that the rest of `actual` is scrubbed.
 
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { type Assertion, evaluate } from '../../src/checks/assertions.js';
-import type { Outcome } from '../../src/checks/executor.js';
-import { evaluateJsonPath } from '../../src/checks/jsonpath.js';
-import type { CheckResultEntry } from '../../src/results/result.js';
-import { CAPTURE_WITHHELD, guardCaptures } from '../../src/secrets/captures.js';
+import { type Assertion, evaluate } from '../../src/checks/assertions/assertions.js';
+import type { Outcome } from '../../src/core/outcome.js';
+import { evaluateJsonPath } from '../../src/checks/assertions/jsonpath.js';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
+import { CAPTURE_WITHHELD, guardCaptures } from '../../src/jobs/captures.js';
 import { scrubResult } from '../../src/secrets/policy.js';
 import { REDACTED, Scrubber } from '../../src/secrets/scrubber.js';
 

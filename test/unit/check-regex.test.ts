@@ -3,11 +3,11 @@
 // patterns of JSONPath match() and search().
 
 import { describe, expect, it } from 'vitest';
-import { type Assertion, evaluate, parseAssertions } from '../../src/checks/assertions.js';
+import { type Assertion, evaluate, parseAssertions } from '../../src/checks/assertions/assertions.js';
 import { DefinitionError, Fields } from '../../src/checks/fields.js';
-import { compileIRegexp, iRegexpSource } from '../../src/checks/jsonpath-regex.js';
-import { evaluateJsonPath, queryJsonPath } from '../../src/checks/jsonpath.js';
-import { regexProblem } from '../../src/checks/regex.js';
+import { compileIRegexp, iRegexpSource } from '../../src/checks/assertions/jsonpath-regex.js';
+import { evaluateJsonPath, queryJsonPath } from '../../src/checks/assertions/jsonpath.js';
+import { regexProblem } from '../../src/checks/assertions/regex.js';
 
 // Exponential for a backtracking engine: hours at 40 characters. A test that regressed
 // would not return before the test timeout, and fail by it.

@@ -6,10 +6,10 @@ import { mkdtempSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CHECK_TYPES, type CheckType } from '../../src/checks/definition.js';
+import { CHECK_TYPES, type CheckType } from '../../src/core/check-type.js';
 import { unsupportedReason } from '../../src/checks/executor.js';
 import { defaultRegistry } from '../../src/checks/registry.js';
-import type { UrlRequest } from '../../src/checks/url.js';
+import type { UrlRequest } from '../../src/checks/http/url.js';
 import { ChecksFileError, loadChecksFile, MAX_CHECKS_FILE_BYTES, parseChecksFile } from '../../src/local/checks-file.js';
 
 const registry = defaultRegistry();

@@ -2,11 +2,11 @@
 // however many problems or however long a value a definition has.
 
 import { describe, expect, it } from 'vitest';
-import { parseCheck } from '../../src/checks/definition.js';
+import { parseCheck } from '../../src/checks/parse-definition.js';
 import type { Executor, ExecutorRegistry } from '../../src/checks/executor.js';
 import { DefinitionError, MAX_LISTED_ISSUES } from '../../src/checks/fields.js';
 import { defaultRegistry } from '../../src/checks/registry.js';
-import { playwrightExecutor } from '../../src/checks/scripted.js';
+import { playwrightExecutor } from '../../src/checks/scripted/executors.js';
 
 const registry: ExecutorRegistry = new Map([...defaultRegistry(), ['PLAYWRIGHT', playwrightExecutor as Executor]]);
 

@@ -6,10 +6,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { decode, encode, type Packet } from 'dns-packet';
 import { describe, expect, it } from 'vitest';
-import type { Assertion } from '../../src/checks/assertions.js';
-import { parseCheck } from '../../src/checks/definition.js';
-import { type DnsRequest, dnsExecutor, evaluateDnsAssertions } from '../../src/checks/dns.js';
-import { parseResolvConf, systemNameServer } from '../../src/checks/dns-resolv-conf.js';
+import type { Assertion } from '../../src/checks/assertions/assertions.js';
+import { parseCheck } from '../../src/checks/parse-definition.js';
+import { type DnsRequest, dnsExecutor, evaluateDnsAssertions } from '../../src/checks/dns/dns.js';
+import { parseResolvConf, systemNameServer } from '../../src/checks/dns/resolv-conf.js';
 import {
   type DnsMessage,
   decodeMessage,
@@ -24,7 +24,7 @@ import {
   textAnswer,
   unknownRdata,
   WireError,
-} from '../../src/checks/dns-wire.js';
+} from '../../src/checks/dns/wire.js';
 import type { Executor } from '../../src/checks/executor.js';
 import { DefinitionError } from '../../src/checks/fields.js';
 

@@ -1,10 +1,10 @@
-// Error events (src/observability/events.ts): what is kept and removed, batching,
+// Error events (src/control-plane/events.ts): what is kept and removed, batching,
 // the rate limit, fire-and-forget sending and the shutdown flush.
 
 import pino from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { EventsRequest } from '../../src/control-plane/protocol.js';
-import { EventReporter, jobTargetStrings, sanitizeEventText } from '../../src/observability/events.js';
+import type { EventsRequest } from '../../src/core/protocol.js';
+import { EventReporter, jobTargetStrings, sanitizeEventText } from '../../src/control-plane/events.js';
 import { Scrubber } from '../../src/secrets/scrubber.js';
 
 const silent = pino({ level: 'silent' });
@@ -57,7 +57,7 @@ describe('sanitizeEventText', () => {
     const root = new URL('../..', import.meta.url);
     const stack = [
       'TypeError: Cannot read properties of undefined',
-      `    at JobQueue.attempt (${new URL('dist/queue/job-queue.js', root).href}:215:43)`,
+      `    at JobQueue.attempt (${new URL('dist/jobs/job-queue.js', root).href}:215:43)`,
       `    at run (${new URL('node_modules/undici/lib/core/request.js', root).pathname}:10:5)`,
       '    at process.processTicksAndRejections (node:internal/process/task_queues:95:5)',
     ].join('\n');
@@ -65,7 +65,7 @@ describe('sanitizeEventText', () => {
     expect(out).toBe(
       [
         'TypeError: Cannot read properties of undefined',
-        '    at JobQueue.attempt (<outpost>/dist/queue/job-queue.js:215:43)',
+        '    at JobQueue.attempt (<outpost>/dist/jobs/job-queue.js:215:43)',
         '    at run (<outpost>/node_modules/undici/lib/core/request.js:10:5)',
         '    at process.processTicksAndRejections (node:internal/process/task_queues:95:5)',
       ].join('\n'),

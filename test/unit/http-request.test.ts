@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Fields } from '../../src/checks/fields.js';
-import { buildBody, bypassesProxy, RequestBuildError } from '../../src/checks/http-request.js';
+import { buildBody, bypassesProxy, RequestBuildError } from '../../src/checks/http/request.js';
 import { backoffMs, NO_RETRIES, parseRetryStrategy, shouldRetry } from '../../src/checks/retry.js';
 import { UnknownVariableError, Variables } from '../../src/checks/variables.js';
 

@@ -4,13 +4,14 @@
 
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { Assertion } from '../../src/checks/assertions.js';
-import { type CheckDefinition, parseCheck } from '../../src/checks/definition.js';
+import type { Assertion } from '../../src/checks/assertions/assertions.js';
+import { parseCheck } from '../../src/checks/parse-definition.js';
+import type { CheckDefinition } from '../../src/checks/definition.js';
 import type { Executor } from '../../src/checks/executor.js';
 import { DefinitionError } from '../../src/checks/fields.js';
 import { Variables } from '../../src/checks/variables.js';
-import { evaluateJsonPath } from '../../src/checks/jsonpath.js';
-import { evaluateLatency, type IcmpOutcome, type IcmpRequest, icmpExecutor } from '../../src/checks/icmp.js';
+import { evaluateJsonPath } from '../../src/checks/assertions/jsonpath.js';
+import { evaluateLatency, type IcmpOutcome, type IcmpRequest, icmpExecutor } from '../../src/checks/icmp/icmp.js';
 import {
   explainPingFailure,
   type FailureContext,

@@ -3,12 +3,12 @@
 
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { evaluate } from '../../src/checks/assertions.js';
+import { evaluate } from '../../src/checks/assertions/assertions.js';
 import { DefinitionError, Fields } from '../../src/checks/fields.js';
-import { MAX_DEFINITION_DEPTH, MAX_DOCUMENT_DEPTH, nestedDeeperThan } from '../../src/checks/json-depth.js';
-import { queryJsonPath } from '../../src/checks/jsonpath.js';
+import { MAX_DEFINITION_DEPTH, MAX_DOCUMENT_DEPTH, nestedDeeperThan } from '../../src/core/json-depth.js';
+import { queryJsonPath } from '../../src/checks/assertions/jsonpath.js';
 import { defaultRegistry } from '../../src/checks/registry.js';
-import type { Job } from '../../src/control-plane/protocol.js';
+import type { Job } from '../../src/core/protocol.js';
 import { prepareJob } from '../../src/jobs/prepare.js';
 
 /** `depth` arrays around 'x', built by JSON.parse as a job or a body would be. */

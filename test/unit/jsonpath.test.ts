@@ -2,7 +2,7 @@
 // JSON_BODY and JSON_ANSWER assertions use, and expressions that must not run code.
 
 import { describe, expect, it } from 'vitest';
-import { queryJsonPath } from '../../src/checks/jsonpath.js';
+import { queryJsonPath } from '../../src/checks/assertions/jsonpath.js';
 import { BOOKSTORE } from '../support/bookstore.js';
 
 const STORE = BOOKSTORE;

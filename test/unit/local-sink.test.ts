@@ -2,7 +2,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { readableLine } from '../../src/local/sink.js';
-import type { CheckResultEntry } from '../../src/results/result.js';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
 
 const entry = (extra: Record<string, unknown>) =>
   ({ name: 'shop', checkId: 'shop', responseTime: 1706, hasErrors: false, hasFailures: true, isDegraded: false, overMaxResponseTime: false, ...extra }) as unknown as CheckResultEntry;

@@ -3,7 +3,7 @@
 // container's, the machine's and V8's memory bounds.
 
 import { describe, expect, it } from 'vitest';
-import { bodyBudgetSize, cgroupMemoryLimit, defaultBudgetSize, MemoryBudget, MIB } from '../../src/queue/memory-budget.js';
+import { bodyBudgetSize, cgroupMemoryLimit, defaultBudgetSize, MemoryBudget, MIB } from '../../src/core/memory-budget.js';
 
 describe('MemoryBudget and its leases', () => {
   it('grants what is free, partly when little is, and nothing when none is', () => {

@@ -1,8 +1,8 @@
-// A script's captured output (src/checks/script.ts OutputCapture): one UTF-8 stream across chunks, the
+// A script's captured output (src/checks/scripted/runner.ts OutputCapture): one UTF-8 stream across chunks, the
 // byte limit, and a cut that never leaves part of a line (so never part of a secret) behind.
 
 import { describe, expect, it } from 'vitest';
-import { OutputCapture } from '../../src/checks/script.js';
+import { OutputCapture } from '../../src/checks/scripted/runner.js';
 
 describe('OutputCapture', () => {
   it('decodes a character split between two chunks as one', () => {

@@ -3,9 +3,10 @@
 // says about it, and how a memory lease bounds what a result may keep.
 
 import { describe, expect, it } from 'vitest';
-import type { Outcome } from '../../src/checks/executor.js';
-import { MemoryBudget } from '../../src/queue/memory-budget.js';
-import { buildResult, type CheckResultEntry } from '../../src/results/result.js';
+import type { Outcome } from '../../src/core/outcome.js';
+import { MemoryBudget } from '../../src/core/memory-budget.js';
+import { buildResult } from '../../src/results/result.js';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { capResultSize, jsonPrefix, jsonStringBytes } from '../../src/results/result-size.js';
 
 const MIB = 1024 * 1024;

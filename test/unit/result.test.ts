@@ -1,8 +1,9 @@
 // buildResult / errorResult / resultOutcome: the verdict rules of a check result entry.
 
 import { describe, expect, it } from 'vitest';
-import type { Outcome } from '../../src/checks/executor.js';
-import { buildResult, errorResult, type RunIdentity, resultOutcome, type Thresholds } from '../../src/results/result.js';
+import type { Outcome } from '../../src/core/outcome.js';
+import { buildResult, errorResult, resultOutcome } from '../../src/results/result.js';
+import type { RunIdentity, Thresholds } from '../../src/core/result-entry.js';
 
 const identity: RunIdentity = { checkRunId: 42, sequenceId: 'seq-1', runLocation: 'office-berlin' };
 const check = { id: 'check-1', name: 'Homepage', checkType: 'URL' };

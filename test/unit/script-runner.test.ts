@@ -1,4 +1,4 @@
-// The script runner (src/checks/script.ts) on its own: SCRIPT_CONCURRENCY
+// The script runner (src/checks/scripted/runner.ts) on its own: SCRIPT_CONCURRENCY
 // bounds scripts agent-wide, an abort (shutdown, lost lease) kills the
 // script's process group at once, a MULTI_STEP run stopped at its time limit
 // keeps its steps, and a script awaiting forever is named as such. Runs on a
@@ -8,10 +8,10 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { ExecutionContext } from '../../src/checks/executor.js';
-import { runScript } from '../../src/checks/script.js';
+import { runScript } from '../../src/checks/scripted/runner.js';
 import { Variables } from '../../src/checks/variables.js';
 import type { Logger } from '../../src/observability/logger.js';
-import { readRuntime, type Runtime } from '../../src/runtimes/runtimes.js';
+import { readRuntime, type Runtime } from '../../src/checks/scripted/runtimes.js';
 import { tempDir } from '../support/agent-process.js';
 
 function emptyRuntime(): Runtime {

@@ -9,7 +9,7 @@ import path from 'node:path';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ControlPlaneClient } from '../../src/control-plane/client.js';
-import type { ResultEnvelope } from '../../src/control-plane/protocol.js';
+import type { ResultEnvelope } from '../../src/core/protocol.js';
 import { ControlPlaneSink } from '../../src/control-plane/sink.js';
 import { Spool, spoolItem } from '../../src/control-plane/spool.js';
 import type { Heartbeat } from '../../src/health/watchdog.js';

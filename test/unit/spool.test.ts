@@ -8,7 +8,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import type { ResultEnvelope } from '../../src/control-plane/protocol.js';
+import type { ResultEnvelope } from '../../src/core/protocol.js';
 import { type Batch, MAX_SEGMENT_BYTES, MEMORY_BATCH_SEQ, type OpenSegmentFile, Spool, type SpoolLimits, spoolItem } from '../../src/control-plane/spool.js';
 import { errorResult } from '../../src/results/result.js';
 

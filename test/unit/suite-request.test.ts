@@ -1,11 +1,12 @@
-// A PLAYWRIGHT check's `script` and `files` (src/checks/scripted.ts): where they may sit, and every
+// A PLAYWRIGHT check's `script` and `files` (src/checks/scripted/executors.ts): where they may sit, and every
 // way a file list is refused, each naming its field; scripted checks' largest maxResponseTime.
 
 import { describe, expect, it } from 'vitest';
-import { type CheckType, parseCheck } from '../../src/checks/definition.js';
+import { parseCheck } from '../../src/checks/parse-definition.js';
+import type { CheckType } from '../../src/core/check-type.js';
 import type { Executor } from '../../src/checks/executor.js';
 import { DefinitionError, Fields } from '../../src/checks/fields.js';
-import { multiStepExecutor, parseSuiteRequest, playwrightExecutor } from '../../src/checks/scripted.js';
+import { multiStepExecutor, parseSuiteRequest, playwrightExecutor } from '../../src/checks/scripted/executors.js';
 
 function parse(check: Record<string, unknown>) {
   const root = Fields.root(check, '$');

@@ -5,11 +5,13 @@
 import net, { type AddressInfo } from 'node:net';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type CheckDefinition, parseCheck } from '../../src/checks/definition.js';
-import { JobAbortedError } from '../../src/checks/errors.js';
-import type { Executor, Outcome } from '../../src/checks/executor.js';
+import { parseCheck } from '../../src/checks/parse-definition.js';
+import type { CheckDefinition } from '../../src/checks/definition.js';
+import { JobAbortedError } from '../../src/core/errors.js';
+import type { Executor } from '../../src/checks/executor.js';
+import type { Outcome } from '../../src/core/outcome.js';
 import { DefinitionError } from '../../src/checks/fields.js';
-import { type TcpRequest, tcpExecutor } from '../../src/checks/tcp.js';
+import { type TcpRequest, tcpExecutor } from '../../src/checks/tcp/tcp.js';
 import { Variables } from '../../src/checks/variables.js';
 import { freePort, type Nginx, startNginx } from '../support/nginx.js';
 import type { TcpDetail } from '../support/tcp-detail.js';

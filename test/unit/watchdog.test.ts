@@ -3,7 +3,7 @@
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { Backoff } from '../../src/control-plane/backoff.js';
+import { Backoff } from '../../src/core/backoff.js';
 import { superviseLoop } from '../../src/health/supervise.js';
 import { EVENT_LOOP, type Heartbeat, Watchdog } from '../../src/health/watchdog.js';
 

@@ -1,0 +1,280 @@
+// One HTTP exchange as a check sees it: a fresh connection, redirects followed
+// by hand (counted, capped, with browser method rules), every phase measured,
+// the body kept up to a limit and the rest counted. Shared by URL and API.
+
+import { STATUS_CODES } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { Client, type Dispatcher, ProxyAgent, request } from 'undici';
+import { type ConnectionMarks, type IpFamily, timedConnector, type TlsSummary } from '../../net/timed-connector.js';
+import { MIB, type MemoryLease } from '../../core/memory-budget.js';
+import type { TimingPhases } from '../../core/result-entry.js';
+import { describeError, errorCode, JobAbortedError } from '../../core/errors.js';
+import type { ExecutionContext } from '../executor.js';
+
+export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'HEAD', 'DELETE', 'OPTIONS'] as const;
+export type HttpMethod = (typeof HTTP_METHODS)[number];
+
+export const MAX_URL_LENGTH = 2048;
+export const MAX_REDIRECTS = 10;
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+/** Headers that must not follow a redirect to another origin. */
+const CREDENTIAL_HEADERS = new Set(['authorization', 'cookie', 'proxy-authorization']);
+
+export interface ExchangeSpec {
+  method: HttpMethod;
+  url: string;
+  headers: Array<[string, string]>;
+  body?: string;
+  followRedirects: boolean;
+  skipSSL: boolean;
+  ipFamily: IpFamily;
+  proxyUrl?: string;
+  /** Bytes of the body kept for assertions and the result; the rest is read and counted. */
+  bodyLimitBytes: number;
+}
+
+/** Marks of the final hop, in ms since the exchange began. */
+export interface Timings {
+  socket: number | null;
+  lookup: number | null;
+  connect: number | null;
+  response: number | null;
+  end: number | null;
+}
+
+export interface Exchange {
+  status?: number;
+  statusText?: string;
+  headers: Record<string, string | string[]>;
+  body: Buffer;
+  bodySize: number;
+  bodyTruncated: boolean;
+  redirects: number;
+  finalUrl: string;
+  timings: Timings;
+  timingPhases: TimingPhases;
+  tls?: TlsSummary;
+  remoteAddress?: string;
+  error?: string;
+  /** The errno-style code behind `error` (ECONNREFUSED, CERT_HAS_EXPIRED…), for retry rules. */
+  errorCode?: string;
+  startedAt: Date;
+  stoppedAt: Date;
+}
+
+interface Hop {
+  start: number;
+  connection?: ConnectionMarks;
+  headers?: number;
+  end?: number;
+}
+
+/** One shared reason for tearing down what a finished or failed run left open (no stack per run). */
+const RUN_OVER = Object.assign(new Error('check run over'), { stack: '' });
+
+const round = (ms: number) => Math.round(ms * 100) / 100;
+
+/** Sums each phase over all hops; `wait` is what no phase accounts for, so the phases add up to total. */
+function phases(hops: Hop[], start: number, end: number): TimingPhases {
+  let dns = 0;
+  let tcp = 0;
+  let tlsTime = 0;
+  let firstByte = 0;
+  let download = 0;
+  for (const hop of hops) {
+    const c = hop.connection;
+    if (c) {
+      dns += c.lookupEnd - c.lookupStart;
+      tcp += c.connectEnd - c.lookupEnd;
+      tlsTime += c.tlsEnd - c.connectEnd;
+    }
+    const ready = c ? c.tlsEnd : hop.start;
+    if (hop.headers !== undefined) firstByte += hop.headers - ready;
+    if (hop.headers !== undefined && hop.end !== undefined) download += hop.end - hop.headers;
+  }
+  const total = round(end - start);
+  const parts = { dns: round(dns), tcp: round(tcp), tls: round(tlsTime), firstByte: round(firstByte), download: round(download) };
+  const wait = round(Math.max(0, total - parts.dns - parts.tcp - parts.tls - parts.firstByte - parts.download));
+  return { wait, ...parts, total };
+}
+
+function timingsOf(hop: Hop | undefined, start: number): Timings {
+  const since = (mark: number | undefined) => (mark === undefined ? null : round(mark - start));
+  const c = hop?.connection;
+  return {
+    socket: since(c?.lookupStart),
+    lookup: since(c?.lookupEnd),
+    connect: since(c?.tlsEnd),
+    response: since(hop?.headers),
+    end: since(hop?.end),
+  };
+}
+
+/** Drops credentials from a URL before it is logged or reported. */
+export function displayUrl(raw: string): string {
+  // Credentials need an '@'; most URLs have none, and parsing each would be garbage for nothing.
+  if (!raw.includes('@')) return raw;
+  try {
+    const url = new URL(raw);
+    if (url.username || url.password) {
+      url.username = url.username ? '*****' : '';
+      url.password = url.password ? '*****' : '';
+    }
+    return url.toString();
+  } catch {
+    return raw;
+  }
+}
+
+function redirectMethod(status: number, method: HttpMethod): { method: HttpMethod; keepBody: boolean } {
+  if (status === 307 || status === 308) return { method, keepBody: true };
+  // 303 always becomes GET; 301/302 turn POST into GET, as browsers and curl -L do.
+  if (status === 303 && method !== 'HEAD') return { method: 'GET', keepBody: false };
+  if ((status === 301 || status === 302) && method === 'POST') return { method: 'GET', keepBody: false };
+  return { method, keepBody: true };
+}
+
+function memoryCutLine(keptBytes: number, lease: MemoryLease): string {
+  const budgetMb = Math.round(lease.budget.capacityBytes / MIB);
+  const why = lease.othersBytes() > 0 ? 'was in use by other checks' : 'is smaller than this body';
+  return `response body cut at ${keptBytes} bytes: the agent's memory budget for response bodies (${budgetMb} MB) ${why}`;
+}
+
+export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext): Promise<Exchange> {
+  const startedAt = new Date();
+  const start = performance.now();
+  const hops: Hop[] = [];
+  let tls: TlsSummary | undefined;
+  let remoteAddress: string | undefined;
+  const timed = timedConnector({
+    ipFamily: spec.ipFamily,
+    rejectUnauthorized: !spec.skipSSL,
+    signal: ctx.signal,
+    onConnection: (marks) => {
+      const hop = hops.at(-1);
+      if (hop) hop.connection = marks;
+      tls = marks.tls ?? tls;
+      remoteAddress = marks.family === 6 ? `[${marks.address}]:${marks.port}` : `${marks.address}:${marks.port}`;
+      if (marks.fallback) ctx.jobLog.push(marks.fallback);
+      ctx.jobLog.push(`Connected to ${remoteAddress}${marks.tls ? ` (${marks.tls.protocol ?? 'TLS'})` : ''}`);
+    },
+  });
+  // Undici's own idle timers must not fire before the check's cap (the abort signal) does.
+  const common = { headersTimeout: 0, bodyTimeout: 0, keepAliveTimeout: 1, pipelining: 0 } as const;
+  let proxy: ProxyAgent | undefined;
+  if (spec.proxyUrl) {
+    // Plain HTTP goes to the proxy as an absolute-form request (as curl does); HTTPS tunnels through CONNECT.
+    proxy = new ProxyAgent({ ...common, uri: spec.proxyUrl, proxyTunnel: false, requestTls: { rejectUnauthorized: !spec.skipSSL } });
+    ctx.jobLog.push(`Using proxy ${displayUrl(spec.proxyUrl)} (connection phases are the proxy's and are not measured)`);
+  }
+  // Without a proxy, one undici Client (one connection) per hop: lighter than an Agent and its Pool, and
+  // a fresh connection is what a check wants anyway.
+  const clients: Client[] = [];
+  const dispatcherFor = (target: string): Dispatcher => {
+    if (proxy) return proxy;
+    const client = new Client(new URL(target).origin, { ...common, connect: timed });
+    clients.push(client);
+    return client;
+  };
+
+  const exchange: Exchange = {
+    headers: {},
+    body: Buffer.alloc(0),
+    bodySize: 0,
+    bodyTruncated: false,
+    redirects: 0,
+    finalUrl: spec.url,
+    timings: timingsOf(undefined, start),
+    timingPhases: phases([], start, start),
+    startedAt,
+    stoppedAt: startedAt,
+  };
+  let method = spec.method;
+  let body = spec.body;
+  let headers = spec.headers;
+  let url = spec.url;
+  try {
+    for (;;) {
+      const hop: Hop = { start: performance.now() };
+      hops.push(hop);
+      const dispatcher = dispatcherFor(url);
+      const response = await request(url, {
+        method,
+        dispatcher,
+        signal: ctx.signal,
+        headers: headers.flat(),
+        ...(body !== undefined && method !== 'GET' && method !== 'HEAD' ? { body } : {}),
+      });
+      hop.headers = performance.now();
+      exchange.status = response.statusCode;
+      exchange.statusText = STATUS_CODES[response.statusCode] ?? '';
+      exchange.headers = response.headers as Record<string, string | string[]>;
+      const kept: Buffer[] = [];
+      let keptBytes = 0;
+      let size = 0;
+      let cutForMemory = false;
+      for await (const chunk of response.body) {
+        const buffer = chunk as Buffer;
+        size += buffer.length;
+        if (keptBytes < spec.bodyLimitBytes && !cutForMemory) {
+          let part = buffer.subarray(0, spec.bodyLimitBytes - keptBytes);
+          // Past what the memory budget grants, the body is still read and counted, never paused: timings stay true.
+          const granted = ctx.bodyMemory ? ctx.bodyMemory.take(part.length) : part.length;
+          if (granted < part.length) {
+            part = part.subarray(0, granted);
+            cutForMemory = true;
+          }
+          kept.push(part);
+          keptBytes += part.length;
+          if (cutForMemory && ctx.bodyMemory) ctx.jobLog.push(memoryCutLine(keptBytes, ctx.bodyMemory));
+        }
+      }
+      hop.end = performance.now();
+      // The answer is complete: a graceful close needs no error object, unlike destroy().
+      if (dispatcher !== proxy) (dispatcher as Client).close().catch(() => undefined);
+      // The previous hop's body is dropped here: its share of the budget goes back.
+      ctx.bodyMemory?.give(exchange.body.length);
+      exchange.body = Buffer.concat(kept);
+      exchange.bodySize = size;
+      exchange.bodyTruncated = size > keptBytes;
+      exchange.finalUrl = url;
+      const location = exchange.headers.location;
+      if (!spec.followRedirects || !REDIRECT_STATUSES.has(response.statusCode) || typeof location !== 'string') break;
+      const next = new URL(location, url);
+      if (exchange.redirects >= MAX_REDIRECTS) {
+        exchange.error = `Too many redirects: stopped after ${MAX_REDIRECTS} (last Location: ${displayUrl(next.toString())})`;
+        break;
+      }
+      exchange.redirects++;
+      const rule = redirectMethod(response.statusCode, method);
+      if (new URL(url).origin !== next.origin) headers = headers.filter(([key]) => !CREDENTIAL_HEADERS.has(key.toLowerCase()));
+      if (!rule.keepBody) {
+        body = undefined;
+        headers = headers.filter(([key]) => key.toLowerCase() !== 'content-type' && key.toLowerCase() !== 'content-length');
+      }
+      ctx.jobLog.push(`Redirect ${response.statusCode} → ${method === rule.method ? '' : `${rule.method} `}${displayUrl(next.toString())}`);
+      method = rule.method;
+      url = next.toString();
+    }
+  } catch (caught) {
+    exchange.error = describeError(caught, ctx.signal, new URL(url).host);
+    const reason = ctx.signal.reason;
+    const code = reason instanceof JobAbortedError && reason.reason === 'timeout' ? 'ETIMEDOUT' : errorCode(caught);
+    if (code) exchange.errorCode = code;
+  } finally {
+    for (const client of clients) if (!client.closed && !client.destroyed) client.destroy(RUN_OVER).catch(() => undefined);
+    proxy?.destroy(RUN_OVER).catch(() => undefined);
+  }
+  const end = performance.now();
+  exchange.stoppedAt = new Date();
+  exchange.timings = timingsOf(hops.at(-1), start);
+  exchange.timingPhases = phases(hops, start, end);
+  if (tls) exchange.tls = tls;
+  if (remoteAddress) exchange.remoteAddress = remoteAddress;
+  if (exchange.error) ctx.jobLog.push(`Request failed: ${exchange.error}`);
+  else {
+    const truncated = exchange.bodyTruncated && spec.bodyLimitBytes > 0 ? `, kept the first ${exchange.body.length}` : '';
+    ctx.jobLog.push(`Received ${exchange.status} ${exchange.statusText} (${exchange.bodySize} bytes${truncated})`);
+  }
+  return exchange;
+}

@@ -10,21 +10,10 @@ import type { Assertion } from '../../src/checks/assertions/assertions.js';
 import { parseCheck } from '../../src/checks/parse-definition.js';
 import { type DnsRequest, dnsExecutor, evaluateDnsAssertions } from '../../src/checks/dns/dns.js';
 import { parseResolvConf, systemNameServer } from '../../src/checks/dns/resolv-conf.js';
-import {
-  type DnsMessage,
-  decodeMessage,
-  EDNS_UDP_PAYLOAD,
-  encodeQuery,
-  formatIPv6,
-  ipv6Bytes,
-  jsonAnswer,
-  normalizeQueryName,
-  quoteString,
-  reverseName,
-  textAnswer,
-  unknownRdata,
-  WireError,
-} from '../../src/checks/dns/wire.js';
+import { type DnsMessage, EDNS_UDP_PAYLOAD, WireError } from '../../src/checks/dns/message.js';
+import { formatIPv6, jsonAnswer, quoteString, textAnswer, unknownRdata } from '../../src/checks/dns/present.js';
+import { encodeQuery, ipv6Bytes, normalizeQueryName, reverseName } from '../../src/checks/dns/query.js';
+import { decodeMessage } from '../../src/checks/dns/read.js';
 import type { Executor } from '../../src/checks/executor.js';
 import { DefinitionError } from '../../src/checks/fields.js';
 

@@ -11,20 +11,10 @@ import { type Assertion, type AssertionOutcome, evaluate } from '../assertions/a
 import type { CheckDefinition } from '../definition.js';
 import { systemNameServer } from './resolv-conf.js';
 import { displayServer, type ExchangeResult, tcpExchange, udpExchange, type Verdict } from './transport.js';
-import {
-  type DnsMessage,
-  decodeMessage,
-  EDNS_UDP_PAYLOAD,
-  encodeQuery,
-  jsonAnswer,
-  normalizeQueryName,
-  type QueryType,
-  RECORD_TYPES,
-  reverseName,
-  TYPE_CODES,
-  textAnswer,
-  WireError,
-} from './wire.js';
+import { type DnsMessage, EDNS_UDP_PAYLOAD, type QueryType, RECORD_TYPES, TYPE_CODES, WireError } from './message.js';
+import { encodeQuery, normalizeQueryName, reverseName } from './query.js';
+import { decodeMessage } from './read.js';
+import { jsonAnswer, textAnswer } from './present.js';
 import { JobAbortedError } from '../../core/errors.js';
 import type { ExecutionContext, Executor } from '../executor.js';
 import type { Outcome } from '../../core/outcome.js';

@@ -5,7 +5,7 @@
 #   docker build -t outpost .
 #
 # playwright-core never downloads a browser: BROWSER checks launch /usr/bin/chromium.
-# README "Running in Docker and Kubernetes" explains every choice below.
+# docs/deployment.md explains every choice below.
 # The stages `build`, `deps` and `runtime-2026-04` are word for word the same in
 # Dockerfile, Dockerfile.uptime, Dockerfile.dev and docker/migration/Dockerfile,
 # so that one layer cache serves all four (test/containers/dockerfiles.test.ts checks it).
@@ -16,8 +16,8 @@ ARG BASE_IMAGE=node:24-bookworm-slim
 # ---- build: compile TypeScript ----
 FROM ${BASE_IMAGE} AS build
 # A PEM file npm trusts, e.g. a corporate TLS-inspection CA: a path mounted into
-# the build (podman build -v) or a file put in docker/build-ca/ (README: "Behind a
-# TLS-inspecting proxy").
+# the build (podman build -v) or a file put in docker/build-ca/ (docs/deployment.md:
+# "Behind a TLS-inspecting proxy").
 ARG NODE_EXTRA_CA_CERTS
 COPY docker/build-ca/ /usr/local/share/outpost-build-ca/
 WORKDIR /src

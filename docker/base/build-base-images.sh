@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the two local base images the container tests build Outpost's images on,
-# for machines that cannot pull from a container registry (README, "Tests"):
+# for machines that cannot pull from a container registry (docs/development.md, "Container tests"):
 #
 #   localhost/debian:bookworm     debootstrap --variant=minbase, slimmed like the
 #                                 official debian:bookworm-slim (no docs, man pages,

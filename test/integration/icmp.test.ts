@@ -205,7 +205,7 @@ describe.skipIf(unavailable !== undefined)(`ICMP as uid 65534 without capabiliti
     expect(failed.detail.jobLog).toContain('Packet loss 50 % is over maxPacketLossThreshold 20 %: failed');
 
     // entry.isDegraded stays false until buildResult honours IcmpOutcome.degraded (a shared change, see
-    // docs/checks-tcp-icmp.md); the loss verdict is in packetLossVerdict meanwhile.
+    // docs/checks/icmp.md); the loss verdict is in packetLossVerdict meanwhile.
     const degraded = icmp('main', 'half-degraded');
     expect(degraded.detail.response).toMatchObject({ packetLoss: 50 });
     expect(degraded.entry).toMatchObject({ hasFailures: false, hasErrors: false });

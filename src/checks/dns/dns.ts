@@ -1,7 +1,7 @@
 // DNS monitor: one query on the wire (UDP, or TCP; a truncated UDP answer is
 // retried over TCP), the answer decoded into rcode, flags and records in dig's
 // format, and assertions on the rcode, the time, the answer as text or as a
-// DNS-over-HTTPS-style JSON document (README "DNS checks", docs/checks-dns.md).
+// DNS-over-HTTPS-style JSON document (docs/checks/dns.md).
 
 import { randomInt } from 'node:crypto';
 import { lookup } from 'node:dns/promises';

@@ -78,7 +78,7 @@ export function withoutSystemdNoise(text: string): string {
 
 const SETUP_HINT =
   'The container tests need podman (with runc), its Docker-compatible socket and the local base images; ' +
-  '`.ci/run` prepares all of them (as root). See README "Running in Docker and Kubernetes".';
+  '`.ci/run` prepares all of them (as root). See docs/deployment.md.';
 
 /** Fails with what is missing, in words: podman, the socket testcontainers uses, or the base images. */
 export async function requirePodman(): Promise<void> {

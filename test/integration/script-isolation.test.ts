@@ -14,26 +14,17 @@
 // reason and SCRIPT_ISOLATION=off, which runs them. (This file runs as root,
 // as the CI does: it starts the agent as another user.)
 
-import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, writeFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readRuntime } from '../../src/checks/scripted/runtimes.js';
 import { type AgentProcess, cleanEnv, REPO, startAgent, tempDir } from '../support/agent-process.js';
 import { FakeControlPlane } from '../support/fake-control-plane.js';
+import { installRuntime, RUNTIME } from '../support/scripted-run.js';
 
-const RUNTIME = '2026-04';
-const RUNTIME_DIR = path.join(REPO, 'runtimes', RUNTIME);
 const API_KEY = 'pl_isolation-KEY-5a4b3c2d1e0f';
 const AGENT_SECRET = 'agent-side-secret-31337';
 const VICTIM_SECRET = 'victim-job-secret-27182';
-
-function installRuntime(): void {
-  const runtime = readRuntime(RUNTIME_DIR);
-  if (typeof runtime !== 'string' && runtime.installed) return;
-  execFileSync('npm', ['ci', '--ignore-scripts', '--no-audit', '--no-fund'], { cwd: RUNTIME_DIR, env: { ...process.env, PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD: '1' }, stdio: 'ignore' });
-}
 
 /** Waits until the attacker has had its look (it says so in a file, if it can write there), at most 12 s. */
 const VICTIM_SCRIPT = `await step('hold the secret', async () => {
@@ -121,7 +112,7 @@ for (const variant of [
     let overlapped = false;
 
     beforeAll(async () => {
-      installRuntime();
+      await installRuntime();
       cp = await FakeControlPlane.start({ apiKey: API_KEY, leaseMs: 120_000 });
       const doneDir = tempDir('outpost-isolation-done-');
       chmodSync(doneDir, 0o777);

@@ -1,6 +1,6 @@
 // ICMP: request validation, ping output parsing, statistics, assertions and
 // the explanations of ping failures. Real pings (as an unprivileged user in a
-// network namespace) are in test/integration/icmp.test.ts.
+// network namespace) are in test/integration/icmp-check.test.ts.
 
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';

@@ -143,7 +143,7 @@ export async function runAgent(
     const graceEnd = Date.now() + config.shutdownGraceSeconds * 1000;
     logger.info({ signal, running: queue.inFlight, graceSeconds: config.shutdownGraceSeconds }, 'shutting down: not ready, no new claims, draining running jobs');
     // A job is reported once its result is spooled.
-    await queue.drain(Math.max(0, graceEnd - Date.now()), {
+    await queue.drain(config.shutdownGraceSeconds * 1000, {
       stopTaking: () => source.stop(),
       abortWith: new JobAbortedError('shutdown', 'Aborted: the agent shut down before the check finished'),
       onGraceOver: () => logger.warn({ running: queue.inFlight }, 'shutdown grace is over: aborting running jobs and reporting them as errors'),

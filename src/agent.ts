@@ -17,7 +17,7 @@ import { Lifecycle } from './health/lifecycle.js';
 import { EventReporter, jobTargetStrings } from './control-plane/events.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
-import { JobQueue } from './jobs/job-queue.js';
+import { JobQueue } from './jobs/queue.js';
 import { usableRuntimeNames } from './checks/scripted/runtimes.js';
 import { SecretPolicy } from './secrets/policy.js';
 import { VERSION } from './core/version.js';
@@ -142,14 +142,12 @@ export async function runAgent(
   const drain = async (signal: NodeJS.Signals) => {
     const graceEnd = Date.now() + config.shutdownGraceSeconds * 1000;
     logger.info({ signal, running: queue.inFlight, graceSeconds: config.shutdownGraceSeconds }, 'shutting down: not ready, no new claims, draining running jobs');
-    await source.stop();
-    const allDone = () => Promise.all([...source.inProgress]);
-    const drained = await Promise.race([allDone().then(() => true), new Promise<false>((r) => setTimeout(() => r(false), Math.max(0, graceEnd - Date.now())).unref())]);
-    if (!drained) {
-      logger.warn({ running: queue.inFlight }, 'shutdown grace is over: aborting running jobs and reporting them as errors');
-      queue.abortAll(new JobAbortedError('shutdown', 'Aborted: the agent shut down before the check finished'));
-      await allDone();
-    }
+    // A job is reported once its result is spooled.
+    await queue.drain(config.shutdownGraceSeconds * 1000, {
+      stopTaking: () => source.stop(),
+      abortWith: new JobAbortedError('shutdown', 'Aborted: the agent shut down before the check finished'),
+      onGraceOver: () => logger.warn({ running: queue.inFlight }, 'shutdown grace is over: aborting running jobs and reporting them as errors'),
+    });
     leaseLoop.abort();
     await leaseRun;
     leaseHeartbeat.idle();

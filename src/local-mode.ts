@@ -11,7 +11,7 @@ import type { PreparedJob } from './jobs/prepare.js';
 import { Lifecycle } from './health/lifecycle.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
-import { JobQueue } from './jobs/job-queue.js';
+import { JobQueue } from './jobs/queue.js';
 import type { SecretPolicy } from './secrets/policy.js';
 import { loadChecksFile, type LocalCheck } from './local/checks-file.js';
 import { Scheduler } from './local/scheduler.js';
@@ -109,15 +109,11 @@ export async function runLocal(
 
   const drain = async (signal: NodeJS.Signals) => {
     logger.info({ signal, running: queue.inFlight }, 'shutting down: finishing running checks');
-    scheduler.stop();
-    const idle = queue.onIdle().then(() => true);
-    const graceOver = new Promise<false>((r) => setTimeout(() => r(false), config.shutdownGraceSeconds * 1000).unref());
-    if (!(await Promise.race([idle, graceOver]))) {
-      queue.abortAll(new JobAbortedError('shutdown', 'Aborted: the agent shut down before the check finished'));
-      await queue.onIdle();
-    }
-    // Results of the last runs are delivered by runOne before onIdle settles.
-    await new Promise((r) => setImmediate(r));
+    // A check is reported once runOne has written its result.
+    await queue.drain(config.shutdownGraceSeconds * 1000, {
+      stopTaking: () => scheduler.stop(),
+      abortWith: new JobAbortedError('shutdown', 'Aborted: the agent shut down before the check finished'),
+    });
     await sink.close();
     await lifecycle.closeHealth();
     logger.info(sink.counts, 'outpost local mode stopped');

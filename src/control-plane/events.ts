@@ -50,7 +50,7 @@ const URL_PATTERN = /\b[a-z][a-z0-9+.-]*:\/\/[^\s"'`<>()[\]{}]*/gi;
 const IPV4 = /\b(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?\b/g;
 const IPV6 = /\[?(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}\]?(?::\d{1,5})?/gi;
 const HOST = /\b(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+([a-z](?:[a-z0-9-]{0,61}[a-z0-9])?)\b/g;
-/** "Hosts" whose last label is a source-file extension are file names (job-queue.js). */
+/** "Hosts" whose last label is a source-file extension are file names (queue.js). */
 const FILE_EXTENSIONS = new Set(['js', 'mjs', 'cjs', 'ts', 'mts', 'cts', 'json', 'node', 'map', 'jsx', 'tsx']);
 const QUOTED = /"(?:[^"\\\n]|\\.){2,}"|'(?:[^'\\\n]|\\.){2,}'|`(?:[^`\\\n]|\\.){2,}`/g;
 const AUTH_SCHEME = /\b(Bearer|Basic|Digest|Token|Negotiate|NTLM)\s+[^\s,;"']+/gi;

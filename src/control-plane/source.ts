@@ -7,7 +7,7 @@ import { superviseLoop } from '../health/supervise.js';
 import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
 import { prepareJob, unpreparedJob } from '../jobs/prepare.js';
 import type { Logger } from '../observability/logger.js';
-import type { JobCompletion, JobQueue } from '../jobs/job-queue.js';
+import type { JobCompletion, JobQueue } from '../jobs/queue.js';
 import type { CheckResultEntry } from '../core/result-entry.js';
 import { sleep } from '../core/backoff.js';
 import { ClaimPacer } from './claim-pacing.js';

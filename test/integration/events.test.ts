@@ -117,7 +117,7 @@ describe('error events', () => {
     });
     expect(event?.agentVersion).toMatch(/^\d+\.\d+\.\d+/);
     expect(event?.message).toMatch(/^OUTPOST_TEST_FAULT=executor-throw: injected executor failure; request /);
-    expect(event?.stack).toMatch(/\n {4}at .*<outpost>\/dist\/queue\/job-queue\.js:\d+:\d+/);
+    expect(event?.stack).toMatch(/\n {4}at .*<outpost>\/dist\/jobs\/run\.js:\d+:\d+/);
     const sent = JSON.stringify(cp.events);
     if (process.env.SHOW_EVENT) console.log(JSON.stringify(cp.events, null, 2));
     for (const data of targetData()) expect(sent.includes(data), `event carries ${JSON.stringify(data)}: ${sent}`).toBe(false);

@@ -20,7 +20,8 @@ import type { CheckDefinition } from '../../src/checks/definition.js';
 import type { Executor } from '../../src/checks/executor.js';
 import { NO_RETRIES } from '../../src/checks/retry.js';
 import { createMetrics } from '../../src/observability/metrics.js';
-import { ABANDON_AFTER_MS, JobQueue } from '../../src/jobs/job-queue.js';
+import { ABANDON_AFTER_MS } from '../../src/jobs/attempt.js';
+import { JobQueue } from '../../src/jobs/queue.js';
 import { tempDir } from '../support/agent-process.js';
 
 describe('failure classes', () => {

@@ -11,7 +11,7 @@ import type { Outcome } from '../../src/core/outcome.js';
 import { NO_RETRIES } from '../../src/checks/retry.js';
 import type { PreparedJob } from '../../src/jobs/prepare.js';
 import { createMetrics } from '../../src/observability/metrics.js';
-import { type ExecutorErrorInfo, JobQueue } from '../../src/jobs/job-queue.js';
+import { type ExecutorErrorInfo, JobQueue } from '../../src/jobs/queue.js';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { agentSecrets, SecretPolicy, scrubResult, urlCredentials } from '../../src/secrets/policy.js';
 import { REDACTED, Scrubber } from '../../src/secrets/scrubber.js';

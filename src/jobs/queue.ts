@@ -1,0 +1,162 @@
+// The job queue: bounded concurrency (p-queue), aborting running jobs, and
+// the one shutdown drain every mode uses. Running a job is src/jobs/run.ts.
+
+import PQueue from 'p-queue';
+import type { CheckSettings } from '../checks/executor.js';
+import type { JobAbortedError } from '../core/errors.js';
+import type { CheckResultEntry } from '../core/result-entry.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { PreparedJob } from './prepare.js';
+import { type JobCompletion, JobRunner, type JobSlot, type RunOptions } from './run.js';
+
+export type { ExecutorErrorInfo, JobCompletion, TestFault } from './run.js';
+export type QueueOptions = RunOptions;
+
+export interface DrainOptions {
+  /** Stops whatever submits jobs; awaited before the wait, and counted in the grace. */
+  stopTaking?: () => Promise<void> | void;
+  /** What jobs still running at the end of the grace are aborted with (their results say so). */
+  abortWith: JobAbortedError;
+  /** Called once the grace is over, just before the jobs left are aborted. */
+  onGraceOver?: () => void;
+}
+
+export class JobQueue {
+  private readonly queue: PQueue;
+  private readonly runner: JobRunner;
+  private readonly running = new Map<string, AbortController>();
+  private abortedWith: JobAbortedError | undefined;
+  /** One promise per submitted job, settled once its completion is released (its result handed on) or it failed. */
+  private readonly unreported = new Set<Promise<void>>();
+  private readonly slot: JobSlot;
+
+  constructor(
+    readonly concurrency: number,
+    metrics: Metrics,
+    settings: CheckSettings,
+    options: QueueOptions = {},
+  ) {
+    this.runner = new JobRunner(metrics, settings, options);
+    this.queue = new PQueue({ concurrency });
+    metrics.queueCapacity.set(concurrency);
+    this.slot = {
+      abortedWith: () => this.abortedWith,
+      enter: (jobId) => {
+        const controller = new AbortController();
+        this.running.set(jobId, controller);
+        return { signal: controller.signal, leave: () => this.running.delete(jobId) };
+      },
+    };
+  }
+
+  /** Jobs running now. */
+  get inFlight(): number {
+    return this.queue.pending;
+  }
+
+  /** Jobs accepted but not yet started. */
+  get queued(): number {
+    return this.queue.size;
+  }
+
+  /** Slots a source may fill without jobs waiting in line. */
+  get free(): number {
+    return Math.max(0, this.concurrency - this.queue.pending - this.queue.size);
+  }
+
+  runningJobIds(): string[] {
+    return [...this.running.keys()];
+  }
+
+  has(jobId: string): boolean {
+    return this.running.has(jobId);
+  }
+
+  /** Resolves when a slot frees (at once if one is free), or when `signal` aborts. */
+  async waitForFreeSlot(signal?: AbortSignal): Promise<void> {
+    while (this.free === 0 && !signal?.aborted) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          this.queue.off('next', done);
+          signal?.removeEventListener('abort', done);
+          resolve();
+        };
+        this.queue.on('next', done);
+        signal?.addEventListener('abort', done, { once: true });
+      });
+    }
+  }
+
+  /** Aborts one job (lease lost). */
+  abort(jobId: string, error: JobAbortedError): void {
+    this.running.get(jobId)?.abort(error);
+  }
+
+  /**
+   * Aborts every running job, and makes every job still waiting finish at
+   * once with an error result (p-queue's clear() would drop them with their
+   * promises never settling).
+   */
+  abortAll(error: JobAbortedError): void {
+    this.abortedWith = error;
+    for (const controller of this.running.values()) controller.abort(error);
+  }
+
+  /**
+   * Runs a job to its FINAL result. Failed attempts that its retry strategy
+   * retries are handed to `onAttempt` as ATTEMPT results as they happen.
+   * The job counts for drain() until its completion is released: callers
+   * release it once the result is handed on, whether or not that worked.
+   */
+  submit(prepared: PreparedJob, onAttempt: (result: CheckResultEntry) => Promise<void> = async () => undefined): Promise<JobCompletion> {
+    let reported: () => void = () => undefined;
+    const settled = new Promise<void>((resolve) => {
+      reported = resolve;
+    });
+    this.unreported.add(settled);
+    void settled.then(() => this.unreported.delete(settled));
+    const task = () => this.runner.run(prepared, this.slot, onAttempt);
+    return (this.queue.add(task) as Promise<JobCompletion>).then(
+      (completion) => ({
+        ...completion,
+        release: () => {
+          completion.release();
+          reported();
+        },
+      }),
+      (error: unknown) => {
+        reported();
+        throw error;
+      },
+    );
+  }
+
+  /**
+   * Shutdown: stops taking jobs, waits up to `graceMs` (from the call) for
+   * every job submitted to be reported, then aborts those left (they end
+   * with `abortWith`'s error as their result) and waits for them to be
+   * reported too. True when everything finished within the grace.
+   */
+  async drain(graceMs: number, options: DrainOptions): Promise<boolean> {
+    const graceEnd = Date.now() + graceMs;
+    await options.stopTaking?.();
+    let timer: NodeJS.Timeout | undefined;
+    const graceOver = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), Math.max(0, graceEnd - Date.now()));
+      timer.unref();
+    });
+    const drained = await Promise.race([this.allReported().then(() => true as const), graceOver]);
+    clearTimeout(timer);
+    if (!drained) {
+      options.onGraceOver?.();
+      this.abortAll(options.abortWith);
+      await this.allReported();
+    }
+    return drained;
+  }
+
+  /** Resolves once no submitted job is left unreported, jobs submitted meanwhile included. */
+  private async allReported(): Promise<void> {
+    while (this.unreported.size > 0) await Promise.all([...this.unreported]);
+  }
+}

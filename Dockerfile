@@ -47,7 +47,7 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=warn
 # ---- the image ----
 FROM ${BASE_IMAGE}
 # Chromium for BROWSER checks (headless, started by the script runner with
-# --no-sandbox and the flags in src/checks/scripted/harness.ts) and fonts-liberation
+# --no-sandbox and the flags in src/checks/scripted/harness/harness.cjs) and fonts-liberation
 # so pages render text. Its own layer, first in the stage and word for word the
 # same in Dockerfile, Dockerfile.dev and docker/migration/Dockerfile, so the
 # three images share it and a change to the tools below does not reinstall it.

@@ -27,6 +27,7 @@ import { existsSync } from 'node:fs';
 import { chown, lstat, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { shared } from './harness.js';
 
 export type IsolationSetting = 'auto' | 'off';
 export type IsolationMechanism = 'uid-pidns' | 'uid' | 'userns';
@@ -52,8 +53,8 @@ interface Tools {
   sh?: string;
 }
 
-/** The harness's watchdog leaves this in the run's folder when the agent is gone. */
-const AGENT_GONE_MARK = '.outpost-agent-gone';
+/** The harness's watchdog (harness/watchdog.cjs) leaves this in the run's folder when the agent is gone. */
+const { AGENT_GONE_MARK } = shared;
 
 /** How a probe or a setup step reports that it failed inside the wrapper (before the script started). */
 export const SETUP_FAILED_EXIT = 125;

@@ -18,7 +18,8 @@
 // - at most SCRIPT_CONCURRENCY scripts at once, agent-wide.
 //
 // The user's code is only ever evaluated in the child: the agent writes it to
-// a file that the harness (harness.ts) requires.
+// a file that the harness (harness/harness.cjs, copied into the run's folder)
+// requires.
 
 import { spawn } from 'node:child_process';
 import { constants as fsConstants } from 'node:fs';
@@ -32,7 +33,7 @@ import { browserPath, type Runtime } from './runtimes.js';
 import { redactHar } from '../../secrets/har.js';
 import type { ExecutionContext } from '../executor.js';
 import { giveToRunUid, isolatedCommand, isRunUid, releaseRunUid, type ScriptIsolation, scriptIsolation, takeRunUid, usesRunUid } from './isolation.js';
-import { BROWSER_TIMEOUT_GRACE_MS, HARNESS_SOURCE, MULTI_STEP_TIMEOUT_GRACE_MS, PAGE_EVENTS_MAX, SUITE_SHIM_SOURCE, wrapUserScript } from './harness.js';
+import { BROWSER_TIMEOUT_GRACE_MS, HARNESS_FILES, HARNESS_LIMITS, type HarnessSources, harnessSources, MULTI_STEP_TIMEOUT_GRACE_MS, PAGE_EVENTS_MAX, SUITE_SHIM_FILE, shared, wrapUserScript } from './harness.js';
 
 export const SCRIPT_CAP_MS = 240_000;
 export const DEFAULT_SCRIPT_MEMORY_MB = 256;
@@ -232,7 +233,7 @@ async function killTagged(dir: string): Promise<void> {
   for (let round = 0; round < 5; round++) {
     let pids: string[];
     try {
-      pids = (await readdir('/proc')).filter((name) => /^\d+$/.test(name) && Number(name) !== process.pid);
+      pids = (await readdir('/proc')).filter((name) => shared.PID_NAME.test(name) && Number(name) !== process.pid);
     } catch {
       return;
     }
@@ -295,32 +296,25 @@ async function killDescendants(pid: number | undefined): Promise<void> {
   if (pid === undefined) return;
   let entries: string[];
   try {
-    entries = (await readdir('/proc')).filter((name) => /^\d+$/.test(name));
+    entries = (await readdir('/proc')).filter((name) => shared.PID_NAME.test(name));
   } catch {
     return;
   }
-  const children = new Map<string, string[]>();
+  const stats: Array<[string, string]> = [];
   await Promise.all(
     entries.map(async (entry) => {
       try {
-        const stat = await readFile(`/proc/${entry}/stat`, 'utf8');
-        // "pid (comm) state ppid …": comm may hold spaces and parentheses.
-        const ppid = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1] ?? '';
-        children.set(ppid, [...(children.get(ppid) ?? []), entry]);
+        stats.push([entry, await readFile(`/proc/${entry}/stat`, 'utf8')]);
       } catch {
         // Gone meanwhile.
       }
     }),
   );
-  const queue = [String(pid)];
-  for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
-    for (const child of children.get(next) ?? []) {
-      queue.push(child);
-      try {
-        process.kill(Number(child), 'SIGKILL');
-      } catch {
-        // Gone meanwhile.
-      }
+  for (const child of shared.descendants(stats, String(pid))) {
+    try {
+      process.kill(Number(child), 'SIGKILL');
+    } catch {
+      // Gone meanwhile.
     }
   }
 }
@@ -334,8 +328,7 @@ function killGroup(pid: number | undefined): void {
   }
 }
 
-// biome-ignore lint/suspicious/noControlCharactersInRegex: the escape character is what is matched.
-const ANSI_SGR = /\u001b\[[0-9;]*m/g;
+const { ANSI_SGR, SAFE_ARTIFACT } = shared;
 
 /** Bounded capture of the child's output into jobLog lines. */
 export class OutputCapture {
@@ -440,16 +433,20 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
   const memoryMb = ctx.settings.scriptMemoryMb ?? DEFAULT_SCRIPT_MEMORY_MB;
   const timeoutMs = Math.max(1, Math.min(options.timeoutMs, SCRIPT_CAP_MS));
   const graceMs = timeoutGraceMs(options.kind);
-  const harness = path.join(dir, 'harness.cjs');
+  // The harness's files in a folder of their own, beside the script's.
+  const harnessDir = path.join(dir, 'harness');
+  const harness = path.join(harnessDir, 'harness.cjs');
   const scriptFile = path.join(dir, 'script.js');
   const inputFile = path.join(dir, 'input.json');
   const outputFile = path.join(dir, 'output.json');
   // MULTI_STEP and BROWSER scripts save files here (artifact(name), failure screenshots); handed over after the run.
   const artifactsDir = collectsArtifacts(options.kind, ctx) ? path.join(dir, 'artifacts') : null;
   if (artifactsDir) await mkdir(artifactsDir, { mode: 0o700 });
-  const suite = options.kind === 'PLAYWRIGHT' ? await writeSuite(dir, options) : null;
+  const sources = await harnessSources();
+  const suite = options.kind === 'PLAYWRIGHT' ? await writeSuite(dir, options, sources) : null;
+  await mkdir(harnessDir, { mode: 0o700 });
   await Promise.all([
-    writeFile(harness, HARNESS_SOURCE),
+    ...HARNESS_FILES.map((name) => writeFile(path.join(harnessDir, name), sources[name])),
     writeFile(scriptFile, suite ? '' : wrapUserScript(options.code)),
     writeFile(path.join(dir, 'package.json'), '{"type":"commonjs"}\n'),
     writeFile(
@@ -466,6 +463,7 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
         spawnedAt: Date.now(),
         suite: suite && { ...suite, timeoutMs, memoryMb },
         evidenceMs: Math.max(0, graceMs - 1_000),
+        limits: HARNESS_LIMITS,
       }),
     ),
   ]);
@@ -610,7 +608,7 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
  * '@playwright/test' shim into `dir/shim`. Returns the runner's path in the runtime, the specs to run
  * and the shim's folder.
  */
-async function writeSuite(dir: string, options: ScriptOptions): Promise<{ cli: string; specs: string[]; shimDir: string }> {
+async function writeSuite(dir: string, options: ScriptOptions, sources: HarnessSources): Promise<{ cli: string; specs: string[]; shimDir: string }> {
   const suiteDir = path.join(dir, 'suite');
   await mkdir(suiteDir, { mode: 0o700 });
   await writeFile(path.join(suiteDir, SUITE_SPEC_FILE), options.code);
@@ -623,7 +621,7 @@ async function writeSuite(dir: string, options: ScriptOptions): Promise<{ cli: s
   }
   const shimDir = path.join(dir, 'shim');
   await mkdir(path.join(shimDir, '@playwright', 'test'), { recursive: true, mode: 0o700 });
-  await writeFile(path.join(shimDir, '@playwright', 'test', 'index.js'), SUITE_SHIM_SOURCE);
+  await writeFile(path.join(shimDir, '@playwright', 'test', 'index.js'), sources[SUITE_SHIM_FILE]);
   return { cli: path.join(options.runtime.nodeModules, '@playwright', 'test', 'cli.js'), specs, shimDir };
 }
 
@@ -687,7 +685,6 @@ function collectsArtifacts(kind: ScriptKind, ctx: ExecutionContext): boolean {
   return (kind === 'MULTI_STEP' || kind === 'BROWSER' || kind === 'PLAYWRIGHT') && ctx.artifacts !== undefined;
 }
 
-const SAFE_ARTIFACT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 const CONTENT_TYPES: Record<string, string> = {
   '.png': 'image/png',
   '.jpg': 'image/jpeg',

@@ -52,7 +52,7 @@ export async function runLocal(
   // No error events here: local and once modes have no control plane.
   const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
     ...(secrets ? { secrets } : {}),
-    // Artifacts (diagnostics', BROWSER scripts') stay in a folder beside the results file (README "Diagnostics and artifacts").
+    // Artifacts (diagnostics', BROWSER scripts') stay in a folder beside the results file (docs/diagnostics.md).
     artifacts: new LocalArtifacts(localArtifactsRoot(config.resultsFile, config.stateDir)),
     diagnostics: config.diagnostics,
     bodyMemory,

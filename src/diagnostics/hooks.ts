@@ -5,8 +5,8 @@
 import type { ArtifactWriter } from '../artifacts/writer.js';
 
 /**
- * The most time diagnostics may take after a failed request (README
- * "Diagnostics and artifacts"): start the capture ≤ 3 s, repeat the request
+ * The most time diagnostics may take after a failed request
+ * (docs/diagnostics.md): start the capture ≤ 3 s, repeat the request
  * ≤ 5 s, stop the capture ≤ 2 s, traceroute ≤ 8 s, and some slack.
  */
 export const DIAGNOSTICS_BUDGET_MS = 20_000;

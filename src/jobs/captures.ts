@@ -1,4 +1,4 @@
-// Regex captures that are pieces of a secret are withheld (README "Secrets").
+// Regex captures that are pieces of a secret are withheld (docs/secrets.md).
 //
 // An assertion's `actual` is scrubbed like the rest of a result, but a regex
 // capture can be a short fragment (`.{3}(.{3})`) that no scrubber pattern

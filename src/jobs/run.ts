@@ -43,7 +43,7 @@ export interface ExecutorErrorInfo {
 }
 
 /**
- * Test hook, set only by OUTPOST_TEST_FAULT (config.ts, README "Test hooks"):
+ * Test hook, set only by OUTPOST_TEST_FAULT (config.ts; docs/configuration.md):
  * `executor-throw` makes every executor call throw an error whose message
  * carries the check's request and variable values, to prove that results,
  * logs and events scrub and sanitize it. Undefined in production.

@@ -55,7 +55,7 @@ export interface LoggerHandle {
 
 /**
  * `scrub` sees every serialized line, of the root logger and of every child,
- * before it is written (the secrets scrubber: README "Secrets").
+ * before it is written (the secrets scrubber: docs/secrets.md).
  */
 export function createLogger(level: LogLevel, stream: 'stdout' | 'stderr', scrub?: (line: string) => string): LoggerHandle {
   const target = stream === 'stdout' ? process.stdout : process.stderr;

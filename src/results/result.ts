@@ -6,7 +6,7 @@ import type { Outcome, ResultMemberName } from '../core/outcome.js';
 import type { CheckIdentity, CheckResultEntry, ResultType, RunIdentity, Thresholds } from '../core/result-entry.js';
 
 /**
- * Verdict rules (README "How a result is judged"):
+ * Verdict rules (docs/checks/README.md "How a result is judged"):
  * a run *failed* when it has a request error, a failed assertion, or ran over
  * maxResponseTime. `shouldFail` inverts that verdict; an inverted request error
  * is then not reported as an error either, though the error text stays in the

@@ -1,4 +1,4 @@
-// Which values are secrets, and which scrubber applies where (README "Secrets"):
+// Which values are secrets, and which scrubber applies where (docs/secrets.md):
 //
 // - agent-wide secrets (API_KEY, every OUTPOST_SECRET_* process variable, the
 //   credentials in API_URL, HTTPS_PROXY / HTTP_PROXY / CHECK_PROXY) are compiled once,

@@ -1,6 +1,6 @@
 // The one scrubber: removes secret values, in the encoded forms
 // they travel in, from everything that leaves the agent — results, log lines,
-// observability events and artifacts. README "Secrets" describes
+// observability events and artifacts. docs/secrets.md describes
 // the rules; this file is the only implementation of them.
 //
 // Engine. Every secret is expanded once into its encoded forms (see
@@ -31,7 +31,7 @@
 //   scrubber.scrubValue(value)   → every string (keys too) scrubbed, copy-on-write
 // A streamed artifact must be scrubbed as a whole (or in chunks that overlap by
 // `scrubber.maxPatternBytes - 1`); compressed or encrypted content cannot be
-// scrubbed at all (README "Secrets").
+// scrubbed at all (docs/secrets.md).
 
 import { Buffer } from 'node:buffer';
 import { domainToASCII } from 'node:url';
@@ -193,7 +193,7 @@ function base64Forms(secret: string): string[] {
 }
 
 /**
- * Every form in which `secret` is looked for (README "Secrets"): raw and
+ * Every form in which `secret` is looked for (docs/secrets.md): raw and
  * lower-cased (host names are lower-cased by URL parsing); URL-encoded
  * (encodeURIComponent, form encoding with `+`, the WHATWG URL path, query,
  * userinfo and fragment encodings, upper- and lower-case hex); base64 and

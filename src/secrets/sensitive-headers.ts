@@ -1,5 +1,5 @@
 // Headers whose values never leave the agent, whatever the variables say
-// (README "Secrets"): in every `headers` member of a result — a request's
+// (docs/secrets.md): in every `headers` member of a result — a request's
 // `[{key, value}]` list, `[[name, value]]` pairs, or a response's
 // `{name: value | value[]}` record — their values become `*****`.
 

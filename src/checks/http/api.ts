@@ -168,7 +168,7 @@ async function runApi(check: CheckDefinition<ApiRequest>, ctx: ExecutionContext)
     if (spec.basicAuth) {
       const user = variables.interpolate(spec.basicAuth.username, 'request.basicAuth.username');
       const password = variables.interpolate(spec.basicAuth.password, 'request.basicAuth.password');
-      // The password is a secret whatever the variables say (README "Secrets").
+      // The password is a secret whatever the variables say (docs/secrets.md).
       ctx.secrets?.add(password, 'request.basicAuth.password');
       headers.push(['authorization', `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`]);
     }

@@ -75,7 +75,7 @@ export function bypassesProxy(url: URL, noProxy: string | undefined): boolean {
 export function proxyFor(url: string, own: string | undefined, ctx: ExecutionContext): string | undefined {
   if (own) {
     const proxy = ctx.variables.interpolate(own, 'request.proxyUrl');
-    // Proxy credentials are secrets whatever the variables say (README "Secrets").
+    // Proxy credentials are secrets whatever the variables say (docs/secrets.md).
     for (const credential of urlCredentials(proxy)) ctx.secrets?.add(credential, 'request.proxyUrl credentials');
     return proxy;
   }

@@ -2,7 +2,7 @@
 // no capabilities: see net/ping.ts), packet loss judged against two
 // thresholds, latency statistics, LATENCY and JSON_RESPONSE assertions.
 //
-// Verdict (README "ICMP checks"): 100 % loss is an error; loss above
+// Verdict (docs/checks/icmp.md): 100 % loss is an error; loss above
 // maxPacketLossThreshold fails the run; loss above degradedPacketLossThreshold
 // marks it degraded. responseTime is the average round-trip time, so the
 // check's degradedResponseTime / maxResponseTime judge latency; by default

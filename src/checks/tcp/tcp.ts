@@ -1,7 +1,7 @@
 // TCP monitor: connect to hostname:port, optionally send `data` and read the
 // reply, RESPONSE_DATA / RESPONSE_TIME assertions, measured timings.
 //
-// What is read (README "TCP checks"):
+// What is read (docs/checks/tcp.md):
 // - with `data`: the data is sent right after the connect, then the reply is
 //   read until the peer closes, `readLimitBytes` is reached, or no byte came
 //   for `idleTimeoutMs` after the last one. The first byte is awaited up to

@@ -3,6 +3,7 @@
 import type { ArtifactWriter } from '../artifacts/writer.js';
 import type { DiagnosticsHooks } from '../diagnostics/hooks.js';
 import type { Logger } from '../observability/logger.js';
+import type { ToolPaths } from '../net/tool-process.js';
 import type { MemoryLease } from '../core/memory-budget.js';
 import type { SecretRegistry } from '../secrets/policy.js';
 import type { Variables } from './variables.js';
@@ -69,6 +70,14 @@ export interface CheckSettings {
   scriptMemoryMb?: number;
   /** Where runtimes are installed (RUNTIMES_DIR); default <package root>/runtimes. */
   runtimesDir?: string;
+  /** BROWSER_PATH as given: the Chromium of BROWSER and PLAYWRIGHT scripts (src/checks/scripted/runtimes.ts browserPath). */
+  browserPath?: string;
+  /** NODE_EXTRA_CA_CERTS: handed on to scripts' processes. */
+  extraCaCerts?: string;
+  /** Where ping, tcpdump and traceroute are found (PING_PATH, TCPDUMP_PATH…, PATH). */
+  tools?: ToolPaths;
+  /** The OUTPOST_SECRET_* variables the agent holds: every job's variables include them. */
+  processSecrets?: ReadonlyMap<string, string>;
 }
 
 export interface CheckLimits {

@@ -26,18 +26,24 @@ export function uptimeOnly(registry: ExecutorRegistry): ExecutorRegistry {
 
 const HEARTBEAT_REASON = 'heartbeats are received by the service, not run by agents';
 
+/** What decides which scripted types run: RUNTIMES_DIR and BROWSER_PATH as src/config.ts read them. */
+export interface ScriptedSetup {
+  runtimesDir?: string;
+  browserPath?: string;
+}
+
 /**
  * `isolation`: how scripts are kept from the agent (src/checks/scripted/isolation.ts); when nothing works (and the
  * operator did not turn it off) the scripted types are not run, and jobs of theirs get the reason.
  */
-export function defaultRegistry(env: Record<string, string | undefined> = process.env, isolation?: ScriptIsolation): ExecutorRegistry {
+export function defaultRegistry(setup: ScriptedSetup = {}, isolation?: ScriptIsolation): ExecutorRegistry {
   const executors: Executor[] = [urlExecutor as Executor, apiExecutor as Executor, tcpExecutor as Executor, icmpExecutor as Executor, dnsExecutor as Executor];
   const reasons = new Map<CheckType, string>([['HEARTBEAT', HEARTBEAT_REASON]]);
   // MULTI_STEP only where runtimes are on disk (not in the uptime image); BROWSER also needs a Chromium;
   // PLAYWRIGHT a Chromium and a runtime with @playwright/test installed.
-  const dir = runtimesDir(env);
+  const dir = runtimesDir(setup.runtimesDir);
   const runtimes = listRuntimes(dir).runtimes.filter((r) => r.stage !== 'REMOVED');
-  const chromium = browserPath(env);
+  const chromium = browserPath(setup.browserPath);
   if (runtimes.length === 0) {
     for (const type of SCRIPTED_TYPES) reasons.set(type, `no runtime is installed in ${dir} (RUNTIMES_DIR)`);
   } else if (isolation?.mechanism === 'none') {
@@ -45,7 +51,7 @@ export function defaultRegistry(env: Record<string, string | undefined> = proces
   } else {
     executors.push(multiStepExecutor as Executor);
     if (!chromium) {
-      const where = env.BROWSER_PATH?.trim() ? `BROWSER_PATH (${env.BROWSER_PATH.trim()}) does not exist` : 'set BROWSER_PATH, or install Debian\'s chromium';
+      const where = setup.browserPath ? `BROWSER_PATH (${setup.browserPath}) does not exist` : 'set BROWSER_PATH, or install Debian\'s chromium';
       for (const type of ['BROWSER', 'PLAYWRIGHT'] as const) reasons.set(type, `no Chromium to run it: ${where}`);
     } else {
       executors.push(browserExecutor as Executor);

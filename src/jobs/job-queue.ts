@@ -220,7 +220,7 @@ export class JobQueue {
     const job = new AbortController();
     this.running.set(jobId, { controller: job, startedAt: started });
     this.metrics.jobsInFlight.inc();
-    const variables = new Variables(prepared.variables);
+    const variables = new Variables(prepared.variables, this.settings.processSecrets);
     try {
       for (let attempt = 1; ; attempt++) {
         const result = await this.attempt(prepared, job.signal, variables, attempt, secrets, nextLease());

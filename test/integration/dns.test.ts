@@ -62,7 +62,7 @@ interface DnsDetail {
 
 const executor = createDnsExecutor({ resendMs: 100 });
 
-function context(signal = new AbortController().signal, variables = new Variables([], {})) {
+function context(signal = new AbortController().signal, variables = new Variables([])) {
   return {
     signal,
     logger: pino({ level: 'silent' }),
@@ -415,7 +415,7 @@ describe('DNS executor: the default name server and run-time input', () => {
   it('reports bad input after variables, and unknown variables, without sending anything', async () => {
     const bad = await direct({ query: '{{X}}' });
     expect(bad.error).toMatch(/^Unknown variable \{\{X\}\} in request\.query/);
-    const ctx = context(undefined, new Variables([{ key: 'X', value: 'not a name', secret: false }], {}));
+    const ctx = context(undefined, new Variables([{ key: 'X', value: 'not a name', secret: false }]));
     const o = (await executor.run(definition({ query: '{{X}}' }), ctx)) as Outcome & { detail: DnsDetail };
     expect(o.error).toMatch(/^request\.query must be a domain name/);
   });

@@ -237,7 +237,7 @@ describe('why a check type is not run', () => {
   };
 
   it('says there is no Chromium for BROWSER and PLAYWRIGHT, naming BROWSER_PATH', () => {
-    const noBrowser = defaultRegistry({ ...process.env, BROWSER_PATH: '/nonexistent/chromium' });
+    const noBrowser = defaultRegistry({ browserPath: '/nonexistent/chromium' });
     expect(noBrowser.has('BROWSER')).toBe(false);
     for (const type of ['BROWSER', 'PLAYWRIGHT']) {
       expect(parse(noBrowser, type)).toMatch(new RegExp(`${type} is not supported by this agent \\(supported: [A-Z_, ]+\\): no Chromium to run it: BROWSER_PATH \\(/nonexistent/chromium\\) does not exist$`));
@@ -246,7 +246,7 @@ describe('why a check type is not run', () => {
 
   it('says there is no runtime for scripted types, naming the folder', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'outpost-no-runtimes-'));
-    const bare = defaultRegistry({ ...process.env, RUNTIMES_DIR: dir });
+    const bare = defaultRegistry({ runtimesDir: dir });
     for (const type of ['MULTI_STEP', 'BROWSER', 'PLAYWRIGHT']) {
       expect(parse(bare, type)).toContain(`${type} is not supported by this agent (supported: URL, API, TCP, ICMP, DNS): no runtime is installed in ${dir} (RUNTIMES_DIR)`);
     }

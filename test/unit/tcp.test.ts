@@ -99,7 +99,7 @@ async function run(
   request: Record<string, unknown>,
   assertions: unknown[] = [],
   signal: AbortSignal = new AbortController().signal,
-  variables = new Variables([], {}),
+  variables = new Variables([]),
 ): Promise<{ outcome: Outcome; detail: TcpDetail }> {
   const outcome = await tcpExecutor.run(check(request, assertions), { signal, logger, jobLog: [], variables, settings });
   return { outcome, detail: outcome.detail as unknown as TcpDetail };

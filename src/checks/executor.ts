@@ -105,18 +105,3 @@ export interface Executor<Request = unknown> {
   target(request: Request): string;
   run(check: CheckDefinition<Request>, ctx: ExecutionContext): Promise<Outcome>;
 }
-
-export type ExecutorRegistry = ReadonlyMap<CheckType, Executor>;
-
-/** Why a registry lacks a check type (set by src/checks/registry.ts), for the error a job of that type gets. */
-const unsupported = new WeakMap<ExecutorRegistry, ReadonlyMap<CheckType, string>>();
-
-export function explainUnsupported(registry: ExecutorRegistry, reasons: ReadonlyMap<CheckType, string>): ExecutorRegistry {
-  unsupported.set(registry, reasons);
-  return registry;
-}
-
-/** Why this agent does not run `checkType` (no Chromium, no runtime, --uptime-only, …), when known. */
-export function unsupportedReason(registry: ExecutorRegistry, checkType: CheckType): string | undefined {
-  return unsupported.get(registry)?.get(checkType);
-}

@@ -1,7 +1,8 @@
 // The executors this agent build supports. Later check types register here.
 
 import type { CheckType } from '../core/check-type.js';
-import { type Executor, type ExecutorRegistry, explainUnsupported } from './executor.js';
+import type { Executor } from './executor.js';
+import { ExecutorRegistry } from './executor-registry.js';
 import { apiExecutor } from './http/api.js';
 import { dnsExecutor } from './dns/dns.js';
 import { icmpExecutor } from './icmp/icmp.js';
@@ -21,7 +22,7 @@ const SCRIPTED_TYPES: readonly CheckType[] = ['MULTI_STEP', 'BROWSER', 'PLAYWRIG
 export function uptimeOnly(registry: ExecutorRegistry): ExecutorRegistry {
   const reasons = new Map<CheckType, string>([['HEARTBEAT', HEARTBEAT_REASON]]);
   for (const type of SCRIPTED_TYPES) reasons.set(type, 'this agent runs with --uptime-only (URL, API, TCP, DNS and ICMP checks only)');
-  return explainUnsupported(new Map([...registry].filter(([type]) => UPTIME_CHECK_TYPES.includes(type))), reasons);
+  return registry.only(UPTIME_CHECK_TYPES, reasons);
 }
 
 const HEARTBEAT_REASON = 'heartbeats are received by the service, not run by agents';
@@ -59,5 +60,5 @@ export function defaultRegistry(setup: ScriptedSetup = {}, isolation?: ScriptIso
       else reasons.set('PLAYWRIGHT', `no runtime in ${dir} has ${SUITE_RUNNER_PACKAGE} installed`);
     }
   }
-  return explainUnsupported(new Map<CheckType, Executor>(executors.map((e) => [e.checkType, e])), reasons);
+  return new ExecutorRegistry(executors, reasons);
 }

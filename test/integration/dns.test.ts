@@ -15,6 +15,7 @@ import type { CheckDefinition } from '../../src/checks/definition.js';
 import { createDnsExecutor, type DnsRequest, UDP_MAX_SENDS } from '../../src/checks/dns/dns.js';
 import { JobAbortedError } from '../../src/core/errors.js';
 import type { Executor } from '../../src/checks/executor.js';
+import { ExecutorRegistry } from '../../src/checks/executor-registry.js';
 import type { Outcome } from '../../src/core/outcome.js';
 import { Variables } from '../../src/checks/variables.js';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
@@ -72,7 +73,7 @@ function context(signal = new AbortController().signal, variables = new Variable
   };
 }
 
-const registry = new Map([['DNS' as const, executor as Executor]]);
+const registry = new ExecutorRegistry([executor as Executor]);
 
 /** A parsed definition, as the agent would build it from a checks file. */
 function definition(request: Partial<DnsRequest>, assertions: Partial<Assertion>[] = []): CheckDefinition<DnsRequest> {

@@ -7,7 +7,6 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CHECK_TYPES, type CheckType } from '../../src/core/check-type.js';
-import { unsupportedReason } from '../../src/checks/executor.js';
 import { defaultRegistry } from '../../src/checks/registry.js';
 import type { UrlRequest } from '../../src/checks/http/url.js';
 import { ChecksFileError, loadChecksFile, MAX_CHECKS_FILE_BYTES, parseChecksFile } from '../../src/local/checks-file.js';
@@ -170,11 +169,11 @@ describe('parseChecksFile: problems', () => {
     // A type the service knows but this build has no executor for (TCP while only URL/API exist).
     const unsupported = CHECK_TYPES.find((t) => !registry.has(t)) as string;
     expect(unsupported).toBeDefined();
-    const supported = [...registry.keys()];
+    const supported = registry.types();
     expect(supported).toContain('URL');
     const message = problems({ checks: [{ id: 'db', checkType: unsupported, request: { hostname: 'db', port: 5432 } }] });
     expect(message).toBe(
-      `checks.json: check "db" at $.checks[0].checkType: ${unsupported} is not supported by this agent (supported: ${supported.join(', ')}): ${unsupportedReason(registry, unsupported as CheckType)}`,
+      `checks.json: check "db" at $.checks[0].checkType: ${unsupported} is not supported by this agent (supported: ${supported.join(', ')}): ${registry.whyUnsupported(unsupported as CheckType)}`,
     );
   });
 

@@ -26,6 +26,7 @@ import {
   WireError,
 } from '../../src/checks/dns/wire.js';
 import type { Executor } from '../../src/checks/executor.js';
+import { ExecutorRegistry } from '../../src/checks/executor-registry.js';
 import { DefinitionError } from '../../src/checks/fields.js';
 
 describe('resolv.conf', () => {
@@ -384,7 +385,7 @@ describe('the JSON_ANSWER document and assertions', () => {
 });
 
 describe('request validation', () => {
-  const registry = new Map([['DNS' as const, dnsExecutor as Executor]]);
+  const registry = new ExecutorRegistry([dnsExecutor as Executor]);
   const problems = (request: unknown): string[] => {
     try {
       parseCheck({ id: 'd', checkType: 'DNS', request }, 'checks[0]', registry);

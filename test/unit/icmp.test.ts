@@ -8,6 +8,7 @@ import type { Assertion } from '../../src/checks/assertions/assertions.js';
 import { parseCheck } from '../../src/checks/parse-definition.js';
 import type { CheckDefinition } from '../../src/checks/definition.js';
 import type { Executor } from '../../src/checks/executor.js';
+import { ExecutorRegistry } from '../../src/checks/executor-registry.js';
 import { DefinitionError } from '../../src/checks/fields.js';
 import { Variables } from '../../src/checks/variables.js';
 import { evaluateJsonPath } from '../../src/checks/assertions/jsonpath.js';
@@ -25,7 +26,7 @@ import {
 } from '../../src/net/ping.js';
 import { tempDir } from '../support/agent-process.js';
 
-const registry = new Map([['ICMP' as const, icmpExecutor as Executor]]);
+const registry = new ExecutorRegistry([icmpExecutor as Executor]);
 
 const IPUTILS = `PING 10.0.0.2 (10.0.0.2) 56(84) bytes of data.
 64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=0.259 ms

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { ControlPlaneArtifacts } from './control-plane/artifact-store.js';
 import { JobAbortedError } from './core/errors.js';
-import type { ExecutorRegistry } from './checks/executor.js';
+import type { ExecutorRegistry } from './checks/executor-registry.js';
 import { bodyMemoryBudget, type Config, checkSettings, maskUrlCredentials } from './config.js';
 import { ControlPlaneClient } from './control-plane/client.js';
 import { LeaseKeeper } from './control-plane/leases.js';
@@ -114,7 +114,7 @@ export async function runAgent(
     leases,
     registry,
     logger,
-    agent: { id: agentId, version: VERSION, checkTypes: [...registry.keys()], runtimes: registry.has('MULTI_STEP') ? usableRuntimeNames(config.runtimesDir) : [] },
+    agent: { id: agentId, version: VERSION, checkTypes: registry.types(), runtimes: registry.has('MULTI_STEP') ? usableRuntimeNames(config.runtimesDir) : [] },
     waitSeconds: config.claimWaitSeconds,
     authRetryMs,
     heartbeat: lifecycle.watchdog.heart('claim-loop'),
@@ -135,7 +135,7 @@ export async function runAgent(
   source.start();
   lifecycle.started = true;
   logger.info(
-    { agentId, version: VERSION, apiUrl: maskUrlCredentials(config.apiUrl as string), concurrency: config.jobConcurrency, checkTypes: [...registry.keys()] },
+    { agentId, version: VERSION, apiUrl: maskUrlCredentials(config.apiUrl as string), concurrency: config.jobConcurrency, checkTypes: registry.types() },
     'outpost agent started',
   );
 

@@ -13,6 +13,8 @@ import { DEFAULT_MAX_RESULT_BYTES } from './results/result-size.js';
 import { LOG_LEVELS, type Logger, type LogLevel } from './observability/logger.js';
 import { VERSION } from './core/version.js';
 import type { ProxyConfig } from './net/proxy.js';
+import type { ToolPaths } from './net/tool-process.js';
+import { processSecrets } from './core/process-secrets.js';
 
 export const EXIT_USAGE = 64;
 export const EXIT_CONFIG = 78;
@@ -58,6 +60,18 @@ export interface Config {
   scriptIsolation: 'auto' | 'off';
   /** RUNTIMES_DIR, resolved; undefined means <package root>/runtimes. */
   runtimesDir?: string;
+  /** BROWSER_PATH as given (undefined: Debian's chromium); whether it exists is decided where it is used. */
+  browserPath?: string;
+  /** PING_PATH, TCPDUMP_PATH, TRACEPATH_PATH, TRACEROUTE_PATH and PATH: where the system tools are found. */
+  tools: ToolPaths;
+  /** The OUTPOST_SECRET_* variables: secrets the agent holds itself, which checks may use by name. */
+  processSecrets: ReadonlyMap<string, string>;
+  /**
+   * The environment the agent started with, frozen: where the agent's own
+   * secrets are looked for (src/secrets/policy.ts secretsInAgentEnv). Nothing
+   * else under src/ reads process.env.
+   */
+  processEnv: Readonly<Env>;
   /** Test hook OUTPOST_TEST_FAULT (README "Test hooks"); never set in production. */
   testFault?: TestFault;
 }
@@ -121,6 +135,23 @@ export function scriptIsolationSetting(env: Env): 'auto' | 'off' {
   return setting;
 }
 
+/** RUNTIMES_DIR, resolved; undefined when unset (the runtimes are then in <package root>/runtimes). */
+export function runtimesDirSetting(env: Env): string | undefined {
+  const given = read(env, 'RUNTIMES_DIR');
+  return given === undefined ? undefined : path.resolve(given);
+}
+
+/** BROWSER_PATH, trimmed; undefined when unset. */
+export function browserPathSetting(env: Env): string | undefined {
+  return read(env, 'BROWSER_PATH');
+}
+
+function absolutePath(env: Env, name: string, what: string): string | undefined {
+  const value = read(env, name);
+  if (value !== undefined && !path.isAbsolute(value)) throw new ConfigError(`${name}=${shown(value)} is invalid: must be an absolute path to ${what}`);
+  return value;
+}
+
 /** A URL (or any text holding one) with its userinfo replaced by `*****`: fit for logs and /health. */
 export function maskUrlCredentials(value: string): string {
   // Up to the authority's last `@`: a password may hold a raw `@` (WHATWG URLs accept it).
@@ -168,6 +199,24 @@ function proxyVariable(env: Env, name: string): string | undefined {
 }
 
 const GIB = 1024 ** 3;
+
+/**
+ * PING_PATH must be absolute; the diagnostics tools' variables are used as
+ * given (a wrong one shows in the diagnostics of the first failed check).
+ */
+function toolPaths(env: Env): ToolPaths {
+  const ping = absolutePath(env, 'PING_PATH', 'iputils ping');
+  const tcpdump = read(env, 'TCPDUMP_PATH');
+  const tracepath = read(env, 'TRACEPATH_PATH');
+  const traceroute = read(env, 'TRACEROUTE_PATH');
+  return {
+    ...(env.PATH !== undefined ? { searchPath: env.PATH } : {}),
+    ...(ping ? { ping } : {}),
+    ...(tcpdump ? { tcpdump } : {}),
+    ...(tracepath ? { tracepath } : {}),
+    ...(traceroute ? { traceroute } : {}),
+  };
+}
 
 /** Parses the environment for a mode; throws ConfigError on the first bad value. */
 export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string; resultsFile?: string } = {}): Config {
@@ -217,6 +266,9 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     scriptConcurrency: integer(env, 'SCRIPT_CONCURRENCY', 2, 1, 100),
     scriptMemoryMb: integer(env, 'SCRIPT_MEMORY_MB', 256, 32, 16_384),
     scriptIsolation,
+    tools: {},
+    processSecrets: processSecrets(env),
+    processEnv: Object.freeze({ ...env }),
   };
   const healthHost = read(env, 'AGENT_HEALTH_HOST');
   if (healthHost !== undefined) {
@@ -228,13 +280,11 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
   if (read(env, 'BODY_MEMORY_BUDGET_MB') !== undefined) {
     config.bodyMemoryBudgetBytes = integer(env, 'BODY_MEMORY_BUDGET_MB', 0, 1, 1024 * 1024) * MIB;
   }
-  const runtimesDir = read(env, 'RUNTIMES_DIR');
-  if (runtimesDir !== undefined) config.runtimesDir = path.resolve(runtimesDir);
-  // The ICMP monitor reads PING_PATH when it runs; a wrong value is still a startup error.
-  const pingPath = read(env, 'PING_PATH');
-  if (pingPath !== undefined && !path.isAbsolute(pingPath)) {
-    throw new ConfigError(`PING_PATH=${shown(pingPath)} is invalid: must be an absolute path to iputils ping`);
-  }
+  const runtimesDir = runtimesDirSetting(env);
+  if (runtimesDir !== undefined) config.runtimesDir = runtimesDir;
+  const browserPath = browserPathSetting(env);
+  if (browserPath !== undefined) config.browserPath = browserPath;
+  config.tools = toolPaths(env);
   const checkProxy = httpUrl('CHECK_PROXY', read(env, 'CHECK_PROXY'));
   if (checkProxy) config.checkProxy = checkProxy;
   // A test hook, and the only place it is read: inert unless set, and only to one of its values.
@@ -337,6 +387,11 @@ export function checkSettings(config: Config): CheckSettings {
     scriptConcurrency: config.scriptConcurrency,
     scriptMemoryMb: config.scriptMemoryMb,
     ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
+    ...(config.browserPath ? { browserPath: config.browserPath } : {}),
+    // As the agent's own Node.js got it.
+    ...(config.processEnv.NODE_EXTRA_CA_CERTS ? { extraCaCerts: config.processEnv.NODE_EXTRA_CA_CERTS } : {}),
+    tools: config.tools,
+    processSecrets: config.processSecrets,
   };
 }
 

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { LocalArtifacts, localArtifactsRoot } from './artifacts/store.js';
 import { JobAbortedError } from './core/errors.js';
-import type { ExecutorRegistry } from './checks/executor.js';
+import type { ExecutorRegistry } from './checks/executor-registry.js';
 import { bodyMemoryBudget, type Config, checkSettings, EXIT_CONFIG } from './config.js';
 import type { PreparedJob } from './jobs/prepare.js';
 import { Lifecycle } from './health/lifecycle.js';

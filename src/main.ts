@@ -5,15 +5,24 @@
 
 import { runAgent } from './agent.js';
 import { configureScriptIsolation, type ScriptIsolation } from './checks/scripted/isolation.js';
-import { defaultRegistry, uptimeOnly } from './checks/registry.js';
-import { ConfigError, configFromEnv, EXIT_CONFIG, parseArgs, scriptIsolationSetting, USAGE } from './config.js';
+import { defaultRegistry, type ScriptedSetup, uptimeOnly } from './checks/registry.js';
+import {
+  browserPathSetting,
+  ConfigError,
+  configFromEnv,
+  EXIT_CONFIG,
+  parseArgs,
+  runtimesDirSetting,
+  scriptIsolationSetting,
+  USAGE,
+} from './config.js';
 import { ChecksFileError } from './local/checks-file.js';
 import { runLocal } from './local-mode.js';
 import type { EventReporter } from './control-plane/events.js';
 import { createLogger } from './observability/logger.js';
 import { browserPath, hasSuiteRunner, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from './checks/scripted/runtimes.js';
 import path from 'node:path';
-import { agentSecrets, SecretPolicy } from './secrets/policy.js';
+import { SecretPolicy, secretsInAgentEnv } from './secrets/policy.js';
 import { checkStateDir } from './state-dir.js';
 import { VERSION } from './core/version.js';
 
@@ -42,7 +51,7 @@ async function main(): Promise<void> {
     return;
   }
   if (command.kind === 'runtimes') {
-    const dir = runtimesDir(process.env);
+    const dir = runtimesDir(runtimesDirSetting(process.env));
     const { runtimes, problems } = listRuntimes(dir);
     process.stdout.write(`Runtimes in ${dir}:\n`);
     if (runtimes.length === 0) process.stdout.write('  none\n');
@@ -61,7 +70,7 @@ async function main(): Promise<void> {
       if (error instanceof ConfigError) fail(error.message, error.exitCode);
       throw error;
     }
-    const isolation = await startScriptIsolation(setting, undefined);
+    const isolation = await startScriptIsolation(setting, undefined, { runtimesDir: dir, browserPath: browserPathSetting(process.env) });
     process.stdout.write(`Script isolation: ${isolation.mechanism} (${isolation.detail})\n`);
     return;
   }
@@ -84,7 +93,7 @@ async function main(): Promise<void> {
     }
   }
   // The agent-wide secrets, compiled once; every log line passes the scrubber (README "Secrets").
-  const secrets = new SecretPolicy(agentSecrets(process.env));
+  const secrets = new SecretPolicy(secretsInAgentEnv(config.processEnv));
   scrubCrash = (text) => secrets.scrubText(text);
   // Local and once modes print results on stdout, so their logs go to stderr.
   const { logger, flush } = createLogger(config.logLevel, config.mode === 'agent' ? 'stdout' : 'stderr', secrets.scrubLogLine);
@@ -96,10 +105,14 @@ async function main(): Promise<void> {
   // Scripts are kept from the agent's secrets by the strongest mechanism that works here, tried once now
   // (where scripts can run at all: not --uptime-only, and some runtime is there).
   let isolation: ScriptIsolation | undefined;
-  if (!command.uptimeOnly && listRuntimes(runtimesDir(process.env)).runtimes.length > 0) {
-    isolation = await startScriptIsolation(config.scriptIsolation, config.stateDir);
+  const scripted: ScriptedSetup = {
+    ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
+    ...(config.browserPath ? { browserPath: config.browserPath } : {}),
+  };
+  if (!command.uptimeOnly && listRuntimes(runtimesDir(config.runtimesDir)).runtimes.length > 0) {
+    isolation = await startScriptIsolation(config.scriptIsolation, config.stateDir, scripted);
   }
-  const registry = command.uptimeOnly ? uptimeOnly(defaultRegistry()) : defaultRegistry(process.env, isolation);
+  const registry = command.uptimeOnly ? uptimeOnly(defaultRegistry(scripted)) : defaultRegistry(scripted, isolation);
   // Error events (agent mode, EXTERNAL_OBSERVABILITY=on): set once the agent runs.
   let events: EventReporter | undefined;
   process.on('uncaughtException', (error) => {
@@ -149,9 +162,9 @@ async function main(): Promise<void> {
 }
 
 /** Chooses how scripts are isolated; what scripts must still reach (runtimes, browser) is never covered. */
-function startScriptIsolation(setting: 'auto' | 'off', stateDir: string | undefined): Promise<ScriptIsolation> {
-  const browser = browserPath();
-  const keep = [runtimesDir(process.env), ...(browser ? [path.dirname(browser)] : [])];
+function startScriptIsolation(setting: 'auto' | 'off', stateDir: string | undefined, scripted: ScriptedSetup): Promise<ScriptIsolation> {
+  const browser = browserPath(scripted.browserPath);
+  const keep = [runtimesDir(scripted.runtimesDir), ...(browser ? [path.dirname(browser)] : [])];
   return configureScriptIsolation(setting, { keep, ...(stateDir ? { stateDir } : {}) });
 }
 

@@ -3,6 +3,7 @@
 import type { ArtifactWriter } from '../artifacts/writer.js';
 import type { DiagnosticsHooks } from '../diagnostics/hooks.js';
 import type { Logger } from '../observability/logger.js';
+import type { ToolPaths } from '../net/tool-process.js';
 import type { MemoryLease } from '../core/memory-budget.js';
 import type { SecretRegistry } from '../secrets/policy.js';
 import type { Variables } from './variables.js';
@@ -69,6 +70,14 @@ export interface CheckSettings {
   scriptMemoryMb?: number;
   /** Where runtimes are installed (RUNTIMES_DIR); default <package root>/runtimes. */
   runtimesDir?: string;
+  /** BROWSER_PATH as given: the Chromium of BROWSER and PLAYWRIGHT scripts (src/checks/scripted/runtimes.ts browserPath). */
+  browserPath?: string;
+  /** NODE_EXTRA_CA_CERTS: handed on to scripts' processes. */
+  extraCaCerts?: string;
+  /** Where ping, tcpdump and traceroute are found (PING_PATH, TCPDUMP_PATH…, PATH). */
+  tools?: ToolPaths;
+  /** The OUTPOST_SECRET_* variables the agent holds: every job's variables include them. */
+  processSecrets?: ReadonlyMap<string, string>;
 }
 
 export interface CheckLimits {
@@ -95,19 +104,4 @@ export interface Executor<Request = unknown> {
   /** A short description of what is checked, for logs (never secrets: URLs are shown without credentials). */
   target(request: Request): string;
   run(check: CheckDefinition<Request>, ctx: ExecutionContext): Promise<Outcome>;
-}
-
-export type ExecutorRegistry = ReadonlyMap<CheckType, Executor>;
-
-/** Why a registry lacks a check type (set by src/checks/registry.ts), for the error a job of that type gets. */
-const unsupported = new WeakMap<ExecutorRegistry, ReadonlyMap<CheckType, string>>();
-
-export function explainUnsupported(registry: ExecutorRegistry, reasons: ReadonlyMap<CheckType, string>): ExecutorRegistry {
-  unsupported.set(registry, reasons);
-  return registry;
-}
-
-/** Why this agent does not run `checkType` (no Chromium, no runtime, --uptime-only, …), when known. */
-export function unsupportedReason(registry: ExecutorRegistry, checkType: CheckType): string | undefined {
-  return unsupported.get(registry)?.get(checkType);
 }

@@ -3,7 +3,8 @@
 
 import type { EnvironmentVariable } from '../core/protocol.js';
 import { parseAssertions } from './assertions/assertions.js';
-import { type Executor, type ExecutorRegistry, unsupportedReason } from './executor.js';
+import type { Executor } from './executor.js';
+import type { ExecutorRegistry } from './executor-registry.js';
 import { DefinitionError, Fields } from './fields.js';
 import { parseRetryStrategy } from './retry.js';
 import type { CheckDefinition } from './definition.js';
@@ -46,7 +47,7 @@ export function parseCheck(raw: unknown, path: string, registry: ExecutorRegistr
   if (checkType !== undefined && executor === undefined) {
     fields.fail(
       fields.at('checkType'),
-      `${checkType} is not supported by this agent (supported: ${[...registry.keys()].join(', ')})${why(registry, checkType)}`,
+      `${checkType} is not supported by this agent (supported: ${registry.types().join(', ')})${why(registry, checkType)}`,
     );
   }
   fields.assertValid();
@@ -94,6 +95,6 @@ export function parseCheck(raw: unknown, path: string, registry: ExecutorRegistr
 }
 
 function why(registry: ExecutorRegistry, checkType: CheckType): string {
-  const reason = unsupportedReason(registry, checkType);
+  const reason = registry.whyUnsupported(checkType);
   return reason ? `: ${reason}` : '';
 }

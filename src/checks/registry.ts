@@ -1,7 +1,8 @@
 // The executors this agent build supports. Later check types register here.
 
 import type { CheckType } from '../core/check-type.js';
-import { type Executor, type ExecutorRegistry, explainUnsupported } from './executor.js';
+import type { Executor } from './executor.js';
+import { ExecutorRegistry } from './executor-registry.js';
 import { apiExecutor } from './http/api.js';
 import { dnsExecutor } from './dns/dns.js';
 import { icmpExecutor } from './icmp/icmp.js';
@@ -21,23 +22,29 @@ const SCRIPTED_TYPES: readonly CheckType[] = ['MULTI_STEP', 'BROWSER', 'PLAYWRIG
 export function uptimeOnly(registry: ExecutorRegistry): ExecutorRegistry {
   const reasons = new Map<CheckType, string>([['HEARTBEAT', HEARTBEAT_REASON]]);
   for (const type of SCRIPTED_TYPES) reasons.set(type, 'this agent runs with --uptime-only (URL, API, TCP, DNS and ICMP checks only)');
-  return explainUnsupported(new Map([...registry].filter(([type]) => UPTIME_CHECK_TYPES.includes(type))), reasons);
+  return registry.only(UPTIME_CHECK_TYPES, reasons);
 }
 
 const HEARTBEAT_REASON = 'heartbeats are received by the service, not run by agents';
+
+/** What decides which scripted types run: RUNTIMES_DIR and BROWSER_PATH as src/config.ts read them. */
+export interface ScriptedSetup {
+  runtimesDir?: string;
+  browserPath?: string;
+}
 
 /**
  * `isolation`: how scripts are kept from the agent (src/checks/scripted/isolation.ts); when nothing works (and the
  * operator did not turn it off) the scripted types are not run, and jobs of theirs get the reason.
  */
-export function defaultRegistry(env: Record<string, string | undefined> = process.env, isolation?: ScriptIsolation): ExecutorRegistry {
+export function defaultRegistry(setup: ScriptedSetup = {}, isolation?: ScriptIsolation): ExecutorRegistry {
   const executors: Executor[] = [urlExecutor as Executor, apiExecutor as Executor, tcpExecutor as Executor, icmpExecutor as Executor, dnsExecutor as Executor];
   const reasons = new Map<CheckType, string>([['HEARTBEAT', HEARTBEAT_REASON]]);
   // MULTI_STEP only where runtimes are on disk (not in the uptime image); BROWSER also needs a Chromium;
   // PLAYWRIGHT a Chromium and a runtime with @playwright/test installed.
-  const dir = runtimesDir(env);
+  const dir = runtimesDir(setup.runtimesDir);
   const runtimes = listRuntimes(dir).runtimes.filter((r) => r.stage !== 'REMOVED');
-  const chromium = browserPath(env);
+  const chromium = browserPath(setup.browserPath);
   if (runtimes.length === 0) {
     for (const type of SCRIPTED_TYPES) reasons.set(type, `no runtime is installed in ${dir} (RUNTIMES_DIR)`);
   } else if (isolation?.mechanism === 'none') {
@@ -45,7 +52,7 @@ export function defaultRegistry(env: Record<string, string | undefined> = proces
   } else {
     executors.push(multiStepExecutor as Executor);
     if (!chromium) {
-      const where = env.BROWSER_PATH?.trim() ? `BROWSER_PATH (${env.BROWSER_PATH.trim()}) does not exist` : 'set BROWSER_PATH, or install Debian\'s chromium';
+      const where = setup.browserPath ? `BROWSER_PATH (${setup.browserPath}) does not exist` : 'set BROWSER_PATH, or install Debian\'s chromium';
       for (const type of ['BROWSER', 'PLAYWRIGHT'] as const) reasons.set(type, `no Chromium to run it: ${where}`);
     } else {
       executors.push(browserExecutor as Executor);
@@ -53,5 +60,5 @@ export function defaultRegistry(env: Record<string, string | undefined> = proces
       else reasons.set('PLAYWRIGHT', `no runtime in ${dir} has ${SUITE_RUNNER_PACKAGE} installed`);
     }
   }
-  return explainUnsupported(new Map<CheckType, Executor>(executors.map((e) => [e.checkType, e])), reasons);
+  return new ExecutorRegistry(executors, reasons);
 }

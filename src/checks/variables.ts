@@ -2,7 +2,6 @@
 // name is an error naming the variable and the field, never a silent blank.
 
 import type { EnvironmentVariable } from '../core/protocol.js';
-import { processSecrets } from '../core/process-secrets.js';
 
 const REFERENCE = /\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g;
 
@@ -16,19 +15,13 @@ export class UnknownVariableError extends Error {
   }
 }
 
-// The process environment does not change while the agent runs; read it once, not per job.
-let ownProcessSecrets: ReadonlyMap<string, string> | undefined;
-function agentSecrets(): ReadonlyMap<string, string> {
-  if (!ownProcessSecrets) ownProcessSecrets = processSecrets(process.env);
-  return ownProcessSecrets;
-}
-
 export class Variables {
   private readonly own = new Map<string, string>();
   private readonly agent: ReadonlyMap<string, string>;
 
-  constructor(variables: EnvironmentVariable[], processEnv?: NodeJS.ProcessEnv) {
-    this.agent = processEnv ? processSecrets(processEnv) : agentSecrets();
+  /** `processSecrets`: the agent's OUTPOST_SECRET_* variables (src/config.ts reads them once). */
+  constructor(variables: EnvironmentVariable[], processSecrets: ReadonlyMap<string, string> = new Map()) {
+    this.agent = processSecrets;
     for (const { key, value } of variables) this.own.set(key, value);
   }
 

@@ -2,7 +2,7 @@
 // the queue. Claiming pauses while the spool is over its bound, and while it
 // cannot write to disk (results are then held in memory, bounded by what runs).
 
-import type { ExecutorRegistry } from '../checks/executor.js';
+import type { ExecutorRegistry } from '../checks/executor-registry.js';
 import { superviseLoop } from '../health/supervise.js';
 import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
 import { prepareJob, unpreparedJob } from '../jobs/prepare.js';

@@ -12,6 +12,7 @@ import type { SecretRegistry } from '../secrets/policy.js';
 import type { DiagnosticsHooks } from './hooks.js';
 import { type IpFamily, resolveTarget } from '../net/ip-family.js';
 import { startCapture } from './pcap.js';
+import type { ToolPaths } from './tools.js';
 import { summarizeTrace, traceroute } from './traceroute.js';
 
 /** The repeated request gets at most this long (enough for a SYN and two retransmissions). */
@@ -75,6 +76,8 @@ export interface DiagnosisContext {
   logger: Logger;
   secrets?: SecretRegistry;
   diagnostics?: DiagnosticsHooks;
+  /** Where tcpdump, traceroute and the like are found (src/checks/executor.ts CheckSettings). */
+  settings?: { readonly tools?: ToolPaths };
 }
 
 /**
@@ -95,6 +98,7 @@ export async function diagnose(ctx: DiagnosisContext, target: DiagnosisTarget): 
   active++;
   const lines = result.jobLogLines;
   const scrubber = jobScrubber(ctx.secrets);
+  const tools = ctx.settings?.tools ?? {};
   const where = `${target.via ? `${target.via} ` : ''}${target.host.includes(':') ? `[${target.host}]` : target.host}:${target.port}`;
   try {
     // The address: for the capture filter, the capture interface and the traceroute.
@@ -110,7 +114,7 @@ export async function diagnose(ctx: DiagnosisContext, target: DiagnosisTarget): 
     // 1. The request again, under capture.
     if (!signal.aborted) {
       const file = await hooks.artifacts.pathFor(PCAP_NAME);
-      const started = await startCapture({ address, port: target.port, file, signal });
+      const started = await startCapture({ address, port: target.port, file, signal, tools });
       if (!started.ok) {
         lines.push(started.reason);
       } else {
@@ -133,7 +137,7 @@ export async function diagnose(ctx: DiagnosisContext, target: DiagnosisTarget): 
       if (!address) {
         lines.push(`Traceroute skipped: there is no address to trace to`);
       } else {
-        const traced = await traceroute(address, target.port, TRACE_TIMEOUT_MS, signal);
+        const traced = await traceroute(address, target.port, TRACE_TIMEOUT_MS, signal, tools);
         if (!traced.ok) {
           lines.push(traced.reason);
         } else {

@@ -7,7 +7,7 @@
 import { execFile } from 'node:child_process';
 import { stat } from 'node:fs/promises';
 import net from 'node:net';
-import { type Located, locateTool, startTool } from './tools.js';
+import { type Located, locateTool, startTool, type ToolPaths } from './tools.js';
 
 /** A capture stops once its file passes this size (it may overshoot by what arrives in one poll). */
 export const PCAP_MAX_BYTES = 5 * 1024 * 1024;
@@ -37,8 +37,8 @@ export function captureFilter(address: string | undefined, port: number): string
 }
 
 /** The interface `ip route get <address>` names (`lo`, `eth0`…), or `any` when there is no route or no `ip`. */
-export function captureInterface(address: string | undefined, signal: AbortSignal): Promise<string> {
-  const ip = locateTool('ip');
+export function captureInterface(address: string | undefined, signal: AbortSignal, tools: ToolPaths): Promise<string> {
+  const ip = locateTool('ip', tools);
   if (!address || !ip || net.isIP(address) === 0) return Promise.resolve('any');
   return new Promise((resolve) => {
     execFile(ip.path, ['route', 'get', address], { timeout: 2_000, signal, env: { LC_ALL: 'C' } }, (error, stdout) => {
@@ -69,7 +69,7 @@ export interface CaptureOptions {
   file: string;
   signal: AbortSignal;
   maxBytes?: number;
-  env?: NodeJS.ProcessEnv;
+  tools: ToolPaths;
 }
 
 /** tcpdump's complaint in one line: "c0: You don't have permission to … device; socket: Operation not permitted". */
@@ -95,11 +95,11 @@ function unavailable(tcpdump: Located, detail: string): string {
  * or with the reason it cannot.
  */
 export async function startCapture(opts: CaptureOptions): Promise<CaptureStart> {
-  const tcpdump = locateTool('tcpdump', opts.env);
+  const tcpdump = locateTool('tcpdump', opts.tools);
   if (!tcpdump) {
     return { ok: false, reason: `Packet capture unavailable: tcpdump is not installed (install it, e.g. apt-get install tcpdump, or set TCPDUMP_PATH); it also needs CAP_NET_RAW (--cap-add NET_RAW)` };
   }
-  const iface = await captureInterface(opts.address, opts.signal);
+  const iface = await captureInterface(opts.address, opts.signal, opts.tools);
   const filter = captureFilter(opts.address, opts.port);
   const maxBytes = opts.maxBytes ?? PCAP_MAX_BYTES;
   let listening: () => void = () => undefined;
@@ -108,7 +108,7 @@ export async function startCapture(opts: CaptureOptions): Promise<CaptureStart> 
   });
   // -U and --immediate-mode: each packet is written at once (no buffering in libpcap's ring), so a
   // stop right after the repeat loses nothing; -n: no name lookups of our own.
-  const tool = startTool(tcpdump.path, ['-i', iface, '-n', '-U', '--immediate-mode', '-w', opts.file, filter], opts.signal, (stderr) => {
+  const tool = startTool(tcpdump.path, ['-i', iface, '-n', '-U', '--immediate-mode', '-w', opts.file, filter], opts.signal, opts.tools.searchPath, (stderr) => {
     if (/listening on/.test(stderr)) listening();
   });
   const startTimer = new Promise<'timeout'>((resolve) => {

@@ -4,6 +4,7 @@
 
 import { accessSync, constants, readFileSync } from 'node:fs';
 import path from 'node:path';
+import type { ToolPaths } from '../net/tool-process.js';
 
 export type ToolName = 'tcpdump' | 'tracepath' | 'traceroute' | 'ip' | 'stdbuf';
 
@@ -24,11 +25,11 @@ export interface Located {
 }
 
 /** `<NAME>_PATH` when set, else the first executable on PATH or in the sbin/bin directories. */
-export function locateTool(name: ToolName, env: NodeJS.ProcessEnv = process.env): Located | undefined {
+export function locateTool(name: ToolName, tools: ToolPaths): Located | undefined {
   const variable = TOOL_PATH_VARIABLES[name];
-  const configured = variable ? env[variable]?.trim() : undefined;
+  const configured = name === 'tcpdump' || name === 'tracepath' || name === 'traceroute' ? tools[name] : undefined;
   if (variable && configured) return { path: configured, from: variable };
-  const dirs = [...(env.PATH ?? '').split(path.delimiter).filter(Boolean), ...EXTRA_DIRS];
+  const dirs = [...(tools.searchPath ?? '').split(path.delimiter).filter(Boolean), ...EXTRA_DIRS];
   for (const dir of dirs) {
     const file = path.join(dir, name);
     try {
@@ -53,7 +54,7 @@ export function hasNetRaw(statusFile = '/proc/self/status'): boolean {
   }
 }
 
-export { type RunningTool, startTool, type ToolRun } from '../net/tool-process.js';
+export { type RunningTool, startTool, type ToolPaths, type ToolRun } from '../net/tool-process.js';
 
 /** One line of a tool's stderr worth quoting (the last non-empty one that is not tcpdump's banner). */
 export function lastLine(text: string): string {

@@ -12,7 +12,7 @@
 // stdbuf exists, so its lines are not lost in a pipe buffer).
 
 import net from 'node:net';
-import { hasNetRaw, lastLine, locateTool, startTool, type ToolRun } from './tools.js';
+import { hasNetRaw, lastLine, locateTool, startTool, type ToolPaths, type ToolRun } from './tools.js';
 
 export const TRACE_MAX_HOPS = 15;
 
@@ -126,11 +126,11 @@ interface Plan {
   parse: (text: string) => Hop[];
 }
 
-function plans(address: string, port: number, env: NodeJS.ProcessEnv): Plan[] {
+function plans(address: string, port: number, tools: ToolPaths): Plan[] {
   const family = net.isIP(address) === 6 ? '-6' : '-4';
-  const traceroute = locateTool('traceroute', env);
-  const tracepath = locateTool('tracepath', env);
-  const stdbuf = locateTool('stdbuf', env);
+  const traceroute = locateTool('traceroute', tools);
+  const tracepath = locateTool('tracepath', tools);
+  const stdbuf = locateTool('stdbuf', tools);
   const hops = String(TRACE_MAX_HOPS);
   const list: Plan[] = [];
   if (traceroute && hasNetRaw()) {
@@ -164,9 +164,9 @@ function permissionProblem(run: ToolRun): boolean {
   return /privilege|not permitted|permission/i.test(run.stderr) || run.spawnError?.code === 'EPERM' || run.spawnError?.code === 'EACCES';
 }
 
-async function runPlan(plan: Plan, timeoutMs: number, signal: AbortSignal): Promise<{ run: ToolRun; timedOut: boolean }> {
+async function runPlan(plan: Plan, timeoutMs: number, signal: AbortSignal, searchPath: string | undefined): Promise<{ run: ToolRun; timedOut: boolean }> {
   const deadline = AbortSignal.timeout(Math.max(1, timeoutMs));
-  const tool = startTool(plan.binary, plan.args, AbortSignal.any([signal, deadline]));
+  const tool = startTool(plan.binary, plan.args, AbortSignal.any([signal, deadline]), searchPath);
   const run = await tool.done;
   return { run, timedOut: deadline.aborted };
 }
@@ -175,8 +175,8 @@ async function runPlan(plan: Plan, timeoutMs: number, signal: AbortSignal): Prom
  * Traces the path to `address`, trying the tools in the order above; a tool
  * that fails for lack of privileges gives way to the next one.
  */
-export async function traceroute(address: string, port: number, timeoutMs: number, signal: AbortSignal, env: NodeJS.ProcessEnv = process.env): Promise<TraceOutcome> {
-  const candidates = plans(address, port, env);
+export async function traceroute(address: string, port: number, timeoutMs: number, signal: AbortSignal, tools: ToolPaths): Promise<TraceOutcome> {
+  const candidates = plans(address, port, tools);
   if (candidates.length === 0) {
     return { ok: false, reason: 'Traceroute unavailable: neither tracepath nor traceroute is installed (apt-get install iputils-tracepath, or set TRACEPATH_PATH)' };
   }
@@ -185,7 +185,7 @@ export async function traceroute(address: string, port: number, timeoutMs: numbe
   for (const plan of candidates) {
     const left = timeoutMs - (Date.now() - started);
     if (left <= 0 || signal.aborted) break;
-    const { run, timedOut } = await runPlan(plan, left, signal);
+    const { run, timedOut } = await runPlan(plan, left, signal, tools.searchPath);
     const hops = plan.parse(run.stdout);
     if (hops.length === 0 && (run.spawnError || permissionProblem(run) || (run.code !== 0 && !timedOut))) {
       lastProblem = `${plan.tool}: ${run.spawnError ? `${run.spawnError.code ?? ''} ${run.spawnError.message}`.trim() : lastLine(run.stderr) || `exit code ${run.code}`}`;

@@ -4,7 +4,8 @@
 
 import type { CheckDefinition } from '../checks/definition.js';
 import { parseCheck, peekIdentity } from '../checks/parse-definition.js';
-import type { Executor, ExecutorRegistry } from '../checks/executor.js';
+import type { Executor } from '../checks/executor.js';
+import type { ExecutorRegistry } from '../checks/executor-registry.js';
 import { DefinitionError } from '../checks/fields.js';
 import type { EnvironmentVariable, Job } from '../core/protocol.js';
 import type { Logger } from '../observability/logger.js';

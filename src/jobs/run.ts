@@ -150,7 +150,7 @@ export class JobRunner {
     }
     const job = slot.enter(jobId);
     this.metrics.jobsInFlight.inc();
-    const variables = new Variables(prepared.variables);
+    const variables = new Variables(prepared.variables, this.settings.processSecrets);
     const perform = this.performer(prepared, runnable);
     const onThrow = (error: unknown) =>
       this.options.onExecutorError?.(error, { checkType: check.checkType, scrubber: secrets.scrubber, check, variables: jobVariables(prepared) });

@@ -8,7 +8,7 @@
 import { accessSync, constants } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { startTool } from './tool-process.js';
+import { startTool, type ToolPaths } from './tool-process.js';
 
 /** One echo reply. */
 export interface PingReply {
@@ -94,10 +94,9 @@ export interface PingBinary {
  * The ping to run: `PING_PATH` when set (used as given), else the first
  * executable `ping` on PATH. Returns an explanation when there is none.
  */
-export function locatePing(env: NodeJS.ProcessEnv = process.env): PingBinary | { error: string } {
-  const configured = env.PING_PATH?.trim();
-  if (configured) return { path: configured, from: 'PING_PATH' };
-  const dirs = (env.PATH ?? '').split(path.delimiter).filter(Boolean);
+export function locatePing(tools: ToolPaths): PingBinary | { error: string } {
+  if (tools.ping) return { path: tools.ping, from: 'PING_PATH' };
+  const dirs = (tools.searchPath ?? '').split(path.delimiter).filter(Boolean);
   for (const dir of dirs) {
     const file = path.join(dir, 'ping');
     try {
@@ -108,7 +107,7 @@ export function locatePing(env: NodeJS.ProcessEnv = process.env): PingBinary | {
     }
   }
   return {
-    error: `ping is not installed: no executable "ping" on PATH (${env.PATH ?? ''}). ICMP checks need iputils ping: install it (Debian/Ubuntu: apt-get install iputils-ping; Alpine: apk add iputils) or set PING_PATH to its location`,
+    error: `ping is not installed: no executable "ping" on PATH (${tools.searchPath ?? ''}). ICMP checks need iputils ping: install it (Debian/Ubuntu: apt-get install iputils-ping; Alpine: apk add iputils) or set PING_PATH to its location`,
   };
 }
 
@@ -151,8 +150,8 @@ export interface PingRun {
  * Runs ping without a shell, in the C locale. On `signal` it is sent SIGINT
  * (iputils then prints its summary), and SIGKILL a second later.
  */
-export async function runPing(binary: string, args: string[], signal: AbortSignal): Promise<PingRun> {
-  const { stopped, ...run } = await startTool(binary, args, signal, undefined, 256 * 1024).done;
+export async function runPing(binary: string, args: string[], signal: AbortSignal, searchPath: string | undefined): Promise<PingRun> {
+  const { stopped, ...run } = await startTool(binary, args, signal, searchPath, undefined, 256 * 1024).done;
   return { ...run, aborted: stopped };
 }
 

@@ -16,6 +16,23 @@ export interface ToolRun {
 }
 
 
+/**
+ * Where the agent finds the system tools it runs (src/config.ts reads them):
+ * binaries the operator named, used as given, else a search of PATH.
+ */
+export interface ToolPaths {
+  /** The agent's PATH: where tools are looked for, and the PATH they run with. */
+  readonly searchPath?: string;
+  /** PING_PATH. */
+  readonly ping?: string;
+  /** TCPDUMP_PATH. */
+  readonly tcpdump?: string;
+  /** TRACEPATH_PATH. */
+  readonly tracepath?: string;
+  /** TRACEROUTE_PATH. */
+  readonly traceroute?: string;
+}
+
 export interface RunningTool {
   child: ChildProcess | undefined;
   /** Output so far (bounded). */
@@ -27,13 +44,15 @@ export interface RunningTool {
 }
 
 /**
- * Starts a tool without a shell, in the C locale, keeping at most `maxOutput`
- * characters of each stream; `signal` stops it like stop().
+ * Starts a tool without a shell, in the C locale, with the agent's PATH
+ * (`searchPath`), keeping at most `maxOutput` characters of each stream;
+ * `signal` stops it like stop().
  */
 export function startTool(
   binary: string,
   args: string[],
   signal: AbortSignal,
+  searchPath: string | undefined,
   onStderr?: (text: string) => void,
   maxOutput = 64 * 1024,
 ): RunningTool {
@@ -65,7 +84,7 @@ export function startTool(
     child = spawn(binary, args, {
       shell: false,
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C', LANG: 'C' },
+      env: { PATH: searchPath ?? '/usr/bin:/bin', LC_ALL: 'C', LANG: 'C' },
     });
   } catch (error) {
     // Node throws (rather than emits) some exec failures, EPERM among them.

@@ -63,8 +63,8 @@ export function urlCredentials(raw: string | undefined): string[] {
 /** Variables holding URLs whose userinfo is a secret: the proxies, and API_URL. */
 const URL_VARIABLES = ['API_URL', 'HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy', 'CHECK_PROXY'];
 
-/** The agent's own secrets, from its environment. */
-export function agentSecrets(env: Record<string, string | undefined>): NamedSecret[] {
+/** The secrets found in the agent's environment: API_KEY, OUTPOST_SECRET_* and the credentials in its URL variables. */
+export function secretsInAgentEnv(env: Record<string, string | undefined>): NamedSecret[] {
   const secrets: NamedSecret[] = [];
   const apiKey = env.API_KEY?.trim();
   if (apiKey) secrets.push({ name: 'API_KEY', value: apiKey });

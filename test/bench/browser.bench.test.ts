@@ -83,7 +83,7 @@ async function agent(rt: Runtime, pageUrl: string, expected: string, artifactsRo
     signal: new AbortController().signal,
     logger: console as unknown as Logger,
     jobLog: [],
-    variables: new Variables([], {}),
+    variables: new Variables([]),
     settings: { responseBodyLimitBytes: 0, userAgent: 'bench', scriptConcurrency: 1 },
     artifacts: new ArtifactWriter(path.join(artifactsRoot, String(n))),
   };
@@ -100,7 +100,7 @@ const median = (xs: number[]) => {
 const spread = (xs: number[]) => `${Math.round(Math.min(...xs))}–${Math.round(Math.max(...xs))}`;
 
 test('BROWSER check: the script runner against the same script run bare', async () => {
-  const chromium = browserPath();
+  const chromium = browserPath(process.env.BROWSER_PATH);
   if (!chromium) throw new Error('no Chromium: install Debian chromium (.ci/run does) or set BROWSER_PATH');
   const rt = runtime();
   const server = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end(PAGE));

@@ -7,7 +7,6 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CHECK_TYPES, type CheckType } from '../../src/core/check-type.js';
-import { unsupportedReason } from '../../src/checks/executor.js';
 import { defaultRegistry } from '../../src/checks/registry.js';
 import { type AgentProcess, cleanEnv, REPO, startAgent, tempDir } from '../support/agent-process.js';
 
@@ -149,14 +148,14 @@ describe('outpost CLI', () => {
   it('a checks file with several problems → exit 78 listing them all, no stack trace', async () => {
     const registry = defaultRegistry();
     const unsupported = CHECK_TYPES.find((t) => !registry.has(t)) as string;
-    const reason = unsupportedReason(registry, unsupported as CheckType);
+    const reason = registry.whyUnsupported(unsupported as CheckType);
     const file = checksFile({ checks: [{ id: 'a', checkType: unsupported }, { id: 'b', checkType: 'URL', request: {} }] });
     const proc = run(['local', file]);
     expect((await proc.exit).code).toBe(78);
     const lines = stderrLines(proc);
     expect(lines[0]).toBe(`outpost: ${file}: 2 problems:`);
     expect(lines.slice(1).map((l) => l.trim())).toEqual([
-      `check "a" at $.checks[0].checkType: ${unsupported} is not supported by this agent (supported: ${[...registry.keys()].join(', ')}): ${reason}`,
+      `check "a" at $.checks[0].checkType: ${unsupported} is not supported by this agent (supported: ${registry.types().join(', ')}): ${reason}`,
       'check "b" at $.checks[1].request.url: is required',
     ]);
     expect(proc.stderr()).not.toMatch(/\n\s+at /);

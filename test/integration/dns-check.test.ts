@@ -15,6 +15,7 @@ import type { CheckDefinition } from '../../src/checks/definition.js';
 import { createDnsExecutor, type DnsRequest, UDP_MAX_SENDS } from '../../src/checks/dns/dns.js';
 import { JobAbortedError } from '../../src/core/errors.js';
 import type { Executor } from '../../src/checks/executor.js';
+import { ExecutorRegistry } from '../../src/checks/executor-registry.js';
 import type { Outcome } from '../../src/core/outcome.js';
 import { Variables } from '../../src/checks/variables.js';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
@@ -62,7 +63,7 @@ interface DnsDetail {
 
 const executor = createDnsExecutor({ resendMs: 100 });
 
-function context(signal = new AbortController().signal, variables = new Variables([], {})) {
+function context(signal = new AbortController().signal, variables = new Variables([])) {
   return {
     signal,
     logger: pino({ level: 'silent' }),
@@ -72,7 +73,7 @@ function context(signal = new AbortController().signal, variables = new Variable
   };
 }
 
-const registry = new Map([['DNS' as const, executor as Executor]]);
+const registry = new ExecutorRegistry([executor as Executor]);
 
 /** A parsed definition, as the agent would build it from a checks file. */
 function definition(request: Partial<DnsRequest>, assertions: Partial<Assertion>[] = []): CheckDefinition<DnsRequest> {
@@ -415,7 +416,7 @@ describe('DNS executor: the default name server and run-time input', () => {
   it('reports bad input after variables, and unknown variables, without sending anything', async () => {
     const bad = await direct({ query: '{{X}}' });
     expect(bad.error).toMatch(/^Unknown variable \{\{X\}\} in request\.query/);
-    const ctx = context(undefined, new Variables([{ key: 'X', value: 'not a name', secret: false }], {}));
+    const ctx = context(undefined, new Variables([{ key: 'X', value: 'not a name', secret: false }]));
     const o = (await executor.run(definition({ query: '{{X}}' }), ctx)) as Outcome & { detail: DnsDetail };
     expect(o.error).toMatch(/^request\.query must be a domain name/);
   });

@@ -7,7 +7,6 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CHECK_TYPES, type CheckType } from '../../src/core/check-type.js';
-import { unsupportedReason } from '../../src/checks/executor.js';
 import { defaultRegistry } from '../../src/checks/registry.js';
 import type { UrlRequest } from '../../src/checks/http/url.js';
 import { ChecksFileError, loadChecksFile, MAX_CHECKS_FILE_BYTES, parseChecksFile } from '../../src/local/checks-file.js';
@@ -170,11 +169,11 @@ describe('parseChecksFile: problems', () => {
     // A type the service knows but this build has no executor for (TCP while only URL/API exist).
     const unsupported = CHECK_TYPES.find((t) => !registry.has(t)) as string;
     expect(unsupported).toBeDefined();
-    const supported = [...registry.keys()];
+    const supported = registry.types();
     expect(supported).toContain('URL');
     const message = problems({ checks: [{ id: 'db', checkType: unsupported, request: { hostname: 'db', port: 5432 } }] });
     expect(message).toBe(
-      `checks.json: check "db" at $.checks[0].checkType: ${unsupported} is not supported by this agent (supported: ${supported.join(', ')}): ${unsupportedReason(registry, unsupported as CheckType)}`,
+      `checks.json: check "db" at $.checks[0].checkType: ${unsupported} is not supported by this agent (supported: ${supported.join(', ')}): ${registry.whyUnsupported(unsupported as CheckType)}`,
     );
   });
 
@@ -237,7 +236,7 @@ describe('why a check type is not run', () => {
   };
 
   it('says there is no Chromium for BROWSER and PLAYWRIGHT, naming BROWSER_PATH', () => {
-    const noBrowser = defaultRegistry({ ...process.env, BROWSER_PATH: '/nonexistent/chromium' });
+    const noBrowser = defaultRegistry({ browserPath: '/nonexistent/chromium' });
     expect(noBrowser.has('BROWSER')).toBe(false);
     for (const type of ['BROWSER', 'PLAYWRIGHT']) {
       expect(parse(noBrowser, type)).toMatch(new RegExp(`${type} is not supported by this agent \\(supported: [A-Z_, ]+\\): no Chromium to run it: BROWSER_PATH \\(/nonexistent/chromium\\) does not exist$`));
@@ -246,7 +245,7 @@ describe('why a check type is not run', () => {
 
   it('says there is no runtime for scripted types, naming the folder', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'outpost-no-runtimes-'));
-    const bare = defaultRegistry({ ...process.env, RUNTIMES_DIR: dir });
+    const bare = defaultRegistry({ runtimesDir: dir });
     for (const type of ['MULTI_STEP', 'BROWSER', 'PLAYWRIGHT']) {
       expect(parse(bare, type)).toContain(`${type} is not supported by this agent (supported: URL, API, TCP, ICMP, DNS): no runtime is installed in ${dir} (RUNTIMES_DIR)`);
     }

@@ -339,3 +339,28 @@ describe('maskUrlCredentials', () => {
     expect(maskUrlCredentials('http://127.0.0.1:9000/path?to=a@b')).toBe('http://127.0.0.1:9000/path?to=a@b');
   });
 });
+
+describe('configFromEnv: what the agent reads of its environment beyond settings', () => {
+  it('finds tools, the browser and OUTPOST_SECRET_* variables, and keeps a frozen copy of the environment', () => {
+    const env = {
+      PATH: '/usr/bin:/bin',
+      PING_PATH: ' /opt/ping ',
+      TCPDUMP_PATH: '/opt/tcpdump',
+      TRACEPATH_PATH: '',
+      BROWSER_PATH: '/opt/chromium',
+      OUTPOST_SECRET_DB: 'pw',
+    };
+    const config = configFromEnv(env, 'local');
+    expect(config.tools).toEqual({ searchPath: '/usr/bin:/bin', ping: '/opt/ping', tcpdump: '/opt/tcpdump' });
+    expect(config.browserPath).toBe('/opt/chromium');
+    expect([...config.processSecrets]).toEqual([['OUTPOST_SECRET_DB', 'pw']]);
+    expect(config.processEnv).toEqual(env);
+    expect(Object.isFrozen(config.processEnv)).toBe(true);
+    env.PATH = '/changed';
+    expect(config.processEnv.PATH).toBe('/usr/bin:/bin');
+  });
+
+  it('rejects a PING_PATH that is not absolute', () => {
+    expect(() => configFromEnv({ PING_PATH: 'ping' }, 'local')).toThrow(new ConfigError('PING_PATH="ping" is invalid: must be an absolute path to iputils ping'));
+  });
+});

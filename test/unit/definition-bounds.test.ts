@@ -3,12 +3,12 @@
 
 import { describe, expect, it } from 'vitest';
 import { parseCheck } from '../../src/checks/parse-definition.js';
-import type { Executor, ExecutorRegistry } from '../../src/checks/executor.js';
+import type { Executor } from '../../src/checks/executor.js';
 import { DefinitionError, MAX_LISTED_ISSUES } from '../../src/checks/fields.js';
 import { defaultRegistry } from '../../src/checks/registry.js';
 import { playwrightExecutor } from '../../src/checks/scripted/executors.js';
 
-const registry: ExecutorRegistry = new Map([...defaultRegistry(), ['PLAYWRIGHT', playwrightExecutor as Executor]]);
+const registry = defaultRegistry().with(playwrightExecutor as Executor);
 
 function definitionError(raw: unknown): DefinitionError {
   try {

@@ -117,8 +117,8 @@ describe('packet capture', () => {
   });
 
   it('finds tools through TCPDUMP_PATH / TRACEPATH_PATH before PATH', () => {
-    expect(locateTool('tcpdump', { TCPDUMP_PATH: '/opt/x/tcpdump', PATH: '' })).toEqual({ path: '/opt/x/tcpdump', from: 'TCPDUMP_PATH' });
-    expect(locateTool('tracepath', { TRACEPATH_PATH: '/opt/x/tracepath' })).toEqual({ path: '/opt/x/tracepath', from: 'TRACEPATH_PATH' });
+    expect(locateTool('tcpdump', { tcpdump: '/opt/x/tcpdump', searchPath: '' })).toEqual({ path: '/opt/x/tcpdump', from: 'TCPDUMP_PATH' });
+    expect(locateTool('tracepath', { tracepath: '/opt/x/tracepath' })).toEqual({ path: '/opt/x/tracepath', from: 'TRACEPATH_PATH' });
   });
 });
 

@@ -15,6 +15,7 @@ import { formatIPv6, jsonAnswer, quoteString, textAnswer, unknownRdata } from '.
 import { encodeQuery, ipv6Bytes, normalizeQueryName, reverseName } from '../../src/checks/dns/query.js';
 import { decodeMessage } from '../../src/checks/dns/read.js';
 import type { Executor } from '../../src/checks/executor.js';
+import { ExecutorRegistry } from '../../src/checks/executor-registry.js';
 import { DefinitionError } from '../../src/checks/fields.js';
 
 describe('resolv.conf', () => {
@@ -373,7 +374,7 @@ describe('the JSON_ANSWER document and assertions', () => {
 });
 
 describe('request validation', () => {
-  const registry = new Map([['DNS' as const, dnsExecutor as Executor]]);
+  const registry = new ExecutorRegistry([dnsExecutor as Executor]);
   const problems = (request: unknown): string[] => {
     try {
       parseCheck({ id: 'd', checkType: 'DNS', request }, 'checks[0]', registry);

@@ -18,7 +18,7 @@ import { performance } from 'node:perf_hooks';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { parseCheck } from '../../src/checks/parse-definition.js';
-import type { Executor, ExecutorRegistry } from '../../src/checks/executor.js';
+import type { Executor } from '../../src/checks/executor.js';
 import { DefinitionError } from '../../src/checks/fields.js';
 import { defaultRegistry } from '../../src/checks/registry.js';
 import { browserExecutor, multiStepExecutor, playwrightExecutor } from '../../src/checks/scripted/executors.js';
@@ -50,12 +50,7 @@ const pick = <T>(random: Random, list: readonly T[]): T => list[Math.floor(rando
 
 // Registry: the agent's own, with the scripted executors whatever this machine has installed (parsing needs no runtime).
 const base = defaultRegistry();
-const registry: ExecutorRegistry = new Map([
-  ...base,
-  ['MULTI_STEP', multiStepExecutor as Executor],
-  ['BROWSER', browserExecutor as Executor],
-  ['PLAYWRIGHT', playwrightExecutor as Executor],
-]);
+const registry = base.with(multiStepExecutor as Executor).with(browserExecutor as Executor).with(playwrightExecutor as Executor);
 
 const EXAMPLES: unknown[] = [
   ...(JSON.parse(readFileSync(`${REPO}/docs/examples/checks.json`, 'utf8')) as { checks: unknown[] }).checks,

@@ -3,6 +3,7 @@ import { Fields } from '../../src/checks/fields.js';
 import { buildBody, bypassesProxy, RequestBuildError } from '../../src/checks/http/request.js';
 import { backoffMs, NO_RETRIES, parseRetryStrategy, shouldRetry } from '../../src/checks/retry.js';
 import { UnknownVariableError, Variables } from '../../src/checks/variables.js';
+import { processSecrets } from '../../src/core/process-secrets.js';
 
 describe('variables', () => {
   const vars = new Variables(
@@ -10,7 +11,7 @@ describe('variables', () => {
       { key: 'HOST', value: 'api.test' },
       { key: 'OUTPOST_SECRET_OVERRIDDEN', value: 'from-job' },
     ],
-    { OUTPOST_SECRET_DB: 'from-agent', OUTPOST_SECRET_OVERRIDDEN: 'from-agent', PATH: '/usr/bin' },
+    processSecrets({ OUTPOST_SECRET_DB: 'from-agent', OUTPOST_SECRET_OVERRIDDEN: 'from-agent', PATH: '/usr/bin' }),
   );
 
   it('fills in job variables and OUTPOST_SECRET_* process variables, the job winning', () => {

@@ -8,6 +8,7 @@ import type { Assertion } from '../../src/checks/assertions/assertions.js';
 import { parseCheck } from '../../src/checks/parse-definition.js';
 import type { CheckDefinition } from '../../src/checks/definition.js';
 import type { Executor } from '../../src/checks/executor.js';
+import { ExecutorRegistry } from '../../src/checks/executor-registry.js';
 import { DefinitionError } from '../../src/checks/fields.js';
 import { Variables } from '../../src/checks/variables.js';
 import { evaluateJsonPath } from '../../src/checks/assertions/jsonpath.js';
@@ -25,7 +26,7 @@ import {
 } from '../../src/net/ping.js';
 import { tempDir } from '../support/agent-process.js';
 
-const registry = new Map([['ICMP' as const, icmpExecutor as Executor]]);
+const registry = new ExecutorRegistry([icmpExecutor as Executor]);
 
 const IPUTILS = `PING 10.0.0.2 (10.0.0.2) 56(84) bytes of data.
 64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=0.259 ms
@@ -105,9 +106,9 @@ describe('latencyStats', () => {
 
 describe('ping binary and arguments', () => {
   it('uses PING_PATH when set, else the first ping on PATH, else says what to install', () => {
-    expect(locatePing({ PING_PATH: '/opt/ping', PATH: '/usr/bin' })).toEqual({ path: '/opt/ping', from: 'PING_PATH' });
+    expect(locatePing({ ping: '/opt/ping', searchPath: '/usr/bin' })).toEqual({ path: '/opt/ping', from: 'PING_PATH' });
     const empty = tempDir('outpost-noping-');
-    const missing = locatePing({ PATH: empty });
+    const missing = locatePing({ searchPath: empty });
     expect(missing).toEqual({ error: expect.stringMatching(/^ping is not installed: no executable "ping" on PATH .*apt-get install iputils-ping/) });
   });
 
@@ -261,7 +262,7 @@ describe('ICMP executor before ping', () => {
       signal: new AbortController().signal,
       logger: pino({ level: 'silent' }),
       jobLog: [],
-      variables: new Variables([], {}),
+      variables: new Variables([]),
       settings: { responseBodyLimitBytes: 0, userAgent: 'outpost-test' },
     });
     expect(outcome.error).toMatch(/^Unknown variable \{\{TARGET\}\} in request\.hostname/);
@@ -272,26 +273,19 @@ describe('ICMP executor before ping', () => {
 
 describe('ICMP executor without ping', () => {
   it('says ping is missing instead of failing cryptically', async () => {
-    const saved = { PING_PATH: process.env.PING_PATH };
-    process.env.PING_PATH = '/nonexistent/outpost/ping';
-    try {
-      const { check } = parseCheck({ id: 'i', checkType: 'ICMP', request: { hostname: '127.0.0.1', pingCount: 1 } }, '$', registry);
-      const outcome = (await icmpExecutor.run(check as CheckDefinition<IcmpRequest>, {
-        signal: new AbortController().signal,
-        logger: pino({ level: 'silent' }),
-        jobLog: [],
-        variables: new Variables([], {}),
-        settings: { responseBodyLimitBytes: 0, userAgent: 'outpost-test' },
-      })) as IcmpOutcome;
-      expect(outcome.error).toMatch(/^ping is not installed at PING_PATH=\/nonexistent\/outpost\/ping \(ENOENT\)/);
-      expect(outcome.errorCode).toBe('ENOENT');
-      expect(outcome.member).toBe('icmpCheckResult');
-      expect(outcome.responseTime).toBe(0);
-      expect(outcome.degraded).toBe(false);
-      expect(outcome.detail).toMatchObject({ response: null, requestError: outcome.error });
-    } finally {
-      if (saved.PING_PATH === undefined) delete process.env.PING_PATH;
-      else process.env.PING_PATH = saved.PING_PATH;
-    }
+    const { check } = parseCheck({ id: 'i', checkType: 'ICMP', request: { hostname: '127.0.0.1', pingCount: 1 } }, '$', registry);
+    const outcome = (await icmpExecutor.run(check as CheckDefinition<IcmpRequest>, {
+      signal: new AbortController().signal,
+      logger: pino({ level: 'silent' }),
+      jobLog: [],
+      variables: new Variables([]),
+      settings: { responseBodyLimitBytes: 0, userAgent: 'outpost-test', tools: { ping: '/nonexistent/outpost/ping' } },
+    })) as IcmpOutcome;
+    expect(outcome.error).toMatch(/^ping is not installed at PING_PATH=\/nonexistent\/outpost\/ping \(ENOENT\)/);
+    expect(outcome.errorCode).toBe('ENOENT');
+    expect(outcome.member).toBe('icmpCheckResult');
+    expect(outcome.responseTime).toBe(0);
+    expect(outcome.degraded).toBe(false);
+    expect(outcome.detail).toMatchObject({ response: null, requestError: outcome.error });
   });
 });

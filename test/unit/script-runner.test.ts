@@ -31,7 +31,7 @@ function context(signal: AbortSignal, scriptConcurrency: number): ExecutionConte
     signal,
     logger: console as unknown as Logger,
     jobLog: [],
-    variables: new Variables([], {}),
+    variables: new Variables([]),
     settings: { responseBodyLimitBytes: 0, userAgent: 'test', scriptConcurrency },
   };
 }

@@ -3,8 +3,8 @@
 
 import { describe, expect, it } from 'vitest';
 import { parseCheck } from '../../src/checks/parse-definition.js';
-import type { CheckType } from '../../src/core/check-type.js';
 import type { Executor } from '../../src/checks/executor.js';
+import { ExecutorRegistry } from '../../src/checks/executor-registry.js';
 import { DefinitionError, Fields } from '../../src/checks/fields.js';
 import { multiStepExecutor, parseSuiteRequest, playwrightExecutor } from '../../src/checks/scripted/executors.js';
 
@@ -94,10 +94,7 @@ describe('PLAYWRIGHT check files', () => {
 });
 
 describe('scripted checks: maxResponseTime', () => {
-  const registry = new Map<CheckType, Executor>([
-    ['MULTI_STEP', multiStepExecutor as Executor],
-    ['PLAYWRIGHT', playwrightExecutor as Executor],
-  ]);
+  const registry = new ExecutorRegistry([multiStepExecutor as Executor, playwrightExecutor as Executor]);
   const issues = (raw: unknown) => problemsOf(() => parseCheck(raw, '$', registry));
 
   it('allows at most the 240 s a script may run (the queue cap above it is for the teardown)', () => {

@@ -13,7 +13,7 @@ import type { PreparedJob } from '../../src/jobs/prepare.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { type ExecutorErrorInfo, JobQueue } from '../../src/jobs/queue.js';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
-import { agentSecrets, SecretPolicy, scrubResult, urlCredentials } from '../../src/secrets/policy.js';
+import { secretsInAgentEnv, SecretPolicy, scrubResult, urlCredentials } from '../../src/secrets/policy.js';
 import { REDACTED, Scrubber } from '../../src/secrets/scrubber.js';
 import { redactSensitiveHeaders } from '../../src/secrets/sensitive-headers.js';
 
@@ -31,7 +31,7 @@ function capture(policy?: SecretPolicy) {
 
 describe('agent-wide secrets', () => {
   it('are API_KEY, every OUTPOST_SECRET_* and the credentials of the proxy variables', () => {
-    const secrets = agentSecrets({
+    const secrets = secretsInAgentEnv({
       API_KEY: ' pl_live_key_123 ',
       OUTPOST_SECRET_DB: 'db-password',
       OUTPOST_SECRET_EMPTY: '',

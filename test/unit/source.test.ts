@@ -10,6 +10,7 @@ import path from 'node:path';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Executor } from '../../src/checks/executor.js';
+import { ExecutorRegistry } from '../../src/checks/executor-registry.js';
 import { ControlPlaneClient } from '../../src/control-plane/client.js';
 import { LeaseKeeper } from '../../src/control-plane/leases.js';
 import { ControlPlaneSink } from '../../src/control-plane/sink.js';
@@ -58,7 +59,7 @@ async function setUp(options: { concurrency: number; executor: Executor; waitSec
     spool,
     client,
     leases,
-    registry: new Map([['URL', options.executor]]),
+    registry: new ExecutorRegistry([options.executor]),
     logger,
     agent: {
       id: agentId,

@@ -9,6 +9,7 @@ import { parseCheck } from '../../src/checks/parse-definition.js';
 import type { CheckDefinition } from '../../src/checks/definition.js';
 import { JobAbortedError } from '../../src/core/errors.js';
 import type { Executor } from '../../src/checks/executor.js';
+import { ExecutorRegistry } from '../../src/checks/executor-registry.js';
 import type { Outcome } from '../../src/core/outcome.js';
 import { DefinitionError } from '../../src/checks/fields.js';
 import { type TcpRequest, tcpExecutor } from '../../src/checks/tcp/tcp.js';
@@ -16,7 +17,7 @@ import { Variables } from '../../src/checks/variables.js';
 import { freePort, type Nginx, startNginx } from '../support/nginx.js';
 import type { TcpDetail } from '../support/tcp-detail.js';
 
-const registry = new Map([['TCP' as const, tcpExecutor as Executor]]);
+const registry = new ExecutorRegistry([tcpExecutor as Executor]);
 const logger = pino({ level: 'silent' });
 
 interface Peer {
@@ -99,7 +100,7 @@ async function run(
   request: Record<string, unknown>,
   assertions: unknown[] = [],
   signal: AbortSignal = new AbortController().signal,
-  variables = new Variables([], {}),
+  variables = new Variables([]),
 ): Promise<{ outcome: Outcome; detail: TcpDetail }> {
   const outcome = await tcpExecutor.run(check(request, assertions), { signal, logger, jobLog: [], variables, settings });
   return { outcome, detail: outcome.detail as unknown as TcpDetail };

@@ -150,7 +150,10 @@ async function runApi(check: CheckDefinition<ApiRequest>, ctx: ExecutionContext)
       );
       if (!run.ok) return notSentOutcome(run.error ?? 'setupScript failed', reported, ctx);
       if (run.environment) {
-        variables = new Variables(Object.entries(run.environment).map(([key, value]) => ({ key, value: String(value), secret: false })));
+        variables = new Variables(
+          Object.entries(run.environment).map(([key, value]) => ({ key, value: String(value), secret: false })),
+          ctx.settings.processSecrets,
+        );
       }
       const changed = (run.request ?? {}) as Partial<Record<keyof ScriptRequest, unknown>>;
       if (typeof changed.url === 'string') baseUrl = changed.url;

@@ -139,7 +139,7 @@ async function runIcmp(check: CheckDefinition<IcmpRequest>, ctx: ExecutionContex
   let resolved: ResolvedTarget | undefined;
   // {{NAME}} in hostname; the result reports the filled-in value (the scrubber hides secrets).
   let spec = check.request;
-  const binary = locatePing();
+  const binary = locatePing(ctx.settings.tools ?? {});
   try {
     const hostname = ctx.variables.interpolate(spec.hostname, 'request.hostname').trim();
     if (!hostname || /\s|\/|^-/.test(hostname)) throw new Error('request.hostname is not a host name after variables were filled in');
@@ -176,7 +176,7 @@ async function runIcmp(check: CheckDefinition<IcmpRequest>, ctx: ExecutionContex
     });
     ctx.jobLog.push(`Running ${binary.path} ${args.join(' ')}`);
     const pingStart = performance.now();
-    const run = await runPing(binary.path, args, signal);
+    const run = await runPing(binary.path, args, signal, ctx.settings.tools?.searchPath);
     const explained = explainPingFailure(run, {
       binary,
       groupRange: await readPingGroupRange(),

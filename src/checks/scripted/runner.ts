@@ -202,7 +202,7 @@ function childEnvironment(options: ScriptOptions, ctx: ExecutionContext, dir: st
     env.HTTPS_PROXY = proxy;
     if (ctx.settings.noProxy) env.NO_PROXY = ctx.settings.noProxy;
   }
-  if (process.env.NODE_EXTRA_CA_CERTS) env.NODE_EXTRA_CA_CERTS = process.env.NODE_EXTRA_CA_CERTS;
+  if (ctx.settings.extraCaCerts) env.NODE_EXTRA_CA_CERTS = ctx.settings.extraCaCerts;
   env.NODE_PATH = options.runtime.nodeModules;
   env[RUN_TAG] = dir;
   env.HOME = dir;
@@ -210,7 +210,7 @@ function childEnvironment(options: ScriptOptions, ctx: ExecutionContext, dir: st
   // playwright-core never downloads a browser on its own (API only here).
   env.PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD = '1';
   if (options.kind === 'BROWSER' || options.kind === 'PLAYWRIGHT') {
-    const browser = browserPath();
+    const browser = browserPath(ctx.settings.browserPath);
     if (browser) env.OUTPOST_BROWSER_PATH = browser;
   }
   return env;

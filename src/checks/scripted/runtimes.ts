@@ -28,8 +28,8 @@ export interface Runtime {
 /** <package root>: two levels above this file (src/runtimes or dist/runtimes). */
 const PACKAGE_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
-export function runtimesDir(env: Record<string, string | undefined> = process.env): string {
-  const given = env.RUNTIMES_DIR?.trim();
+/** RUNTIMES_DIR (`given`, from src/config.ts), else <package root>/runtimes. */
+export function runtimesDir(given?: string): string {
   return given ? path.resolve(given) : path.join(PACKAGE_ROOT, 'runtimes');
 }
 
@@ -124,15 +124,14 @@ export function hasSuiteRunner(runtime: Runtime): boolean {
 }
 
 /** Runtimes a claim may advertise: installed and not REMOVED. */
-export function usableRuntimeNames(dir: string = runtimesDir()): string[] {
-  return listRuntimes(dir)
+export function usableRuntimeNames(dir: string | undefined): string[] {
+  return listRuntimes(runtimesDir(dir))
     .runtimes.filter((r) => r.stage !== 'REMOVED' && r.installed)
     .map((r) => r.name);
 }
 
-/** The Chromium that BROWSER checks launch: BROWSER_PATH, else Debian's chromium; undefined when there is none. */
-export function browserPath(env: Record<string, string | undefined> = process.env): string | undefined {
-  const given = env.BROWSER_PATH?.trim();
+/** The Chromium that BROWSER checks launch: BROWSER_PATH (`given`), else Debian's chromium; undefined when there is none. */
+export function browserPath(given?: string): string | undefined {
   if (given) return existsSync(given) ? given : undefined;
   return ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((candidate) => existsSync(candidate));
 }

@@ -72,7 +72,7 @@ export interface Config {
    * else under src/ reads process.env.
    */
   processEnv: Readonly<Env>;
-  /** Test hook OUTPOST_TEST_FAULT (README "Test hooks"); never set in production. */
+  /** Test hook OUTPOST_TEST_FAULT (docs/configuration.md); never set in production. */
   testFault?: TestFault;
 }
 
@@ -328,7 +328,7 @@ Options:
   -h, --help                 show this help
   -v, --version              print the version
 
-Environment (see README): API_URL, API_KEY, JOB_CONCURRENCY, AGENT_HEALTH_PORT, AGENT_HEALTH_HOST, LOG_LEVEL,
+Environment (docs/configuration.md): API_URL, API_KEY, JOB_CONCURRENCY, AGENT_HEALTH_PORT, AGENT_HEALTH_HOST, LOG_LEVEL,
 HTTPS_PROXY, HTTP_PROXY, NO_PROXY, NODE_EXTRA_CA_CERTS, EXTERNAL_OBSERVABILITY, STATE_DIR,
 SHUTDOWN_GRACE_SECONDS, SPOOL_MAX_RESULTS, SPOOL_MAX_BYTES, CLAIM_WAIT_SECONDS,
 AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, BODY_MEMORY_BUDGET_MB,

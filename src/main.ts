@@ -92,7 +92,7 @@ async function main(): Promise<void> {
       throw error;
     }
   }
-  // The agent-wide secrets, compiled once; every log line passes the scrubber (README "Secrets").
+  // The agent-wide secrets, compiled once; every log line passes the scrubber (docs/secrets.md).
   const secrets = new SecretPolicy(secretsInAgentEnv(config.processEnv));
   scrubCrash = (text) => secrets.scrubText(text);
   // Local and once modes print results on stdout, so their logs go to stderr.

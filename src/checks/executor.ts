@@ -55,7 +55,7 @@ export interface ExecutionContext {
   bodyMemory?: MemoryLease;
 }
 
-/** Agent-wide settings that shape how checks run (README: Environment). */
+/** Agent-wide settings that shape how checks run (docs/configuration.md). */
 export interface CheckSettings {
   /** Response bytes kept for assertions and the result (RESPONSE_BODY_LIMIT_BYTES). */
   responseBodyLimitBytes: number;

@@ -1,27 +1,12 @@
 // The dependency rule `npm run lint` enforces (test/lint/dependency-rule.ts):
 // it passes on this tree and names what breaks it in a tree that does.
 
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { checkDependencies, cyclesOf } from '../lint/dependency-rule.js';
 import { REPO } from '../support/agent-process.js';
+import { useTempTrees } from '../support/temp-tree.js';
 
-const trees: string[] = [];
-afterEach(() => {
-  for (const dir of trees.splice(0)) rmSync(dir, { recursive: true, force: true });
-});
-
-function tree(files: Record<string, string>): string {
-  const root = mkdtempSync(path.join(tmpdir(), 'outpost-layers-'));
-  trees.push(root);
-  for (const [file, text] of Object.entries(files)) {
-    mkdirSync(path.dirname(path.join(root, file)), { recursive: true });
-    writeFileSync(path.join(root, file), text);
-  }
-  return root;
-}
+const tree = useTempTrees('outpost-layers-');
 
 describe('the dependency rule', () => {
   it('holds for src/: no import against the layers, no cycle', () => {

@@ -3,11 +3,11 @@
 // file, a heading there has that GitHub-style slug. Pages move (the README
 // was split into docs/), and a link that breaks silently strands a reader.
 
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { useTempTrees } from '../support/temp-tree.js';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -149,20 +149,7 @@ function brokenLinks(root: string, files: readonly string[]): LinkProblem[] {
   return problems;
 }
 
-const trees: string[] = [];
-afterEach(() => {
-  for (const dir of trees.splice(0)) rmSync(dir, { recursive: true, force: true });
-});
-
-function tree(files: Record<string, string>): string {
-  const root = mkdtempSync(path.join(tmpdir(), 'outpost-docs-links-'));
-  trees.push(root);
-  for (const [file, text] of Object.entries(files)) {
-    mkdirSync(path.dirname(path.join(root, file)), { recursive: true });
-    writeFileSync(path.join(root, file), text);
-  }
-  return root;
-}
+const tree = useTempTrees('outpost-docs-links-');
 
 describe('links in the documentation', () => {
   it('every relative link in README.md, CHANGELOG.md and docs/ resolves', () => {

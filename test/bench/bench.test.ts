@@ -1,4 +1,4 @@
-// `npm run bench` (issue #2 item 11): the real agent process against Debian's
+// `npm run bench`: the real agent process against Debian's
 // prometheus-blackbox-exporter, side by side, on the same nginx on loopback.
 //
 //   agent:    N URL jobs through the fake control plane, JOB_CONCURRENCY=256;
@@ -8,7 +8,7 @@
 //   blackbox: N `GET /probe?target=…&module=http_2xx`, 256 at a time; probes/s
 //             from the first request to the last answer.
 //
-// Then TCP and DNS rows (issue #4), each side the same way, same concurrency:
+// Then TCP and DNS rows, each side the same way, same concurrency:
 //
 //   TCP:      N connect-only TCP checks ({hostname: 127.0.0.1, port}) to the same
 //             nginx's port, vs `module=tcp_connect` (prober tcp) probes.

@@ -1,4 +1,4 @@
-// `npm run bench` (issue #8): what Outpost's script runner costs a BROWSER
+// `npm run bench`: what Outpost's script runner costs a BROWSER
 // check. The same page script (launch Chromium, open a page served here,
 // click, read the text, close) runs ROUNDS times each way, alternating:
 //

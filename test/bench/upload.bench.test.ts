@@ -1,4 +1,4 @@
-// `npm run bench` (issue #5): artifact upload throughput and memory. A
+// `npm run bench`: artifact upload throughput and memory. A
 // 150 MB (157,286,400 bytes: the protocol's limit) artifact is uploaded by
 // the built uploader, in a child process of its own, to the fake control
 // plane on loopback, which hashes every byte; twice after the warm-up a

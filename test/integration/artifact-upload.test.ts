@@ -1,5 +1,5 @@
-// Artifact uploads over protocol v1 against the strict fake control plane
-// (issue #5): a 149 MiB file arrives byte for byte (sha256) while the
+// Artifact uploads over protocol v1 against the strict fake control plane:
+// a 149 MiB file arrives byte for byte (sha256) while the
 // uploader's RSS grows by less than 32 MB; a file over 150 MB is refused
 // with a clear line; failed PUTs are retried; a PUT refused for good is one
 // jobLog line and one log line with job, file, size, attempt, status and

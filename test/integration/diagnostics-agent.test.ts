@@ -1,4 +1,4 @@
-// Agent mode (issue #5): a URL job to a refused port gets a packet capture
+// Agent mode: a URL job to a refused port gets a packet capture
 // and a traceroute, uploaded over protocol v1 to the fake control plane
 // before the result is delivered; failed PUTs are retried; a PUT refused for
 // good leaves the result complete, the missing artifact named in its jobLog.

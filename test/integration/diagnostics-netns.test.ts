@@ -1,4 +1,4 @@
-// When the network fails, show why (issue #5), across real hops: a client
+// When the network fails, show why (docs/diagnostics.md), across real hops: a client
 // namespace, a router namespace (ip_forward) and a target namespace whose
 // port 8080 drops SYNs (nftables) and whose port 9090 refuses them. The agent
 // runs `once` in the client namespace, as root (tcpdump may capture) and as

@@ -1,4 +1,4 @@
-// Leak hunt (issue #6): secrets never leave the agent.
+// Leak hunt: secrets never leave the agent.
 //
 // A table of secrets with every awkward character is put everywhere a check
 // can carry it — headers, URL paths, query strings, bodies, basic auth, a

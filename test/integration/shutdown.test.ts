@@ -1,4 +1,4 @@
-// Probes and shutdown (DESIGN §6), observed from outside the real process.
+// Probes and shutdown (docs/configuration.md), observed from outside the real process.
 
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';

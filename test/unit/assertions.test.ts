@@ -1,4 +1,4 @@
-// compare / extract / evaluate (DESIGN §4 assertions).
+// compare / extract / evaluate (docs/checks/README.md, assertions).
 
 import { describe, expect, it } from 'vitest';
 import { type Assertion, COMPARISONS, compare, evaluate, extractWithOrigin, parseAssertions } from '../../src/checks/assertions/assertions.js';

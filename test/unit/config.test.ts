@@ -1,4 +1,4 @@
-// configFromEnv and parseArgs (DESIGN §5): defaults, every variable's bad
+// configFromEnv and parseArgs (docs/configuration.md): defaults, every variable's bad
 // values as one ConfigError naming the variable, the value and what is
 // allowed (exit 78), and usage errors (exit 64).
 
@@ -208,7 +208,7 @@ describe('configFromEnv: bad values name the variable, the value and what is all
   });
 
   it('does not print proxy credentials in the error line', () => {
-    // Credentials in a proxy URL are secrets (DESIGN §2: nothing secret leaves the process).
+    // Credentials in a proxy URL are secrets (docs/secrets.md: nothing secret leaves the process).
     const error = envError({ HTTPS_PROXY: 'socks5://user:s3cret-pw@proxy.internal:1080' });
     expect(error.message).toContain('HTTPS_PROXY');
     expect(error.message).not.toContain('s3cret-pw');
@@ -267,12 +267,12 @@ describe('parseArgs', () => {
     });
   });
 
-  it('parses the runtimes command (issue #8), without arguments', () => {
+  it('parses the runtimes command, without arguments', () => {
     expect(parseArgs(['runtimes'])).toEqual({ kind: 'runtimes' });
     expect(() => parseArgs(['runtimes', 'x'])).toThrow(/unexpected argument "x"/);
   });
 
-  it('reads the script settings (issue #8) and refuses bad ones with exit 78', () => {
+  it('reads the script settings and refuses bad ones with exit 78', () => {
     const defaults = configFromEnv({}, 'once');
     expect([defaults.scriptConcurrency, defaults.scriptMemoryMb, defaults.runtimesDir]).toEqual([2, 256, undefined]);
     expect(configFromEnv({ SCRIPT_CONCURRENCY: '5', SCRIPT_MEMORY_MB: '64', RUNTIMES_DIR: 'rt' }, 'once')).toMatchObject({

@@ -1,4 +1,4 @@
-// Issue #5 units: failure classes, traceroute parsing and summaries, the
+// Diagnostics units: failure classes, traceroute parsing and summaries, the
 // capture filter, artifact bundles (tar), pcap masking, local artifact
 // folders and their retention, and the DIAGNOSTICS settings.
 

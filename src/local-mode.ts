@@ -13,7 +13,7 @@ import type { Logger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
 import { JobQueue } from './jobs/queue.js';
 import type { SecretPolicy } from './secrets/policy.js';
-import { loadChecksFile, type LocalCheck } from './local/checks-file.js';
+import { loadChecksFile, type LocalCheck } from './checks/checks-file.js';
 import { Scheduler } from './local/scheduler.js';
 import { LocalSink } from './local/sink.js';
 

@@ -16,7 +16,7 @@ import {
   scriptIsolationSetting,
   USAGE,
 } from './config.js';
-import { ChecksFileError } from './local/checks-file.js';
+import { ChecksFileError } from './checks/checks-file.js';
 import { runLocal } from './local-mode.js';
 import type { EventReporter } from './control-plane/events.js';
 import { createLogger } from './observability/logger.js';

@@ -2,25 +2,13 @@
 // offset (so checks spread out rather than all firing at once), and never
 // overlaps a check with itself.
 
-import { createHash } from 'node:crypto';
 import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
 import type { Logger } from '../observability/logger.js';
+import { nextSlot, offsetMs } from '../core/schedule.js';
 
 export interface Schedulable {
   id: string;
   frequencySeconds: number;
-}
-
-/** Stable offset of a check inside its period, from a hash of its id. */
-export function offsetMs(id: string, periodMs: number): number {
-  const hash = createHash('sha256').update(id).digest();
-  return hash.readUInt32BE(0) % periodMs;
-}
-
-/** The first epoch-aligned slot (k·period + offset) strictly after `after`. */
-export function nextSlot(after: number, periodMs: number, offset: number): number {
-  const k = Math.floor((after - offset) / periodMs) + 1;
-  return k * periodMs + offset;
 }
 
 /** First runs are spread over this window after start, in offset order, so a person sees results at once. */

@@ -13,13 +13,13 @@ export const LAYERS: readonly (readonly string[])[] = [
   ['core'],
   ['observability'],
   ['net', 'health'],
-  ['results'],
+  ['results', 'store'],
   ['secrets'],
   ['artifacts'],
   ['diagnostics'],
   ['checks'],
   ['jobs'],
-  ['control-plane', 'local'],
+  ['control-plane', 'local', 'server'],
   // The entry points and the wiring of each mode: src/*.ts.
   ['.'],
 ];

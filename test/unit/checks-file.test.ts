@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { CHECK_TYPES, type CheckType } from '../../src/core/check-type.js';
 import { defaultRegistry } from '../../src/checks/registry.js';
 import type { UrlRequest } from '../../src/checks/http/url.js';
-import { ChecksFileError, loadChecksFile, MAX_CHECKS_FILE_BYTES, parseChecksFile } from '../../src/local/checks-file.js';
+import { ChecksFileError, loadChecksFile, MAX_CHECKS_FILE_BYTES, parseChecksFile } from '../../src/checks/checks-file.js';
 
 const registry = defaultRegistry();
 const FILE = 'checks.json';

@@ -3,7 +3,8 @@
 
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { nextSlot, offsetMs, type Schedulable, Scheduler, STARTUP_SPREAD_MS } from '../../src/local/scheduler.js';
+import { type Schedulable, Scheduler, STARTUP_SPREAD_MS } from '../../src/local/scheduler.js';
+import { nextSlot, offsetMs } from '../../src/core/schedule.js';
 
 const logger = pino({ level: 'silent' });
 const EPOCH = 1_700_000_000_000;

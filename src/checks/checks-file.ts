@@ -4,11 +4,11 @@
 
 import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
-import { parseCheck, parseEnvironmentVariables } from '../checks/parse-definition.js';
-import type { CheckDefinition } from '../checks/definition.js';
-import type { Executor } from '../checks/executor.js';
-import type { ExecutorRegistry } from '../checks/executor-registry.js';
-import { DefinitionError, Fields } from '../checks/fields.js';
+import { parseCheck, parseEnvironmentVariables } from './parse-definition.js';
+import type { CheckDefinition } from './definition.js';
+import type { Executor } from './executor.js';
+import type { ExecutorRegistry } from './executor-registry.js';
+import { DefinitionError, Fields } from './fields.js';
 import type { EnvironmentVariable } from '../core/protocol.js';
 
 export interface LocalCheck {

@@ -1,0 +1,246 @@
+// The server's HTTP front (node:http): routes by method and path, the two
+// kinds of credentials (the public API's key, a private location's agent
+// key), rate limits per key, bounded JSON bodies, and the service's error
+// body for every failure. Handlers return a JSON answer or write a stream
+// themselves; they never see an unauthenticated or over-limit request.
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { KeyRecord } from '../../store/store.js';
+import { NotFoundError } from '../../store/store.js';
+import type { Logger } from '../../observability/logger.js';
+import { ApiError, errorBody, unauthorized } from './api-error.js';
+import { bearerToken, sameKey } from './credentials.js';
+import type { RateLimiter } from './rate-limit.js';
+
+export type Principal = { kind: 'public' } | { kind: 'agent'; key: KeyRecord; agentId: string };
+
+export interface RouteContext {
+  params: Readonly<Record<string, string>>;
+  query: URLSearchParams;
+  /** The parsed JSON body; undefined for a route with bodyLimit 0. */
+  body: unknown;
+  principal: Principal;
+  req: IncomingMessage;
+  res: ServerResponse;
+  /** Aborted when the caller goes away (a long poll stops waiting; nothing is handed to a closed socket). */
+  signal: AbortSignal;
+  /** The origin this request came in on (`http://host:port`), for URLs in answers. */
+  origin: string;
+}
+
+export interface JsonAnswer {
+  status: number;
+  body?: unknown;
+  headers?: Readonly<Record<string, string>>;
+}
+
+export interface Route {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  /** `/v2/check-results/:checkId`: `:name` matches one non-empty path segment. */
+  path: string;
+  auth: 'public' | 'agent';
+  /** Largest JSON body in bytes; 0: the body is not read (a streaming handler reads `req` itself). */
+  bodyLimit: number;
+  /** A JSON answer, or 'streamed' when the handler wrote the response itself. */
+  handle(ctx: RouteContext): Promise<JsonAnswer | 'streamed'>;
+}
+
+export interface RouterOptions {
+  /** OUTPOST_API_KEY; undefined leaves the public routes open (local mode on loopback only). */
+  publicKey: string | undefined;
+  agentKey(token: string): Promise<KeyRecord | undefined>;
+  publicLimiter: RateLimiter;
+  agentLimiter: RateLimiter;
+  logger: Logger;
+  now?: () => number;
+}
+
+interface CompiledRoute {
+  route: Route;
+  segments: string[];
+}
+
+const AGENT_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
+function compile(route: Route): CompiledRoute {
+  return { route, segments: route.path.split('/').slice(1) };
+}
+
+function match(compiled: CompiledRoute, parts: readonly string[]): Record<string, string> | undefined {
+  if (compiled.segments.length !== parts.length) return undefined;
+  const params: Record<string, string> = {};
+  for (let i = 0; i < parts.length; i++) {
+    const want = compiled.segments[i] as string;
+    const got = parts[i] as string;
+    if (want.startsWith(':')) {
+      if (got === '') return undefined;
+      params[want.slice(1)] = got;
+    } else if (want !== got) {
+      return undefined;
+    }
+  }
+  return params;
+}
+
+/** Reads at most `limit` bytes of JSON; more is a 413, and what is not JSON a 400. */
+export async function readJsonBody(req: IncomingMessage, limit: number): Promise<unknown> {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limit) throw new ApiError(413, `the body is larger than ${limit} bytes`, { limit });
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) throw new ApiError(413, `the body is larger than ${limit} bytes`, { limit });
+    chunks.push(chunk);
+  }
+  if (size === 0) return undefined;
+  try {
+    return JSON.parse(Buffer.concat(chunks, size).toString('utf8'));
+  } catch (error) {
+    throw new ApiError(400, `the body is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Readonly<Record<string, string>> = {}): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const text = body === undefined ? '' : JSON.stringify(body);
+  res.writeHead(status, {
+    ...headers,
+    ...(text ? { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) } : { 'content-length': 0 }),
+  });
+  res.end(text);
+}
+
+export class Router {
+  private readonly routes: CompiledRoute[];
+
+  constructor(
+    routes: readonly Route[],
+    private readonly options: RouterOptions,
+  ) {
+    this.routes = routes.map(compile);
+  }
+
+  /** The node:http request listener. */
+  readonly listener = (req: IncomingMessage, res: ServerResponse): void => {
+    this.serve(req, res).catch((error: unknown) => {
+      this.options.logger.error({ err: error }, 'api request failed');
+      if (!res.headersSent) sendJson(res, 500, errorBody(500, 'internal error'));
+      else res.destroy();
+    });
+  };
+
+  private async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const caller = new AbortController();
+    res.on('close', () => caller.abort(new Error('the caller went away')));
+    try {
+      const answer = await this.dispatch(req, res, caller.signal);
+      if (answer !== 'streamed') sendJson(res, answer.status, answer.body, answer.headers);
+    } catch (error) {
+      if (error instanceof ApiError) {
+        sendJson(res, error.statusCode, error.body, error.headers);
+      } else if (error instanceof NotFoundError) {
+        sendJson(res, 404, errorBody(404, error.message, { id: error.id }));
+      } else {
+        throw error;
+      }
+    } finally {
+      // A body nobody read is drained, so that a keep-alive connection stays usable.
+      if (!req.complete) req.resume();
+    }
+  }
+
+  private async dispatch(req: IncomingMessage, res: ServerResponse, signal: AbortSignal): Promise<JsonAnswer | 'streamed'> {
+    const url = new URL(req.url ?? '/', 'http://outpost.invalid');
+    const parts = url.pathname.split('/').slice(1).map((part) => {
+      try {
+        return decodeURIComponent(part);
+      } catch {
+        throw new ApiError(400, `the path is not valid: ${url.pathname}`);
+      }
+    });
+    let allowed: string[] = [];
+    for (const compiled of this.routes) {
+      const params = match(compiled, parts);
+      if (!params) continue;
+      if (compiled.route.method !== req.method) {
+        allowed.push(compiled.route.method);
+        continue;
+      }
+      const principal = await this.authenticate(compiled.route, req);
+      const body = compiled.route.bodyLimit > 0 ? await readJsonBody(req, compiled.route.bodyLimit) : undefined;
+      const host = req.headers.host ?? `${req.socket.localAddress}:${req.socket.localPort}`;
+      return compiled.route.handle({ params, query: url.searchParams, body, principal, req, res, signal, origin: `http://${host}` });
+    }
+    allowed = [...new Set(allowed)];
+    if (allowed.length > 0) throw new ApiError(405, `${req.method} is not allowed on ${url.pathname}`, { allowed }, { allow: allowed.join(', ') });
+    throw new ApiError(404, `no route ${req.method} ${url.pathname}`);
+  }
+
+  private async authenticate(route: Route, req: IncomingMessage): Promise<Principal> {
+    const token = bearerToken(req.headers.authorization);
+    const now = this.options.now?.() ?? Date.now();
+    if (route.auth === 'public') {
+      const key = this.options.publicKey;
+      if (key !== undefined && (token === undefined || !sameKey(token, key))) throw unauthorized();
+      this.limit(this.options.publicLimiter, 'public', now);
+      return { kind: 'public' };
+    }
+    const key = token === undefined ? undefined : await this.options.agentKey(token);
+    if (!key) throw unauthorized();
+    this.limit(this.options.agentLimiter, key.id, now);
+    const agentId = req.headers['x-agent-id'];
+    if (typeof agentId !== 'string' || !AGENT_ID.test(agentId)) {
+      throw new ApiError(400, 'the x-agent-id header is required: 1 to 64 letters, digits or ._:-', { header: 'x-agent-id' });
+    }
+    return { kind: 'agent', key, agentId };
+  }
+
+  private limit(limiter: RateLimiter, key: string, now: number): void {
+    const decision = limiter.take(key, now);
+    if (!decision.allowed) {
+      throw new ApiError(429, 'Too Many Requests', {}, { 'retry-after': String(decision.retryAfterSeconds) });
+    }
+  }
+}
+
+export interface ApiServerOptions {
+  host: string;
+  port: number;
+  /** Connections served at once; more wait in the kernel's backlog. */
+  maxConnections?: number;
+}
+
+/** Starts listening; resolves once bound (a port in use rejects with EADDRINUSE). */
+export async function startApiServer(router: Router, options: ApiServerOptions): Promise<Server> {
+  const server = createServer(
+    {
+      // Headers must arrive promptly; bodies are bounded per route, and long polls and uploads end themselves.
+      headersTimeout: 10_000,
+      requestTimeout: 0,
+      keepAliveTimeout: 5_000,
+    },
+    router.listener,
+  );
+  server.maxConnections = options.maxConnections ?? 2_048;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return server;
+}
+
+/** Stops taking connections, lets requests in flight finish for up to `graceMs`, then cuts the rest. */
+export async function closeApiServer(server: Server, graceMs: number): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+  await closed;
+  clearTimeout(timer);
+}

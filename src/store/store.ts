@@ -1,0 +1,219 @@
+// The server's database, as the rest of the server sees it: a narrow,
+// asynchronous interface, so that a PostgreSQL implementation can follow the
+// SQLite one (sqlite/sqlite-store.ts) without touching a caller. Every method
+// that changes state is one transaction: it resolves only after the commit,
+// so whatever a route answered as accepted survives a kill -9 of the server.
+// docs/server.md describes the model; the session rules are session-status.ts.
+
+import type { CheckType } from '../core/check-type.js';
+import type { AgentEvent, EnvironmentVariable, Job, ResultEnvelope } from '../core/protocol.js';
+import type { CheckResultEntry } from '../core/result-entry.js';
+
+/** A private location: a network that agents with one of its keys serve. */
+export interface LocationRecord {
+  id: string;
+  name: string;
+}
+
+/** A check as the server schedules it (from the checks file). */
+export interface StoredCheck {
+  id: string;
+  name: string;
+  checkType: CheckType;
+  frequencySeconds: number;
+  /** Location ids it runs in, each once per run. */
+  locations: string[];
+  /** The definition as the checks file has it; handed to agents as the job's `check`. */
+  definition: unknown;
+  /** The file's variables merged with the check's own (check over global); handed to agents with each job. */
+  environmentVariables: EnvironmentVariable[];
+  /** Scripted checks: the runtime the job needs an agent to have; null for every other type. */
+  runtimeId: string | null;
+  /** How long one run may take at most (the check type's hard cap), for TIMED_OUT. */
+  capMs: number;
+}
+
+/** The key record of the service's API; the raw key is shown once, when it is made, and never stored. */
+export interface KeyRecord {
+  id: string;
+  locationId: string;
+  maskedKey: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export const SESSION_STATUSES = [
+  'STARTED',
+  'PROGRESS',
+  'PROGRESS_FAILED',
+  'PROGRESS_DEGRADED',
+  'PASSED',
+  'FAILED',
+  'DEGRADED',
+  'TIMED_OUT',
+  'CANCELLED',
+] as const;
+export type SessionStatus = (typeof SESSION_STATUSES)[number];
+
+/** One run of a check across its locations (the service's check session). */
+export interface SessionRecord {
+  id: string;
+  checkId: string;
+  checkType: CheckType;
+  name: string;
+  status: SessionStatus;
+  runLocations: string[];
+  triggerSource: 'SCHEDULER';
+  startedAt: string;
+  stoppedAt: string | null;
+  durationMs: number | null;
+}
+
+export type JobStatus = 'QUEUED' | 'LEASED' | 'DONE' | 'TIMED_OUT' | 'CANCELLED';
+
+/** One location's part of a session: the job an agent of that location claims. */
+export interface NewJob {
+  id: string;
+  location: string;
+  /** After this, a job without a FINAL result is TIMED_OUT (created + the check's cap + the lease window). */
+  deadlineAt: string;
+}
+
+export interface ClaimQuery {
+  location: string;
+  agentId: string;
+  /** The check types the agent runs; jobs of other types are left for another agent. */
+  checkTypes: readonly string[];
+  /** The runtimes the agent has; a scripted job whose runtime it lacks is left for another agent. */
+  runtimes: readonly string[];
+  max: number;
+  leaseMs: number;
+  now: Date;
+}
+
+export interface LeaseUpdate {
+  extended: Array<{ jobId: string; leaseExpiresAt: string }>;
+  /** Jobs this agent no longer holds: unknown, of another location, leased to another agent, done, timed out or cancelled. */
+  lost: string[];
+}
+
+export interface ResultsOutcome {
+  accepted: string[];
+  rejected: Array<{ resultId: string; statusCode: number; message: string }>;
+}
+
+export interface ResultQuery {
+  checkId: string;
+  /** 1–100. */
+  limit: number;
+  /** The opaque cursor a previous page returned as `nextId`. */
+  nextId?: string;
+  /** Results started at or after this time. */
+  from?: Date;
+  /** Results started before this time. */
+  to?: Date;
+  location?: string;
+  checkType?: string;
+  /** true: only results with failures. */
+  hasFailures?: boolean;
+  resultType: 'FINAL' | 'ATTEMPT' | 'ALL';
+}
+
+export interface ResultPage {
+  entries: CheckResultEntry[];
+  /** null when this was the last page. */
+  nextId: string | null;
+}
+
+export interface ArtifactRecord {
+  id: string;
+  jobId: string;
+  location: string;
+  name: string;
+  contentType: string;
+  /** Announced size; the upload must be exactly this long. */
+  size: number;
+  /** Set once the whole file is on disk. */
+  storedAt: string | null;
+  created_at: string;
+}
+
+/** Thrown by a store method for a reference to a record that does not exist (a route answers 404). */
+export class NotFoundError extends Error {
+  constructor(
+    readonly kind: string,
+    readonly id: string,
+  ) {
+    super(`${kind} ${id} does not exist`);
+    this.name = 'NotFoundError';
+  }
+}
+
+export interface Store {
+  /** Replaces the locations with the checks file's (keys of a location that is gone stop working). */
+  syncLocations(locations: readonly LocationRecord[]): Promise<void>;
+  location(id: string): Promise<LocationRecord | undefined>;
+  locations(): Promise<LocationRecord[]>;
+
+  /**
+   * Makes the file's checks the scheduled ones: each is added or updated and
+   * scheduled again (also one deleted through the API); a check in the store
+   * but not in the file is removed as by deleteCheck. Results stay.
+   */
+  syncChecks(checks: readonly StoredCheck[], now: Date): Promise<void>;
+  /** Scheduled checks (not removed). */
+  activeChecks(): Promise<StoredCheck[]>;
+  /** A check, removed or not. */
+  check(id: string): Promise<(StoredCheck & { removedAt: string | null }) | undefined>;
+  /** Stops scheduling it and cancels its running sessions (their open jobs too); false if unknown or removed already. */
+  deleteCheck(id: string, now: Date): Promise<boolean>;
+
+  createKey(key: KeyRecord & { hash: string }): Promise<KeyRecord>;
+  /** The key whose SHA-256 is `hash`, if its location still exists. */
+  keyByHash(hash: string): Promise<KeyRecord | undefined>;
+
+  /** A session and one QUEUED job per location, in one transaction. */
+  createSession(session: SessionRecord, jobs: readonly NewJob[], check: StoredCheck): Promise<void>;
+  session(id: string): Promise<(SessionRecord & { results: CheckResultEntry[] }) | undefined>;
+  /** Whether the check has a job in this location that is QUEUED or LEASED (a run never overlaps itself). */
+  hasOpenJob(checkId: string, location: string): Promise<boolean>;
+
+  /** Leases up to `max` QUEUED jobs of the location, oldest first, to the agent; returns them as the protocol's Job. */
+  claimJobs(query: ClaimQuery): Promise<Job[]>;
+  /** Returns leased jobs to the queue at once (a claim answer that could not be delivered). */
+  releaseJobs(agentId: string, jobIds: readonly string[]): Promise<void>;
+  extendLeases(agentId: string, location: string, jobIds: readonly string[], leaseMs: number, now: Date): Promise<LeaseUpdate>;
+  /** Jobs whose lease ran out go back to the queue; returns how many. */
+  requeueExpiredLeases(now: Date): Promise<number>;
+  /** Open jobs past their deadline become TIMED_OUT, and so do their sessions once nothing else is open; returns the sessions touched. */
+  timeOutJobs(now: Date): Promise<string[]>;
+
+  /**
+   * Stores results, idempotent by resultId: a result already stored is
+   * accepted again; a FINAL for a job that has a different FINAL, a result
+   * for a job leased to another agent, or for a job timed out or cancelled is
+   * rejected with 409; an unknown job or one of another location with 404. A
+   * FINAL closes its job and moves its session on (session-status.ts).
+   */
+  acceptResults(agentId: string, location: string, results: readonly ResultEnvelope[], now: Date): Promise<ResultsOutcome>;
+  /** Newest first; the cursor stays valid while new results arrive. */
+  listResults(query: ResultQuery): Promise<ResultPage>;
+  result(checkId: string, resultId: string): Promise<CheckResultEntry | undefined>;
+
+  createArtifact(artifact: Omit<ArtifactRecord, 'storedAt'>): Promise<void>;
+  artifact(id: string): Promise<ArtifactRecord | undefined>;
+  markArtifactStored(id: string, now: Date): Promise<void>;
+
+  addEvents(location: string, agentId: string, events: readonly AgentEvent[], now: Date): Promise<void>;
+
+  /**
+   * Deletes results, finished sessions, their jobs and artifact records older
+   * than `before`, at most `batch` results per call (short transactions, so
+   * writers never wait long); says how many results went and which artifacts'
+   * files the caller should now remove.
+   */
+  pruneBefore(before: Date, batch: number): Promise<{ results: number; artifactIds: string[] }>;
+  /** `PRAGMA integrity_check` or its kind: ['ok'] when sound. */
+  integrityCheck(): Promise<string[]>;
+  close(): Promise<void>;
+}

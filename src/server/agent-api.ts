@@ -1,0 +1,388 @@
+// The agent side of the server: protocol v1 (docs/protocol.md) as the
+// router's routes. Every call acts for the caller's location (its key's) and
+// agent (its x-agent-id): a job of another location is unknown to it. The
+// store decides what a result, a lease or a claim does; these routes check
+// the bodies, hold the claim long poll, and move artifact bytes to disk.
+
+import { randomUUID } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdir, open, rename, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { AgentEvent, Job, ResultEnvelope } from '../core/protocol.js';
+import { MAX_RESULTS_PER_BATCH } from '../core/protocol.js';
+import type { Logger } from '../observability/logger.js';
+import type { ResultsOutcome, Store } from '../store/store.js';
+import { ApiError, badRequest, notFound } from './http/api-error.js';
+import type { Principal, Route, RouteContext } from './http/router.js';
+import { sendJson } from './http/router.js';
+import type { JobSignal } from './job-signal.js';
+
+/** How long a claimed job is the agent's before it goes back to the queue, unless extended. */
+export const LEASE_MS = 60_000;
+export const MAX_CLAIM = 100;
+export const MAX_WAIT_SECONDS = 30;
+export const MAX_LEASE_IDS = 1_000;
+export const MAX_EVENTS_PER_BATCH = 100;
+/** The largest artifact an agent may announce (docs/protocol.md). */
+export const MAX_ARTIFACT_BYTES = 157_286_400;
+
+const MiB = 1024 * 1024;
+const RESULTS_BODY_LIMIT = 16 * MiB;
+const SMALL_BODY_LIMIT = MiB;
+
+export interface AgentApiDeps {
+  store: Store;
+  /** Woken by the scheduler when a job was queued; claims wait on it. */
+  jobSignal: JobSignal;
+  /** STATE_DIR/artifacts: `<id>` once stored, `<id>.part` while uploading. */
+  artifactsDir: string;
+  logger: Logger;
+  now?: () => Date;
+  leaseMs?: number;
+}
+
+type AgentPrincipal = Extract<Principal, { kind: 'agent' }>;
+
+function agentOf(ctx: RouteContext): AgentPrincipal {
+  // The router authenticates agent routes with an agent key; anything else is a wiring mistake.
+  if (ctx.principal.kind !== 'agent') throw new Error('an agent route was reached without an agent key');
+  return ctx.principal;
+}
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+function fieldError(field: string, message: string): ApiError {
+  return badRequest(`${field}: ${message}`, { field });
+}
+
+function objectBody(body: unknown): Record<string, unknown> {
+  if (!isObject(body)) throw badRequest('the body must be a JSON object');
+  return body;
+}
+
+function integerIn(value: unknown, field: string, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw fieldError(field, `must be an integer from ${min} to ${max}`);
+  }
+  return value;
+}
+
+function nonEmptyString(value: unknown, field: string, maxLength = 256): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > maxLength) {
+    throw fieldError(field, `must be a string of 1 to ${maxLength} characters`);
+  }
+  return value;
+}
+
+function stringArray(value: unknown, field: string, maxItems: number): string[] {
+  if (!Array.isArray(value) || value.length > maxItems) throw fieldError(field, `must be an array of at most ${maxItems} strings`);
+  for (const [i, item] of value.entries()) nonEmptyString(item, `${field}[${i}]`);
+  return value as string[];
+}
+
+function arrayIn(value: unknown, field: string, min: number, max: number): unknown[] {
+  if (!Array.isArray(value) || value.length < min || value.length > max) {
+    throw fieldError(field, `must be an array of ${min} to ${max} items`);
+  }
+  return value;
+}
+
+export interface ClaimBody {
+  max: number;
+  waitSeconds: number;
+  agent: { id: string; version: string; checkTypes: string[]; runtimes: string[] };
+}
+
+export function parseClaimBody(body: unknown): ClaimBody {
+  const b = objectBody(body);
+  const max = integerIn(b.max, 'max', 1, MAX_CLAIM);
+  const waitSeconds = b.waitSeconds;
+  if (typeof waitSeconds !== 'number' || !Number.isFinite(waitSeconds) || waitSeconds < 0 || waitSeconds > MAX_WAIT_SECONDS) {
+    throw fieldError('waitSeconds', `must be a number from 0 to ${MAX_WAIT_SECONDS}`);
+  }
+  if (!isObject(b.agent)) throw fieldError('agent', 'must be an object {id, version, checkTypes, runtimes}');
+  const agent = {
+    id: nonEmptyString(b.agent.id, 'agent.id'),
+    version: nonEmptyString(b.agent.version, 'agent.version'),
+    checkTypes: stringArray(b.agent.checkTypes, 'agent.checkTypes', 100),
+    runtimes: stringArray(b.agent.runtimes, 'agent.runtimes', 100),
+  };
+  return { max, waitSeconds, agent };
+}
+
+/** Why an envelope cannot be stored, or undefined when it can. */
+export function envelopeProblem(envelope: unknown): string | undefined {
+  if (!isObject(envelope)) return 'the envelope must be an object {jobId, resultId, result}';
+  if (typeof envelope.jobId !== 'string' || envelope.jobId === '') return 'jobId must be a non-empty string';
+  if (typeof envelope.resultId !== 'string' || envelope.resultId === '') return 'resultId must be a non-empty string';
+  const result = envelope.result;
+  if (!isObject(result)) return 'result must be an object';
+  if (result.id !== envelope.resultId) return 'result.id must equal resultId';
+  if (result.resultType !== 'FINAL' && result.resultType !== 'ATTEMPT') return 'result.resultType must be FINAL or ATTEMPT';
+  if (typeof result.startedAt !== 'string' || Number.isNaN(Date.parse(result.startedAt))) return 'result.startedAt must be a date-time';
+  return undefined;
+}
+
+const EVENT_LEVELS = new Set(['error', 'warn']);
+
+export function parseEvents(body: unknown): AgentEvent[] {
+  const events = arrayIn(objectBody(body).events, 'events', 1, MAX_EVENTS_PER_BATCH);
+  return events.map((event, i) => {
+    const at = `events[${i}]`;
+    if (!isObject(event)) throw fieldError(at, 'must be an object');
+    if (typeof event.level !== 'string' || !EVENT_LEVELS.has(event.level)) throw fieldError(`${at}.level`, 'must be error or warn');
+    nonEmptyString(event.name, `${at}.name`);
+    if (typeof event.message !== 'string') throw fieldError(`${at}.message`, 'must be a string');
+    nonEmptyString(event.agentVersion, `${at}.agentVersion`);
+    for (const optional of ['stack', 'nodeVersion', 'origin', 'checkType'] as const) {
+      if (event[optional] !== undefined && typeof event[optional] !== 'string') throw fieldError(`${at}.${optional}`, 'must be a string');
+    }
+    return event as unknown as AgentEvent;
+  });
+}
+
+/** A plain file name: no path, no control characters. */
+function plainFileName(name: string): boolean {
+  if (name.length === 0 || name.length > 255 || name === '.' || name === '..') return false;
+  for (const char of name) {
+    const code = char.codePointAt(0) as number;
+    if (code < 0x20 || code === 0x7f || char === '/' || char === '\\') return false;
+  }
+  return true;
+}
+
+/** type/subtype with optional parameters, printable ASCII only (it is sent back as a header). */
+const CONTENT_TYPE = /^[A-Za-z0-9!#$&^_.+-]+\/[A-Za-z0-9!#$&^_.+-]+(\s*;[\x20-\x7e]*)?$/;
+
+export interface ArtifactBody {
+  jobId: string;
+  name: string;
+  contentType: string;
+  size: number;
+}
+
+export function parseArtifactBody(body: unknown): ArtifactBody {
+  const b = objectBody(body);
+  const jobId = nonEmptyString(b.jobId, 'jobId');
+  if (typeof b.name !== 'string' || !plainFileName(b.name)) throw fieldError('name', 'must be a plain file name of 1 to 255 characters');
+  if (typeof b.contentType !== 'string' || b.contentType.length > 255 || !CONTENT_TYPE.test(b.contentType)) {
+    throw fieldError('contentType', 'must be a media type (type/subtype)');
+  }
+  const size = integerIn(b.size, 'size', 1, MAX_ARTIFACT_BYTES);
+  return { jobId, name: b.name, contentType: b.contentType, size };
+}
+
+/** Ids this server made (randomUUID); anything else never names a file. */
+const ARTIFACT_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+export function agentRoutes(deps: AgentApiDeps): Route[] {
+  const { store, jobSignal, artifactsDir, logger } = deps;
+  const now = deps.now ?? (() => new Date());
+  const leaseMs = deps.leaseMs ?? LEASE_MS;
+  /** Artifacts being written now: a second PUT of the same one waits its turn (409) instead of sharing the .part file. */
+  const uploading = new Set<string>();
+
+  const claim: Route = {
+    method: 'POST',
+    path: '/v1/agent/claim',
+    auth: 'agent',
+    bodyLimit: SMALL_BODY_LIMIT,
+    async handle(ctx) {
+      const { key, agentId } = agentOf(ctx);
+      const body = parseClaimBody(ctx.body);
+      const location = key.locationId;
+      const claimOnce = () =>
+        store.claimJobs({
+          location,
+          agentId,
+          checkTypes: body.agent.checkTypes,
+          runtimes: body.agent.runtimes,
+          max: body.max,
+          leaseMs,
+          now: now(),
+        });
+      const deadline = Date.now() + body.waitSeconds * 1000;
+      let jobs: Job[] = [];
+      for (;;) {
+        const generation = jobSignal.generation(location);
+        jobs = await claimOnce();
+        const left = deadline - Date.now();
+        if (jobs.length > 0 || ctx.signal.aborted || left <= 0) break;
+        // Woken, the claim runs again; the job queued may be of a type this agent lacks, and then it waits on.
+        const woken = await jobSignal.wait(location, generation, left, ctx.signal);
+        if (ctx.signal.aborted) break;
+        if (!woken) {
+          // The wait is over: one last claim takes a job whose lease ran out meanwhile (no signal for that).
+          jobs = await claimOnce();
+          break;
+        }
+      }
+      const release = (why: string) => {
+        if (jobs.length === 0) return;
+        const ids = jobs.map((job) => job.id);
+        jobs = [];
+        store.releaseJobs(agentId, ids).then(
+          () => logger.info({ location, agentId, jobIds: ids }, `claimed jobs released: ${why}`),
+          (error: unknown) => logger.error({ err: error, location, agentId, jobIds: ids }, 'releasing undelivered jobs failed'),
+        );
+      };
+      if (ctx.signal.aborted) {
+        release('the caller went away before the answer');
+        return 'streamed';
+      }
+      // Jobs handed to a socket that closes before the whole answer went out would stay leased to nobody until the lease ran out.
+      ctx.res.once('close', () => {
+        if (!ctx.res.writableFinished) release('the connection closed before the answer was sent');
+      });
+      sendJson(ctx.res, 200, { jobs });
+      return 'streamed';
+    },
+  };
+
+  const leases: Route = {
+    method: 'POST',
+    path: '/v1/agent/leases',
+    auth: 'agent',
+    bodyLimit: SMALL_BODY_LIMIT,
+    async handle(ctx) {
+      const { key, agentId } = agentOf(ctx);
+      const jobIds = stringArray(objectBody(ctx.body).jobIds, 'jobIds', MAX_LEASE_IDS);
+      const update = await store.extendLeases(agentId, key.locationId, jobIds, leaseMs, now());
+      return { status: 200, body: update };
+    },
+  };
+
+  const results: Route = {
+    method: 'POST',
+    path: '/v1/agent/results',
+    auth: 'agent',
+    bodyLimit: RESULTS_BODY_LIMIT,
+    async handle(ctx) {
+      const { key, agentId } = agentOf(ctx);
+      const envelopes = arrayIn(objectBody(ctx.body).results, 'results', 1, MAX_RESULTS_PER_BATCH);
+      const valid: ResultEnvelope[] = [];
+      const rejected: ResultsOutcome['rejected'] = [];
+      envelopes.forEach((envelope, i) => {
+        const problem = envelopeProblem(envelope);
+        if (problem === undefined) {
+          valid.push(envelope as ResultEnvelope);
+          return;
+        }
+        const resultId = isObject(envelope) && typeof envelope.resultId === 'string' ? envelope.resultId : `results[${i}]`;
+        rejected.push({ resultId, statusCode: 400, message: `results[${i}]: ${problem}` });
+      });
+      const outcome = valid.length > 0 ? await store.acceptResults(agentId, key.locationId, valid, now()) : { accepted: [], rejected: [] };
+      return { status: 200, body: { accepted: outcome.accepted, rejected: [...outcome.rejected, ...rejected] } };
+    },
+  };
+
+  const announce: Route = {
+    method: 'POST',
+    path: '/v1/agent/artifacts',
+    auth: 'agent',
+    bodyLimit: SMALL_BODY_LIMIT,
+    async handle(ctx) {
+      const { key } = agentOf(ctx);
+      const artifact = parseArtifactBody(ctx.body);
+      const id = randomUUID();
+      // The store refuses (NotFoundError → 404) a job that is unknown or of another location.
+      await store.createArtifact({ id, location: key.locationId, created_at: now().toISOString(), ...artifact });
+      return {
+        status: 201,
+        body: { uploadUrl: `${ctx.origin}/v1/agent/artifacts/${id}/content`, url: `${ctx.origin}/v1/artifacts/${id}` },
+      };
+    },
+  };
+
+  const upload: Route = {
+    method: 'PUT',
+    path: '/v1/agent/artifacts/:id/content',
+    auth: 'agent',
+    bodyLimit: 0,
+    async handle(ctx) {
+      const { key } = agentOf(ctx);
+      const id = ctx.params.id as string;
+      const artifact = ARTIFACT_ID.test(id) ? await store.artifact(id) : undefined;
+      if (!artifact || artifact.location !== key.locationId) throw notFound('artifact', id);
+      const lengthHeader = ctx.req.headers['content-length'];
+      if (lengthHeader === undefined) throw new ApiError(411, `Content-Length is required: the upload is ${artifact.size} bytes`);
+      if (Number(lengthHeader) !== artifact.size) {
+        throw badRequest(`Content-Length ${lengthHeader} is not the announced size ${artifact.size}`, { header: 'content-length' });
+      }
+      if (uploading.has(id)) throw new ApiError(409, `artifact ${id} is being uploaded by another request`, { id });
+      uploading.add(id);
+      const part = path.join(artifactsDir, `${id}.part`);
+      try {
+        await mkdir(artifactsDir, { recursive: true });
+        let received = 0;
+        const count = new Transform({
+          transform(chunk: Buffer, _encoding, done) {
+            received += chunk.length;
+            if (received > artifact.size) done(badRequest(`the upload is longer than the announced ${artifact.size} bytes`));
+            else done(null, chunk);
+          },
+        });
+        try {
+          await pipeline(ctx.req, count, createWriteStream(part, { mode: 0o600 }));
+          if (received !== artifact.size) throw badRequest(`the upload has ${received} bytes, not the announced ${artifact.size}`);
+        } catch (error) {
+          await rm(part, { force: true });
+          if (error instanceof ApiError) throw error;
+          if (ctx.signal.aborted) return 'streamed';
+          throw error;
+        }
+        await rename(part, path.join(artifactsDir, id));
+        await store.markArtifactStored(id, now());
+      } finally {
+        uploading.delete(id);
+      }
+      return { status: 200, body: { id, size: artifact.size } };
+    },
+  };
+
+  const download: Route = {
+    method: 'GET',
+    path: '/v1/artifacts/:id',
+    auth: 'public',
+    bodyLimit: 0,
+    async handle(ctx) {
+      const id = ctx.params.id as string;
+      const artifact = ARTIFACT_ID.test(id) ? await store.artifact(id) : undefined;
+      if (!artifact || artifact.storedAt === null) throw notFound('artifact', id);
+      // Pruned, or removed by hand: the record alone is no artifact.
+      const handle = await open(path.join(artifactsDir, id), 'r').catch(() => undefined);
+      if (!handle) throw notFound('artifact', id);
+      const { size } = await handle.stat();
+      const stream = handle.createReadStream();
+      ctx.res.writeHead(200, {
+        'content-type': artifact.contentType,
+        'content-length': size,
+        // The type is the agent's word: never let a browser guess another.
+        'x-content-type-options': 'nosniff',
+        'content-disposition': `attachment; filename*=UTF-8''${encodeURIComponent(artifact.name)}`,
+      });
+      await pipeline(stream, ctx.res).catch((error: unknown) => {
+        if (!ctx.signal.aborted) logger.warn({ err: error, artifactId: id }, 'sending an artifact failed');
+      });
+      return 'streamed';
+    },
+  };
+
+  const events: Route = {
+    method: 'POST',
+    path: '/v1/agent/events',
+    auth: 'agent',
+    bodyLimit: SMALL_BODY_LIMIT,
+    async handle(ctx) {
+      const { key, agentId } = agentOf(ctx);
+      const list = parseEvents(ctx.body);
+      await store.addEvents(key.locationId, agentId, list, now());
+      for (const event of list) logger.warn({ location: key.locationId, agentId, event }, 'agent event');
+      return { status: 202 };
+    },
+  };
+
+  return [claim, leases, results, announce, upload, download, events];
+}

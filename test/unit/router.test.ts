@@ -1,0 +1,221 @@
+// The server's HTTP front (src/server/http/router.ts) with small fake routes
+// over real HTTP: routing, both kinds of credentials, rate limits, bodies,
+// and the service's error body for every failure.
+
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { keyHash } from '../../src/server/http/credentials.js';
+import { RateLimiter } from '../../src/server/http/rate-limit.js';
+import { closeApiServer, type Route, Router, type RouterOptions, startApiServer } from '../../src/server/http/router.js';
+import { type KeyRecord, NotFoundError } from '../../src/store/store.js';
+
+const PUBLIC_KEY = 'public-key-0123456789';
+const AGENT_KEY = 'pl_agent-key-abcdef';
+const KEY: KeyRecord = { id: 'key-1', locationId: 'loc-a', maskedKey: 'pl_********cdef', created_at: '2026-11-24T00:00:00.000Z', updated_at: '2026-11-24T00:00:00.000Z' };
+
+const routes: Route[] = [
+  {
+    method: 'GET',
+    path: '/v1/things/:id',
+    auth: 'public',
+    bodyLimit: 0,
+    handle: async (ctx) => ({ status: 200, body: { id: ctx.params.id, q: ctx.query.get('q'), principal: ctx.principal.kind } }),
+  },
+  { method: 'DELETE', path: '/v1/things/:id', auth: 'public', bodyLimit: 0, handle: async () => ({ status: 204 }) },
+  {
+    method: 'POST',
+    path: '/v1/echo',
+    auth: 'public',
+    bodyLimit: 64,
+    handle: async (ctx) => ({ status: 200, body: { got: ctx.body }, headers: { 'x-echo': 'yes' } }),
+  },
+  {
+    method: 'POST',
+    path: '/v1/agent/whoami',
+    auth: 'agent',
+    bodyLimit: 1024,
+    handle: async (ctx) => ({ status: 200, body: ctx.principal }),
+  },
+  {
+    method: 'GET',
+    path: '/v1/missing/:id',
+    auth: 'public',
+    bodyLimit: 0,
+    handle: async (ctx) => {
+      throw new NotFoundError('thing', ctx.params.id as string);
+    },
+  },
+  {
+    method: 'GET',
+    path: '/v1/broken',
+    auth: 'public',
+    bodyLimit: 0,
+    handle: async () => {
+      throw new Error('secret detail of the database');
+    },
+  },
+];
+
+const servers: Server[] = [];
+afterEach(async () => {
+  for (const server of servers.splice(0)) await closeApiServer(server, 100);
+});
+
+async function serve(options: Partial<RouterOptions> = {}): Promise<string> {
+  const router = new Router(routes, {
+    publicKey: PUBLIC_KEY,
+    agentKey: async (token) => (keyHash(token) === keyHash(AGENT_KEY) ? KEY : undefined),
+    publicLimiter: new RateLimiter(1000, 60),
+    agentLimiter: new RateLimiter(1000, 60),
+    logger: pino({ level: 'silent' }),
+    ...options,
+  });
+  const server = await startApiServer(router, { host: '127.0.0.1', port: 0 });
+  servers.push(server);
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+const pub = { authorization: `Bearer ${PUBLIC_KEY}` };
+const agent = { authorization: `Bearer ${AGENT_KEY}`, 'x-agent-id': 'agent-1' };
+
+async function call(url: string, init: RequestInit = {}): Promise<{ status: number; body: unknown; headers: Headers }> {
+  const response = await fetch(url, init);
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : undefined, headers: response.headers };
+}
+
+describe('router', () => {
+  it('answers 404 for an unknown path and 405 with Allow for a known path with another method, in the error body', async () => {
+    const base = await serve();
+    const missing = await call(`${base}/v1/nothing`, { headers: pub });
+    expect(missing.status).toBe(404);
+    expect(missing.body).toEqual({ statusCode: 404, error: 'Not Found', message: 'no route GET /v1/nothing', attributes: {} });
+    const wrong = await call(`${base}/v1/things/1`, { method: 'PUT', headers: pub });
+    expect(wrong.status).toBe(405);
+    expect(wrong.headers.get('allow')).toBe('GET, DELETE');
+    expect(wrong.body).toMatchObject({ statusCode: 405, error: 'Method Not Allowed', attributes: { allowed: ['GET', 'DELETE'] } });
+  });
+
+  it("refuses a missing or wrong key with the service's 401 'bad token' body, on public and agent routes", async () => {
+    const base = await serve();
+    const badToken = { statusCode: 401, error: 'Unauthorized', message: 'bad token', attributes: {} };
+    for (const headers of [{} as Record<string, string>, { authorization: 'Bearer nope' }, { authorization: `Basic ${PUBLIC_KEY}` }, { authorization: `Bearer ${AGENT_KEY}` }]) {
+      const answer = await call(`${base}/v1/things/1`, { headers });
+      expect(answer.status).toBe(401);
+      expect(answer.body).toEqual(badToken);
+    }
+    for (const headers of [{ 'x-agent-id': 'a' } as Record<string, string>, { authorization: 'Bearer nope', 'x-agent-id': 'a' }, { ...pub, 'x-agent-id': 'a' }]) {
+      const answer = await call(`${base}/v1/agent/whoami`, { method: 'POST', headers });
+      expect(answer.status).toBe(401);
+      expect(answer.body).toEqual(badToken);
+    }
+  });
+
+  it('compares the public key whole: a prefix, an extension or one changed character is refused', async () => {
+    const base = await serve();
+    const changed = `${PUBLIC_KEY.slice(0, -1)}X`;
+    for (const token of [PUBLIC_KEY.slice(0, -1), `${PUBLIC_KEY}0`, changed, PUBLIC_KEY.toUpperCase()]) {
+      expect((await call(`${base}/v1/things/1`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(401);
+    }
+    // The scheme is case-insensitive, the token is not.
+    expect((await call(`${base}/v1/things/1`, { headers: { authorization: `bearer ${PUBLIC_KEY}` } })).status).toBe(200);
+  });
+
+  it('accepts the public key and hands the route its params (decoded) and query', async () => {
+    const base = await serve();
+    const answer = await call(`${base}/v1/things/a%20b%2Fc?q=x%26y`, { headers: pub });
+    expect(answer.status).toBe(200);
+    expect(answer.body).toEqual({ id: 'a b/c', q: 'x&y', principal: 'public' });
+    expect((await call(`${base}/v1/things/%E0%A4%A`, { headers: pub })).status).toBe(400);
+    // An empty segment matches no :param.
+    expect((await call(`${base}/v1/things/`, { headers: pub })).status).toBe(404);
+  });
+
+  it('accepts an agent key with x-agent-id, and gives the route the key record and agent id', async () => {
+    const base = await serve();
+    const answer = await call(`${base}/v1/agent/whoami`, { method: 'POST', headers: agent });
+    expect(answer.status).toBe(200);
+    expect(answer.body).toEqual({ kind: 'agent', key: KEY, agentId: 'agent-1' });
+  });
+
+  it('accepts the x-service-account header alongside a valid key', async () => {
+    const base = await serve();
+    const answer = await call(`${base}/v1/things/7`, { headers: { ...pub, 'x-service-account': 'acct-1' } });
+    expect(answer.status).toBe(200);
+    const agentAnswer = await call(`${base}/v1/agent/whoami`, { method: 'POST', headers: { ...agent, 'x-service-account': 'acct-1' } });
+    expect(agentAnswer.status).toBe(200);
+  });
+
+  it('requires a well-formed x-agent-id on agent routes (400 naming the header)', async () => {
+    const base = await serve();
+    for (const id of [undefined, '', 'has space', 'x'.repeat(65), 'slash/no']) {
+      const headers: Record<string, string> = { authorization: `Bearer ${AGENT_KEY}` };
+      if (id !== undefined) headers['x-agent-id'] = id;
+      const answer = await call(`${base}/v1/agent/whoami`, { method: 'POST', headers });
+      expect(answer.status, String(id)).toBe(400);
+      expect(answer.body).toMatchObject({ statusCode: 400, error: 'Bad Request', attributes: { header: 'x-agent-id' } });
+    }
+  });
+
+  it('answers 429 with Retry-After and the error body once a key is over its limit, per key', async () => {
+    const base = await serve({ publicLimiter: new RateLimiter(3, 60), agentLimiter: new RateLimiter(2, 60) });
+    for (let i = 0; i < 3; i++) expect((await call(`${base}/v1/things/1`, { headers: pub })).status).toBe(200);
+    const over = await call(`${base}/v1/things/1`, { headers: pub });
+    expect(over.status).toBe(429);
+    expect(Number(over.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(Number(over.headers.get('retry-after'))).toBeLessThanOrEqual(60);
+    expect(over.body).toEqual({ statusCode: 429, error: 'Too Many Requests', message: 'Too Many Requests', attributes: {} });
+    // The agent key has its own budget.
+    for (let i = 0; i < 2; i++) expect((await call(`${base}/v1/agent/whoami`, { method: 'POST', headers: agent })).status).toBe(200);
+    expect((await call(`${base}/v1/agent/whoami`, { method: 'POST', headers: agent })).status).toBe(429);
+    // A bad key is refused before it counts.
+    expect((await call(`${base}/v1/things/1`, { headers: { authorization: 'Bearer nope' } })).status).toBe(401);
+  });
+
+  it('refuses a body over the route limit with 413 and invalid JSON with 400', async () => {
+    const base = await serve();
+    const json = { ...pub, 'content-type': 'application/json' };
+    const ok = await call(`${base}/v1/echo`, { method: 'POST', headers: json, body: JSON.stringify({ a: 1 }) });
+    expect(ok.status).toBe(200);
+    expect(ok.body).toEqual({ got: { a: 1 } });
+    expect(ok.headers.get('x-echo')).toBe('yes');
+    const big = await call(`${base}/v1/echo`, { method: 'POST', headers: json, body: JSON.stringify({ a: 'x'.repeat(100) }) });
+    expect(big.status).toBe(413);
+    expect(big.body).toMatchObject({ statusCode: 413, error: 'Payload Too Large', attributes: { limit: 64 } });
+    // Without Content-Length (chunked), the limit still holds while reading.
+    const chunked = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode(`"${'y'.repeat(100)}"`));
+        controller.close();
+      },
+    });
+    const streamed = await call(`${base}/v1/echo`, { method: 'POST', headers: json, body: chunked, duplex: 'half' } as RequestInit);
+    expect(streamed.status).toBe(413);
+    const bad = await call(`${base}/v1/echo`, { method: 'POST', headers: json, body: '{"a":' });
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatchObject({ statusCode: 400, error: 'Bad Request' });
+    expect((bad.body as { message: string }).message).toMatch(/not valid JSON/);
+  });
+
+  it("turns a handler's NotFoundError into 404 and an unexpected throw into 500 without its message", async () => {
+    const base = await serve();
+    const missing = await call(`${base}/v1/missing/abc`, { headers: pub });
+    expect(missing.status).toBe(404);
+    expect(missing.body).toEqual({ statusCode: 404, error: 'Not Found', message: 'thing abc does not exist', attributes: { id: 'abc' } });
+    const broken = await call(`${base}/v1/broken`, { headers: pub });
+    expect(broken.status).toBe(500);
+    expect(broken.body).toEqual({ statusCode: 500, error: 'Internal Server Error', message: 'internal error', attributes: {} });
+    expect(JSON.stringify(broken.body)).not.toContain('secret');
+    // The server keeps serving.
+    expect((await call(`${base}/v1/things/1`, { headers: pub })).status).toBe(200);
+  });
+
+  it('leaves public routes open when no public key is set, and agent routes still closed', async () => {
+    const base = await serve({ publicKey: undefined });
+    expect((await call(`${base}/v1/things/1`)).status).toBe(200);
+    expect((await call(`${base}/v1/things/1`, { headers: { authorization: 'Bearer anything' } })).status).toBe(200);
+    expect((await call(`${base}/v1/agent/whoami`, { method: 'POST', headers: { 'x-agent-id': 'a' } })).status).toBe(401);
+  });
+});

@@ -1,0 +1,289 @@
+// The server's scheduler: each active check gets a check session on its
+// frequency, at a stable offset in its period (core/schedule.ts), with one
+// job per location for that location's agents to claim. A location whose
+// previous job of the check is still open is left out of the run (a run never
+// overlaps itself; the slot is logged as missed, never queued up). Beside it
+// two housekeeping loops: the sweeper (expired leases back to the queue, jobs
+// past their deadline TIMED_OUT) and retention (old results, sessions and
+// artifact files deleted in small batches).
+
+import { randomUUID } from 'node:crypto';
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+import { nextSlot, offsetMs } from '../core/schedule.js';
+import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
+import type { Logger } from '../observability/logger.js';
+import type { NewJob, SessionRecord, Store, StoredCheck } from '../store/store.js';
+
+/** First runs are spread over this window after start, in offset order (as src/local/scheduler.ts does). */
+export const STARTUP_SPREAD_MS = 2_000;
+/** How long an agent holds a job before it must extend the lease (docs/protocol.md). */
+export const DEFAULT_LEASE_MS = 60_000;
+export const DEFAULT_SWEEP_EVERY_MS = 5_000;
+export const DEFAULT_RETENTION_EVERY_MS = 10 * 60_000;
+export const DEFAULT_PRUNE_BATCH = 1_000;
+/** Batches one retention round deletes at most; what is left waits for the next round. */
+export const MAX_PRUNE_BATCHES_PER_ROUND = 100;
+/** A sweep that takes longer than this (on top of its interval) shows the sweeper as stuck. */
+const SWEEP_BUDGET_MS = 30_000;
+const DAY_MS = 86_400_000;
+
+export interface SessionSchedulerOptions {
+  store: Store;
+  logger: Logger;
+  /** STATE_DIR: artifact files live in STATE_DIR/artifacts/<id>. */
+  stateDir: string;
+  /** RESULTS_RETENTION_DAYS: results, finished sessions and artifacts older than this are deleted. */
+  retentionDays: number;
+  /** A job was queued for the location: wake its waiting claims (job-signal.ts JobSignal.notify). */
+  onQueued?: (location: string) => void;
+  leaseMs?: number;
+  sweepEveryMs?: number;
+  retentionEveryMs?: number;
+  pruneBatch?: number;
+  startupSpreadMs?: number;
+  /** Beats with every sweep: a store that stops answering shows as a stuck sweeper. */
+  heartbeat?: Heartbeat;
+  now?: () => number;
+}
+
+interface Slot {
+  check: StoredCheck;
+  timer: NodeJS.Timeout | undefined;
+}
+
+export class SessionScheduler {
+  private readonly store: Store;
+  private readonly logger: Logger;
+  private readonly now: () => number;
+  private readonly leaseMs: number;
+  private readonly sweepEveryMs: number;
+  private readonly retentionEveryMs: number;
+  private readonly pruneBatch: number;
+  private readonly spreadMs: number;
+  private readonly heartbeat: Heartbeat;
+  private readonly slots = new Map<string, Slot>();
+  /** Checks whose session is being made right now: a slot that comes meanwhile is missed, not doubled. */
+  private readonly creating = new Set<string>();
+  /** Every store call in flight, for stop(). */
+  private readonly inFlight = new Set<Promise<unknown>>();
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private retentionTimer: NodeJS.Timeout | undefined;
+  private reloading: Promise<void> = Promise.resolve();
+  private started = false;
+  private stopped = false;
+  /** Slots missed because a location's previous job was still open. */
+  missed = 0;
+  sessionsCreated = 0;
+
+  constructor(private readonly options: SessionSchedulerOptions) {
+    this.store = options.store;
+    this.logger = options.logger;
+    this.now = options.now ?? Date.now;
+    this.leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+    this.sweepEveryMs = options.sweepEveryMs ?? DEFAULT_SWEEP_EVERY_MS;
+    this.retentionEveryMs = options.retentionEveryMs ?? DEFAULT_RETENTION_EVERY_MS;
+    this.pruneBatch = options.pruneBatch ?? DEFAULT_PRUNE_BATCH;
+    this.spreadMs = options.startupSpreadMs ?? STARTUP_SPREAD_MS;
+    this.heartbeat = options.heartbeat ?? NO_HEARTBEAT;
+  }
+
+  /** Reads the active checks and arms them; starts the sweeper and retention loops. */
+  async start(): Promise<void> {
+    if (this.started) throw new Error('the scheduler was started already');
+    this.started = true;
+    await this.reschedule();
+    this.armSweep(0);
+    this.armRetention(0);
+  }
+
+  /**
+   * Reads the active checks again (after a DELETE, a new checks file): a check
+   * that is gone stops, a new one starts within the startup spread, one whose
+   * frequency changed moves to its new slots; the others keep their timers.
+   */
+  reschedule(): Promise<void> {
+    const next = this.reloading.then(() => this.track(this.reload()));
+    // One reload after another; a failed one is logged and does not block the next.
+    this.reloading = next.catch((error: unknown) => this.logger.error({ err: error }, 'reading the checks to schedule failed'));
+    return next;
+  }
+
+  /** Clears every timer; resolves once every store call in flight has finished. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const slot of this.slots.values()) clearTimeout(slot.timer);
+    this.slots.clear();
+    clearTimeout(this.sweepTimer);
+    clearTimeout(this.retentionTimer);
+    this.heartbeat.idle();
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+  }
+
+  /** Ids of the checks with a timer, for tests and metrics. */
+  get scheduled(): string[] {
+    return [...this.slots.keys()];
+  }
+
+  private track<T>(promise: Promise<T>): Promise<T> {
+    this.inFlight.add(promise);
+    const done = () => this.inFlight.delete(promise);
+    promise.then(done, done);
+    return promise;
+  }
+
+  private async reload(): Promise<void> {
+    if (this.stopped) return;
+    const checks = await this.store.activeChecks();
+    if (this.stopped) return;
+    const now = this.now();
+    const ids = new Set(checks.map((check) => check.id));
+    for (const [id, slot] of this.slots) {
+      if (ids.has(id)) continue;
+      clearTimeout(slot.timer);
+      this.slots.delete(id);
+      this.logger.info({ checkId: id }, 'check no longer scheduled');
+    }
+    for (const check of checks) {
+      const slot = this.slots.get(check.id);
+      const period = check.frequencySeconds * 1000;
+      if (!slot) {
+        const created: Slot = { check, timer: undefined };
+        this.slots.set(check.id, created);
+        this.arm(created, now + Math.floor((offsetMs(check.id, period) / period) * this.spreadMs));
+        continue;
+      }
+      const moved = slot.check.frequencySeconds !== check.frequencySeconds;
+      slot.check = check;
+      if (moved) {
+        clearTimeout(slot.timer);
+        this.arm(slot, nextSlot(now, period, offsetMs(check.id, period)));
+      }
+    }
+  }
+
+  private arm(slot: Slot, at: number): void {
+    if (this.stopped) return;
+    slot.timer = setTimeout(() => this.fire(slot, at), Math.max(0, at - this.now()));
+  }
+
+  private fire(slot: Slot, at: number): void {
+    const { check } = slot;
+    const period = check.frequencySeconds * 1000;
+    // At least half a period to the next slot, so the startup run and the first aligned slot never crowd together.
+    this.arm(slot, nextSlot(Math.max(at, this.now()) + period / 2, period, offsetMs(check.id, period)));
+    if (this.creating.has(check.id)) {
+      this.missed++;
+      this.logger.warn({ checkId: check.id }, 'missed slot: the previous session of this check is still being created');
+      return;
+    }
+    this.creating.add(check.id);
+    this.track(this.runOnce(check.id))
+      .catch((error: unknown) => this.logger.error({ err: error, checkId: check.id }, 'creating a check session failed'))
+      .finally(() => this.creating.delete(check.id));
+  }
+
+  /** One slot of a check: a session with a job for each location that has none open. */
+  private async runOnce(checkId: string): Promise<void> {
+    // Read again: a check deleted or changed since its timer was armed is run as it is now, or not at all.
+    const check = await this.store.check(checkId);
+    if (!check || check.removedAt !== null || this.stopped) return;
+    const locations: string[] = [];
+    for (const location of check.locations) {
+      if (await this.store.hasOpenJob(check.id, location)) {
+        this.missed++;
+        this.logger.warn({ checkId: check.id, location }, 'missed slot: the previous run in this location is still open');
+      } else {
+        locations.push(location);
+      }
+    }
+    if (locations.length === 0 || this.stopped) return;
+    const now = this.now();
+    const deadlineAt = new Date(now + check.capMs + 2 * this.leaseMs).toISOString();
+    const session: SessionRecord = {
+      id: randomUUID(),
+      checkId: check.id,
+      checkType: check.checkType,
+      name: check.name,
+      status: 'STARTED',
+      // The locations that got a job: the session is complete once each has a FINAL.
+      runLocations: locations,
+      triggerSource: 'SCHEDULER',
+      startedAt: new Date(now).toISOString(),
+      stoppedAt: null,
+      durationMs: null,
+    };
+    const jobs: NewJob[] = locations.map((location) => ({ id: randomUUID(), location, deadlineAt }));
+    await this.store.createSession(session, jobs, check);
+    this.sessionsCreated++;
+    this.logger.debug({ checkId: check.id, sessionId: session.id, locations }, 'check session queued');
+    for (const location of locations) this.options.onQueued?.(location);
+  }
+
+  private armSweep(delayMs: number): void {
+    if (this.stopped) return;
+    this.heartbeat.beat(delayMs + SWEEP_BUDGET_MS);
+    this.sweepTimer = setTimeout(() => {
+      this.track(this.sweep())
+        .catch((error: unknown) => this.logger.error({ err: error }, 'sweeping leases and deadlines failed'))
+        .finally(() => this.armSweep(this.sweepEveryMs));
+    }, delayMs);
+  }
+
+  private async sweep(): Promise<void> {
+    const now = new Date(this.now());
+    const requeued = await this.store.requeueExpiredLeases(now);
+    if (requeued > 0) {
+      this.logger.info({ jobs: requeued }, 'leases expired: jobs back in the queue');
+      // The store says how many, not where: every location's claims look again.
+      if (this.options.onQueued) for (const location of await this.store.locations()) this.options.onQueued(location.id);
+    }
+    const timedOut = await this.store.timeOutJobs(now);
+    if (timedOut.length > 0) this.logger.warn({ sessions: timedOut }, 'jobs past their deadline: timed out');
+  }
+
+  private armRetention(delayMs: number): void {
+    if (this.stopped) return;
+    this.retentionTimer = setTimeout(() => {
+      this.track(this.prune())
+        .catch((error: unknown) => this.logger.error({ err: error }, 'deleting old results failed'))
+        .finally(() => this.armRetention(this.retentionEveryMs));
+    }, delayMs);
+  }
+
+  /** Deletes what is older than the retention, batch by batch, until a batch comes back short (or the round's bound). */
+  private async prune(): Promise<void> {
+    const before = new Date(this.now() - this.options.retentionDays * DAY_MS);
+    let results = 0;
+    let files = 0;
+    for (let round = 0; round < MAX_PRUNE_BATCHES_PER_ROUND && !this.stopped; round++) {
+      const batch = await this.store.pruneBefore(before, this.pruneBatch);
+      results += batch.results;
+      for (const id of batch.artifactIds) files += await this.removeArtifact(id);
+      if (batch.results < this.pruneBatch) break;
+      // Let requests in between batches.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    if (results > 0 || files > 0) this.logger.info({ results, artifactFiles: files, before: before.toISOString() }, 'old results deleted');
+  }
+
+  /** Removes an artifact's file and any unfinished upload of it; 1 when a file went. */
+  private async removeArtifact(id: string): Promise<number> {
+    // Ids are the server's own; one that is not a plain file name is never turned into a path.
+    if (id === '' || id !== path.basename(id) || id === '.' || id === '..') {
+      this.logger.warn({ artifactId: id }, 'not removing an artifact whose id is not a file name');
+      return 0;
+    }
+    const file = path.join(this.options.stateDir, 'artifacts', id);
+    let removed = 0;
+    for (const target of [file, `${file}.part`]) {
+      try {
+        await rm(target);
+        removed++;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') this.logger.warn({ err: error, artifactId: id }, 'removing an artifact file failed');
+      }
+    }
+    return Math.min(removed, 1);
+  }
+}

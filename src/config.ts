@@ -19,7 +19,7 @@ import { processSecrets } from './core/process-secrets.js';
 export const EXIT_USAGE = 64;
 export const EXIT_CONFIG = 78;
 
-export type Mode = 'agent' | 'local' | 'once';
+export type Mode = 'agent' | 'local' | 'once' | 'server';
 
 export interface Config {
   mode: Mode;
@@ -74,7 +74,23 @@ export interface Config {
   processEnv: Readonly<Env>;
   /** Test hook OUTPOST_TEST_FAULT (docs/configuration.md); never set in production. */
   testFault?: TestFault;
+  /** Server mode (docs/server.md): where the API listens, its key, and how long results are kept. */
+  server?: ServerSettings;
 }
+
+export interface ServerSettings {
+  /** API_PORT, default 8080. */
+  apiPort: number;
+  /** API_HOST, default 0.0.0.0. */
+  apiHost: string;
+  /** OUTPOST_API_KEY: the public API's bearer token. */
+  apiKey: string;
+  /** RESULTS_RETENTION_DAYS, default 30. */
+  retentionDays: number;
+}
+
+/** The shortest OUTPOST_API_KEY accepted: a key is a password, not a name. */
+export const MIN_API_KEY_LENGTH = 16;
 
 /**
  * OUTPOST_TEST_FAULT values: `executor-throw` makes every executor call throw;
@@ -218,6 +234,24 @@ function toolPaths(env: Env): ToolPaths {
   };
 }
 
+function serverSettings(env: Env): ServerSettings {
+  const apiKey = read(env, 'OUTPOST_API_KEY');
+  if (apiKey === undefined) {
+    throw new ConfigError('OUTPOST_API_KEY is not set: server mode needs the key its public API requires (Authorization: Bearer …)');
+  }
+  if (/\s/.test(apiKey) || apiKey.length < MIN_API_KEY_LENGTH) {
+    throw new ConfigError(`OUTPOST_API_KEY is invalid: must be at least ${MIN_API_KEY_LENGTH} characters without whitespace`);
+  }
+  const apiHost = read(env, 'API_HOST') ?? '0.0.0.0';
+  if (isIP(apiHost) === 0) throw new ConfigError(`API_HOST=${shown(apiHost)} is invalid: must be an IP address (0.0.0.0, ::, 127.0.0.1)`);
+  return {
+    apiPort: integer(env, 'API_PORT', 8080, 0, 65535),
+    apiHost,
+    apiKey,
+    retentionDays: integer(env, 'RESULTS_RETENTION_DAYS', 30, 1, 3650),
+  };
+}
+
 /** Parses the environment for a mode; throws ConfigError on the first bad value. */
 export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string; resultsFile?: string } = {}): Config {
   const logLevelGiven = read(env, 'LOG_LEVEL') ?? 'info';
@@ -295,6 +329,7 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     }
     config.testFault = testFault as TestFault;
   }
+  if (mode === 'server') config.server = serverSettings(env);
   if (mode === 'agent') {
     const apiUrl = read(env, 'API_URL');
     if (apiUrl === undefined) throw new ConfigError('API_URL is not set: agent mode needs the control-plane base URL (https://…)');
@@ -319,6 +354,8 @@ Commands:
   agent                      pull jobs from the control plane (API_URL, API_KEY) and report results
   local <checks.json>        run the checks of a file on their frequency; results to stdout
   once <checks.json>         run each check of a file once; exit 0 only if all passed
+  server <checks.json>       the control plane: schedules the file's checks for private locations'
+                             agents, stores results, serves the read API (OUTPOST_API_KEY, API_PORT)
   runtimes                   list the runtimes in RUNTIMES_DIR: stage, and whether installed
 
 Options:
@@ -342,13 +379,13 @@ export function parseArgs(argv: string[]): Command {
   if (argv.includes('-h') || argv.includes('--help') || argv[0] === 'help') return { kind: 'help' };
   if (argv.includes('-v') || argv.includes('--version') || argv[0] === 'version') return { kind: 'version' };
   const [command, ...rest] = argv;
-  if (command === undefined) throw new ConfigError('no command given: use agent, local <file> or once <file> (see --help)', EXIT_USAGE);
+  if (command === undefined) throw new ConfigError('no command given: use agent, local <file>, once <file> or server <file> (see --help)', EXIT_USAGE);
   if (command === 'runtimes') {
     if (rest.length > 0) throw new ConfigError(`unexpected argument ${shown(rest[0] as string)} (see --help)`, EXIT_USAGE);
     return { kind: 'runtimes' };
   }
-  if (command !== 'agent' && command !== 'local' && command !== 'once') {
-    throw new ConfigError(`unknown command ${shown(command)}: use agent, local <file> or once <file> (see --help)`, EXIT_USAGE);
+  if (command !== 'agent' && command !== 'local' && command !== 'once' && command !== 'server') {
+    throw new ConfigError(`unknown command ${shown(command)}: use agent, local <file>, once <file> or server <file> (see --help)`, EXIT_USAGE);
   }
   let checksFile: string | undefined;
   let resultsFile: string | undefined;
@@ -372,6 +409,9 @@ export function parseArgs(argv: string[]): Command {
   if (command === 'agent') {
     if (resultsFile) throw new ConfigError('--results is for local and once modes; agent mode reports to the control plane', EXIT_USAGE);
     return { kind: 'run', mode: 'agent', ...(uptimeOnly ? { uptimeOnly } : {}) };
+  }
+  if (command === 'server' && (resultsFile || uptimeOnly)) {
+    throw new ConfigError('--results and --uptime-only are for the modes that run checks; server mode only schedules them', EXIT_USAGE);
   }
   if (!checksFile) throw new ConfigError(`${command} needs a checks file: outpost ${command} <checks.json>`, EXIT_USAGE);
   return { kind: 'run', mode: command, checksFile, ...(resultsFile ? { resultsFile } : {}), ...(uptimeOnly ? { uptimeOnly } : {}) };

@@ -8,6 +8,7 @@ import { configureScriptIsolation, type ScriptIsolation } from './checks/scripte
 import { defaultRegistry, type ScriptedSetup, uptimeOnly } from './checks/registry.js';
 import {
   browserPathSetting,
+  type Config,
   ConfigError,
   configFromEnv,
   EXIT_CONFIG,
@@ -18,6 +19,7 @@ import {
 } from './config.js';
 import { ChecksFileError } from './checks/checks-file.js';
 import { runLocal } from './local-mode.js';
+import { type RunningServer, runServer } from './server-mode.js';
 import type { EventReporter } from './control-plane/events.js';
 import { createLogger } from './observability/logger.js';
 import { browserPath, hasSuiteRunner, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from './checks/scripted/runtimes.js';
@@ -84,7 +86,7 @@ async function main(): Promise<void> {
     if (error instanceof ConfigError) fail(error.message, error.exitCode);
     throw error;
   }
-  if (config.mode === 'agent') {
+  if (config.mode === 'agent' || config.mode === 'server') {
     try {
       await checkStateDir(config.stateDir);
     } catch (error) {
@@ -96,8 +98,25 @@ async function main(): Promise<void> {
   const secrets = new SecretPolicy(secretsInAgentEnv(config.processEnv));
   scrubCrash = (text) => secrets.scrubText(text);
   // Local and once modes print results on stdout, so their logs go to stderr.
-  const { logger, flush } = createLogger(config.logLevel, config.mode === 'agent' ? 'stdout' : 'stderr', secrets.scrubLogLine);
+  const { logger, flush } = createLogger(config.logLevel, config.mode === 'agent' || config.mode === 'server' ? 'stdout' : 'stderr', secrets.scrubLogLine);
   secrets.attachLogger(logger);
+  if (config.mode === 'server') {
+    process.on('uncaughtException', (error) => {
+      logger.fatal({ err: error }, 'uncaught exception: exiting');
+      flush();
+      process.exit(70);
+    });
+    process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled promise rejection'));
+    let server: RunningServer;
+    try {
+      server = await runServer(config, logger, flush);
+    } catch (error) {
+      startupFailed(error, config, flush);
+    }
+    const exitCode = await server.done;
+    flush();
+    process.exit(exitCode);
+  }
   if (config.testFault) {
     const effect = config.testFault === 'executor-throw' ? 'every check fails' : 'the claim loop crashes';
     logger.warn({ testFault: config.testFault }, `OUTPOST_TEST_FAULT is set: a test hook is active and ${effect}`);
@@ -135,19 +154,7 @@ async function main(): Promise<void> {
       config.mode === 'agent' ? await runAgent(config, registry, logger, flush, secrets) : await runLocal(config, registry, logger, flush, secrets);
     events = running.events;
   } catch (error) {
-    flush();
-    if (error instanceof ChecksFileError) fail(error.message, EXIT_CONFIG);
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'EADDRNOTAVAIL') {
-      fail(`AGENT_HEALTH_HOST=${config.healthHost} cannot be bound (${code}): it is not an address of this host`, EXIT_CONFIG);
-    }
-    if ((code === 'EADDRINUSE' || code === 'EACCES') && (error as NodeJS.ErrnoException).syscall === 'listen') {
-      fail(`AGENT_HEALTH_PORT=${config.healthPort} cannot be used (${code}): choose a free port`, EXIT_CONFIG);
-    }
-    if (code && (error as NodeJS.ErrnoException).path) {
-      fail(`${(error as NodeJS.ErrnoException).path}: ${code} (check STATE_DIR and --results)`, EXIT_CONFIG);
-    }
-    throw error;
+    startupFailed(error, config, flush);
   }
   // Said once the agent runs (a bad checks file stays a one-line failure).
   if (isolation) {
@@ -172,3 +179,21 @@ main().catch((error: unknown) => {
   process.stderr.write(`outpost: unexpected error: ${scrubCrash((error as Error)?.stack ?? String(error))}\n`);
   process.exit(70);
 });
+
+/** A mode that could not start: a one-line reason and exit 78 for what the operator can fix, else the error as is. */
+function startupFailed(error: unknown, config: Config, flush: () => void): never {
+  flush();
+  if (error instanceof ChecksFileError) fail(error.message, EXIT_CONFIG);
+  if (error instanceof ConfigError) fail(error.message, error.exitCode);
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'EADDRNOTAVAIL') {
+    fail(`AGENT_HEALTH_HOST=${config.healthHost} cannot be bound (${code}): it is not an address of this host`, EXIT_CONFIG);
+  }
+  if ((code === 'EADDRINUSE' || code === 'EACCES') && (error as NodeJS.ErrnoException).syscall === 'listen') {
+    fail(`AGENT_HEALTH_PORT=${config.healthPort} cannot be used (${code}): choose a free port`, EXIT_CONFIG);
+  }
+  if (code && (error as NodeJS.ErrnoException).path) {
+    fail(`${(error as NodeJS.ErrnoException).path}: ${code} (check STATE_DIR and --results)`, EXIT_CONFIG);
+  }
+  throw error;
+}

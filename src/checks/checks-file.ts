@@ -19,7 +19,10 @@ export interface LocalCheck {
 }
 
 export class ChecksFileError extends Error {
-  constructor(file: string, problems: string[]) {
+  constructor(
+    file: string,
+    readonly problems: string[],
+  ) {
     super(`${file}: ${problems.length === 1 ? problems[0] : `${problems.length} problems:\n  ${problems.join('\n  ')}`}`);
     this.name = 'ChecksFileError';
   }
@@ -32,6 +35,111 @@ function mergeVariables(global: EnvironmentVariable[], own: EnvironmentVariable[
 }
 
 export function parseChecksFile(text: string, file: string, registry: ExecutorRegistry): LocalCheck[] {
+  return readChecks(text, file, registry).checks;
+}
+
+/** A private location of a server's checks file. */
+export interface PrivateLocation {
+  id: string;
+  name: string;
+}
+
+/** A check as the server schedules it: in which private locations it runs. */
+export interface ServerCheck extends LocalCheck {
+  locations: string[];
+  /** The check as the file has it (without `locations`): what an agent gets as a job's `check`. */
+  definition: unknown;
+}
+
+/** Private locations one server may have. */
+const MAX_PRIVATE_LOCATIONS = 1_000;
+
+/** Locations one check may name (each run makes one job per location). */
+const MAX_LOCATIONS_PER_CHECK = 100;
+
+const LOCATION_ID = /^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/;
+
+/**
+ * A server's checks file: the checks, plus `privateLocations: [{id, name}]`
+ * at the top and `locations: [ids]` in each check (default: every location
+ * of the file). Every problem is listed, as for any checks file.
+ */
+export function parseServerChecksFile(text: string, file: string, registry: ExecutorRegistry): { checks: ServerCheck[]; privateLocations: PrivateLocation[] } {
+  const problems: string[] = [];
+  let read: ReturnType<typeof readChecks> | undefined;
+  try {
+    read = readChecks(text, file, registry);
+  } catch (error) {
+    if (!(error instanceof ChecksFileError)) throw error;
+    problems.push(...error.problems);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new ChecksFileError(file, problems);
+  }
+  const root = Fields.root(json, '$');
+  const privateLocations: PrivateLocation[] = [];
+  const ids = new Set<string>();
+  const declared = root.raw('privateLocations');
+  if (Array.isArray(declared) && declared.length > MAX_PRIVATE_LOCATIONS) {
+    root.fail('$.privateLocations', `must have at most ${MAX_PRIVATE_LOCATIONS} locations (got ${declared.length})`);
+  }
+  root.list('privateLocations').slice(0, MAX_PRIVATE_LOCATIONS).forEach((item, index) => {
+    const id = item.string('id', { required: true, minLength: 1, maxLength: 64 });
+    const name = item.string('name', { required: true, minLength: 1, maxLength: 200 });
+    if (id === undefined || name === undefined) return;
+    if (!LOCATION_ID.test(id)) {
+      item.fail(`$.privateLocations[${index}].id`, 'must be lowercase letters, digits and dashes, starting and ending with a letter or digit');
+    } else if (ids.has(id)) {
+      item.fail(`$.privateLocations[${index}].id`, `"${id}" is already used by another location`);
+    } else {
+      ids.add(id);
+      privateLocations.push({ id, name });
+    }
+  });
+  if (privateLocations.length === 0 && root.issues.length === 0) {
+    root.fail('$.privateLocations', 'is required in server mode: at least one private location ({"id": "lab", "name": "Lab network"})');
+  }
+  const raw = Array.isArray(root.raw('checks')) ? (root.raw('checks') as unknown[]) : [];
+  const locationsOf = new Map<string, string[]>();
+  const definitions = new Map<string, unknown>();
+  raw.forEach((item, index) => {
+    if (item === null || typeof item !== 'object') return;
+    const { locations: value, ...definition } = item as Record<string, unknown>;
+    const checkId = (item as { id?: unknown }).id;
+    if (typeof checkId === 'string' || typeof checkId === 'number') definitions.set(String(checkId), definition);
+    if (value === undefined) return;
+    const path = `$.checks[${index}].locations`;
+    if (!Array.isArray(value) || value.length === 0 || value.length > MAX_LOCATIONS_PER_CHECK) {
+      root.fail(path, `must be an array of 1 to ${MAX_LOCATIONS_PER_CHECK} location ids, or left out to run in every location`);
+      return;
+    }
+    const locations: string[] = [];
+    value.forEach((id: unknown, at) => {
+      if (typeof id !== 'string' || !ids.has(id)) {
+        root.fail(`${path}[${at}]`, `must be the id of a location in $.privateLocations (${[...ids].join(', ') || 'none'})`);
+      } else if (!locations.includes(id)) {
+        locations.push(id);
+      }
+    });
+    if (typeof checkId === 'string' || typeof checkId === 'number') locationsOf.set(String(checkId), locations);
+  });
+  problems.push(...root.issues.map((i) => `${i.path}: ${i.problem}`));
+  if (problems.length > 0 || !read) throw new ChecksFileError(file, problems);
+  const every = privateLocations.map((l) => l.id);
+  return {
+    checks: read.checks.map((local) => ({
+      ...local,
+      locations: locationsOf.get(local.check.id) ?? every,
+      definition: definitions.get(local.check.id),
+    })),
+    privateLocations,
+  };
+}
+
+function readChecks(text: string, file: string, registry: ExecutorRegistry): { checks: LocalCheck[] } {
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -70,13 +178,18 @@ export function parseChecksFile(text: string, file: string, registry: ExecutorRe
   });
   if (problems.length > 0) throw new ChecksFileError(file, problems);
   if (checks.length === 0) throw new ChecksFileError(file, ['$.checks is empty: nothing to run']);
-  return checks;
+  return { checks };
 }
 
 /** A checks file holds definitions, not data: far below this. */
 export const MAX_CHECKS_FILE_BYTES = 10 * 1024 * 1024;
 
 export async function loadChecksFile(file: string, registry: ExecutorRegistry): Promise<LocalCheck[]> {
+  return parseChecksFile(await readChecksFileText(file), file, registry);
+}
+
+/** Reads a checks file's text: a regular file of at most MAX_CHECKS_FILE_BYTES, never blocking on a FIFO. */
+export async function readChecksFileText(file: string): Promise<string> {
   let text: string;
   const cannotRead = (error: unknown) => new ChecksFileError(file, [`cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`]);
   // Non-blocking, so that opening a FIFO with no writer returns at once instead of waiting forever.
@@ -93,5 +206,5 @@ export async function loadChecksFile(file: string, registry: ExecutorRegistry): 
   } finally {
     await handle.close().catch(() => undefined);
   }
-  return parseChecksFile(text, file, registry);
+  return text;
 }

@@ -62,3 +62,22 @@ export function defaultRegistry(setup: ScriptedSetup = {}, isolation?: ScriptIso
   }
   return new ExecutorRegistry(executors, reasons);
 }
+
+/**
+ * Every check type this build can run, whatever this machine has installed:
+ * for validating definitions where they are scheduled rather than run (the
+ * server). Heartbeats are still refused: they are received, not run.
+ */
+export function definitionRegistry(): ExecutorRegistry {
+  const executors: Executor[] = [
+    urlExecutor as Executor,
+    apiExecutor as Executor,
+    tcpExecutor as Executor,
+    icmpExecutor as Executor,
+    dnsExecutor as Executor,
+    multiStepExecutor as Executor,
+    browserExecutor as Executor,
+    playwrightExecutor as Executor,
+  ];
+  return new ExecutorRegistry(executors, new Map([['HEARTBEAT', HEARTBEAT_REASON]]));
+}

@@ -364,3 +364,40 @@ describe('configFromEnv: what the agent reads of its environment beyond settings
     expect(() => configFromEnv({ PING_PATH: 'ping' }, 'local')).toThrow(new ConfigError('PING_PATH="ping" is invalid: must be an absolute path to iputils ping'));
   });
 });
+
+describe('configFromEnv: server mode', () => {
+  const key = 'a-long-enough-api-key';
+
+  it('reads API_PORT, API_HOST, OUTPOST_API_KEY and RESULTS_RETENTION_DAYS, with their defaults', () => {
+    expect(configFromEnv({ OUTPOST_API_KEY: key }, 'server').server).toEqual({ apiPort: 8080, apiHost: '0.0.0.0', apiKey: key, retentionDays: 30 });
+    expect(
+      configFromEnv({ OUTPOST_API_KEY: key, API_PORT: '9000', API_HOST: '::1', RESULTS_RETENTION_DAYS: '7' }, 'server').server,
+    ).toEqual({ apiPort: 9000, apiHost: '::1', apiKey: key, retentionDays: 7 });
+    expect(configFromEnv({}, 'local').server).toBeUndefined();
+  });
+
+  it('refuses to start without a usable OUTPOST_API_KEY, never printing the key', () => {
+    const message = (env: Env) => {
+      try {
+        configFromEnv(env, 'server');
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        expect((error as ConfigError).exitCode).toBe(EXIT_CONFIG);
+        return (error as Error).message;
+      }
+      throw new Error('accepted');
+    };
+    expect(message({})).toBe('OUTPOST_API_KEY is not set: server mode needs the key its public API requires (Authorization: Bearer …)');
+    expect(message({ OUTPOST_API_KEY: 'short-secret' })).toBe('OUTPOST_API_KEY is invalid: must be at least 16 characters without whitespace');
+    expect(message({ OUTPOST_API_KEY: 'has a secret in it, 16+' })).not.toContain('secret in it');
+    expect(message({ OUTPOST_API_KEY: key, API_HOST: 'localhost' })).toBe('API_HOST="localhost" is invalid: must be an IP address (0.0.0.0, ::, 127.0.0.1)');
+    expect(message({ OUTPOST_API_KEY: key, RESULTS_RETENTION_DAYS: '0' })).toBe('RESULTS_RETENTION_DAYS="0" is invalid: must be an integer from 1 to 3650');
+  });
+
+  it('parses `server <checks.json>` and refuses the options of the modes that run checks', () => {
+    expect(parseArgs(['server', 'checks.json'])).toEqual({ kind: 'run', mode: 'server', checksFile: path.resolve('checks.json') });
+    expect(() => parseArgs(['server'])).toThrow('server needs a checks file: outpost server <checks.json>');
+    expect(() => parseArgs(['server', 'c.json', '--results', 'r.jsonl'])).toThrow(/server mode only schedules them/);
+    expect(() => parseArgs(['server', 'c.json', '--uptime-only'])).toThrow(/server mode only schedules them/);
+  });
+});

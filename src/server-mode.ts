@@ -1,0 +1,137 @@
+// Server mode (docs/server.md): the checks file's private locations and
+// checks into the store, the session scheduler, protocol v1 for agents and
+// the public read API on API_PORT, probes on AGENT_HEALTH_PORT, and the
+// ordered shutdown.
+
+import path from 'node:path';
+import { type PrivateLocation, parseServerChecksFile, readChecksFileText, type ServerCheck } from './checks/checks-file.js';
+import { definitionRegistry } from './checks/registry.js';
+import { type Config, ConfigError, EXIT_CONFIG } from './config.js';
+import { AGENT_ROUTE_LIMIT_PER_MINUTE } from './core/protocol.js';
+import { Lifecycle } from './health/lifecycle.js';
+import type { Logger } from './observability/logger.js';
+import { createMetrics } from './observability/metrics.js';
+import { agentRoutes } from './server/agent-api.js';
+import { keyHash } from './server/http/credentials.js';
+import { RateLimiter } from './server/http/rate-limit.js';
+import { closeApiServer, Router, startApiServer } from './server/http/router.js';
+import { JobSignal } from './server/job-signal.js';
+import { readRoutes } from './server/read-api.js';
+import { SessionScheduler } from './server/scheduler.js';
+import type { Store, StoredCheck } from './store/store.js';
+
+/** The public API's limit per key (the service's, for most routes). */
+export const PUBLIC_LIMIT_PER_MINUTE = 600;
+/** Requests in flight get this long to finish at shutdown; long polls are then cut (their jobs are handed back). */
+const API_CLOSE_GRACE_MS = 10_000;
+
+/** node:sqlite came with Node.js 22.13 (without a flag); the images and the npm scripts run Node.js 24. */
+async function openStore(file: string): Promise<Store> {
+  try {
+    await import('node:sqlite');
+  } catch {
+    throw new ConfigError(`server mode needs Node.js 22.13 or newer (node:sqlite); this is Node.js ${process.versions.node}`, EXIT_CONFIG);
+  }
+  const { SqliteStore } = await import('./store/sqlite/sqlite-store.js');
+  return SqliteStore.open(file);
+}
+
+export function storedChecks(checks: readonly ServerCheck[]): StoredCheck[] {
+  return checks.map(({ check, executor, variables, locations, definition }) => {
+    const runtimeId = (check.request as { runtimeId?: unknown } | null)?.runtimeId;
+    return {
+      id: check.id,
+      name: check.name,
+      checkType: check.checkType,
+      frequencySeconds: check.frequency,
+      locations,
+      definition,
+      environmentVariables: variables,
+      runtimeId: typeof runtimeId === 'string' ? runtimeId : null,
+      capMs: executor.limits.capMs,
+    };
+  });
+}
+
+export interface RunningServer {
+  done: Promise<number>;
+}
+
+export async function runServer(config: Config, logger: Logger, flushLogs: () => void): Promise<RunningServer> {
+  const settings = config.server;
+  if (!settings || !config.checksFile) throw new Error('server mode without its settings or checks file');
+  const file = config.checksFile;
+  const { checks, privateLocations } = parseServerChecksFile(await readChecksFileText(file), file, definitionRegistry());
+  const metrics = createMetrics();
+  let store: Store | undefined;
+  const lifecycle = new Lifecycle(
+    'server',
+    metrics,
+    { inFlight: () => 0, queued: () => 0, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true },
+    logger,
+  );
+  // Not ready until the database is open and migrated.
+  lifecycle.modeReady = () => store !== undefined;
+  await lifecycle.startHealth(config.healthPort, config.healthHost);
+  store = await openStore(path.join(config.stateDir, 'outpost.db'));
+  const opened = store;
+  await opened.syncLocations(privateLocations satisfies PrivateLocation[]);
+  await opened.syncChecks(storedChecks(checks), new Date());
+
+  const jobSignal = new JobSignal();
+  const scheduler = new SessionScheduler({
+    store: opened,
+    logger,
+    stateDir: config.stateDir,
+    retentionDays: settings.retentionDays,
+    onQueued: (location) => jobSignal.notify(location),
+    heartbeat: lifecycle.watchdog.heart('scheduler'),
+  });
+  const router = new Router(
+    [
+      ...agentRoutes({ store: opened, jobSignal, artifactsDir: path.join(config.stateDir, 'artifacts'), logger }),
+      ...readRoutes({
+        store: opened,
+        ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
+        onCheckDeleted: () => void scheduler.reschedule(),
+      }),
+    ],
+    {
+      publicKey: settings.apiKey,
+      agentKey: (token) => opened.keyByHash(keyHash(token)),
+      publicLimiter: new RateLimiter(PUBLIC_LIMIT_PER_MINUTE, 60),
+      agentLimiter: new RateLimiter(AGENT_ROUTE_LIMIT_PER_MINUTE, 60),
+      logger,
+    },
+  );
+  const api = await startApiServer(router, { host: settings.apiHost, port: settings.apiPort }).catch((error: NodeJS.ErrnoException) => {
+    if (error.syscall === 'listen') {
+      throw new ConfigError(`API_PORT=${settings.apiPort} on API_HOST=${settings.apiHost} cannot be used (${error.code}): choose a free port and an address of this host`, EXIT_CONFIG);
+    }
+    throw error;
+  });
+  await scheduler.start();
+  lifecycle.started = true;
+  const address = api.address();
+  logger.info(
+    {
+      apiPort: typeof address === 'object' && address ? address.port : settings.apiPort,
+      apiHost: settings.apiHost,
+      locations: privateLocations.map((l) => l.id),
+      checks: checks.length,
+      retentionDays: settings.retentionDays,
+    },
+    'outpost server started',
+  );
+
+  const drain = async (signal: NodeJS.Signals) => {
+    logger.info({ signal }, 'shutting down: not ready, no new sessions, finishing requests in flight');
+    await scheduler.stop();
+    await closeApiServer(api, API_CLOSE_GRACE_MS);
+    await opened.close();
+    await lifecycle.closeHealth();
+    logger.info('outpost server stopped');
+  };
+  const done = lifecycle.shutdownOnSignals(drain, () => ({}), flushLogs);
+  return { done };
+}

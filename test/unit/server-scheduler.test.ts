@@ -221,6 +221,14 @@ describe('SessionScheduler', () => {
     await s.stop();
   });
 
+  it('leaves out a check whose frequency is not a whole number of seconds, and says so', async () => {
+    const broken = storedCheck({ id: 'broken', locations: [A], frequencySeconds: 0 });
+    const fine = storedCheck({ id: 'fine', locations: [A], frequencySeconds: 60 });
+    const s = await start([broken, fine]);
+    expect(s.scheduled).toEqual(['fine']);
+    expect(logs.some((l) => l.level === 50 && l.checkId === 'broken')).toBe(true);
+  });
+
   it('stop() clears every timer and waits for the call in flight', async () => {
     const every = storedCheck({ id: 'every-second', locations: [A], frequencySeconds: 1 });
     // The real store, with createSession held back a while: stop() must wait for it.

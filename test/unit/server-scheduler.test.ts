@@ -180,7 +180,7 @@ describe('SessionScheduler', () => {
       return jobs[0] as Job;
     });
     expect(again.id).toBe(leased.id);
-    expect(queued.length).toBeGreaterThan(before);
+    await eventually(() => expect(queued.length).toBeGreaterThan(before));
 
     // Claimed or not, an open job past its deadline times out, and its session with it.
     const shortJob = await eventually(() => claimOne(B));

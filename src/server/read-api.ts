@@ -6,9 +6,9 @@
 
 import { randomUUID } from 'node:crypto';
 import { listRuntimes, type Runtime, runtimesDir } from '../checks/scripted/runtimes.js';
-import type { ResultQuery, SessionRecord, Store } from '../store/store.js';
+import { InvalidQueryError, type ResultQuery, type SessionRecord, type Store } from '../store/store.js';
 import type { CheckResultEntry } from '../core/result-entry.js';
-import { ApiError, badRequest, notFound } from './http/api-error.js';
+import { badRequest, notFound } from './http/api-error.js';
 import { newAgentKey } from './http/credentials.js';
 import type { JsonAnswer, Route } from './http/router.js';
 
@@ -152,21 +152,20 @@ export function parseResultQuery(checkId: string, query: URLSearchParams): Resul
   if (location !== null) parsed.location = location;
   const checkType = oneOf(query, 'checkType', SERVICE_CHECK_TYPES);
   if (checkType !== undefined) parsed.checkType = checkType;
+  // The service's flag means "only results with failures": false asks for no filter, not for the passed ones.
   const hasFailures = oneOf(query, 'hasFailures', ['true', 'false']);
   if (hasFailures !== undefined) parsed.hasFailures = hasFailures === 'true';
   parsed.resultType = oneOf(query, 'resultType', RESULT_TYPES) ?? 'FINAL';
   return parsed;
 }
 
-/** The store rejects a cursor it did not make; whatever it throws for one (not a 404) is the caller's bad nextId. */
+/** A cursor the store did not make (well-formed or not) is the caller's bad `nextId`: 400 naming it. */
 async function listPage(store: Store, query: ResultQuery): Promise<JsonAnswer> {
   try {
     const page = await store.listResults(query);
     return { status: 200, body: { length: page.entries.length, entries: page.entries, nextId: page.nextId } };
   } catch (error) {
-    if (query.nextId !== undefined && !(error instanceof ApiError) && error instanceof Error && /cursor|nextId/i.test(error.message)) {
-      throw badParameter('nextId', 'nextId must be the nextId of a previous page');
-    }
+    if (error instanceof InvalidQueryError) throw badParameter(error.parameter, error.message);
     throw error;
   }
 }

@@ -27,6 +27,8 @@ export const MAX_PRUNE_BATCHES_PER_ROUND = 100;
 /** A sweep that takes longer than this (on top of its interval) shows the sweeper as stuck. */
 const SWEEP_BUDGET_MS = 30_000;
 const DAY_MS = 86_400_000;
+/** setTimeout's longest delay; a longer one would fire at once, so a far slot is reached in steps. */
+const MAX_TIMER_MS = 2_147_483_647;
 
 export interface SessionSchedulerOptions {
   store: Store;
@@ -88,25 +90,32 @@ export class SessionScheduler {
     this.heartbeat = options.heartbeat ?? NO_HEARTBEAT;
   }
 
-  /** Reads the active checks and arms them; starts the sweeper and retention loops. */
+  /** Reads the active checks and arms them (a store that cannot answer rejects); starts the sweeper and retention loops. */
   async start(): Promise<void> {
     if (this.started) throw new Error('the scheduler was started already');
     this.started = true;
-    await this.reschedule();
+    const first = this.track(this.reload());
+    this.reloading = first.catch(() => undefined);
+    await first;
     this.armSweep(0);
-    this.armRetention(0);
+    // Zero or less keeps results for ever.
+    if (this.options.retentionDays > 0) this.armRetention(0);
+    else this.logger.info({ retentionDays: this.options.retentionDays }, 'results are kept for ever');
   }
 
   /**
    * Reads the active checks again (after a DELETE, a new checks file): a check
    * that is gone stops, a new one starts within the startup spread, one whose
    * frequency changed moves to its new slots; the others keep their timers.
+   * Never rejects (a route calls it and moves on): a failed reload is logged
+   * and the checks stay as they were.
    */
   reschedule(): Promise<void> {
-    const next = this.reloading.then(() => this.track(this.reload()));
-    // One reload after another; a failed one is logged and does not block the next.
-    this.reloading = next.catch((error: unknown) => this.logger.error({ err: error }, 'reading the checks to schedule failed'));
-    return next;
+    // One reload after another, in the order asked.
+    this.reloading = this.reloading
+      .then(() => this.track(this.reload()))
+      .catch((error: unknown) => this.logger.error({ err: error }, 'reading the checks to schedule failed'));
+    return this.reloading;
   }
 
   /** Clears every timer; resolves once every store call in flight has finished. */
@@ -145,6 +154,13 @@ export class SessionScheduler {
       this.logger.info({ checkId: id }, 'check no longer scheduled');
     }
     for (const check of checks) {
+      if (!Number.isInteger(check.frequencySeconds) || check.frequencySeconds < 1) {
+        this.logger.error({ checkId: check.id, frequencySeconds: check.frequencySeconds }, 'not scheduling a check whose frequency is not a whole number of seconds of at least 1');
+        const stale = this.slots.get(check.id);
+        clearTimeout(stale?.timer);
+        this.slots.delete(check.id);
+        continue;
+      }
       const slot = this.slots.get(check.id);
       const period = check.frequencySeconds * 1000;
       if (!slot) {
@@ -164,7 +180,8 @@ export class SessionScheduler {
 
   private arm(slot: Slot, at: number): void {
     if (this.stopped) return;
-    slot.timer = setTimeout(() => this.fire(slot, at), Math.max(0, at - this.now()));
+    const delay = Math.max(0, at - this.now());
+    slot.timer = delay > MAX_TIMER_MS ? setTimeout(() => this.arm(slot, at), MAX_TIMER_MS) : setTimeout(() => this.fire(slot, at), delay);
   }
 
   private fire(slot: Slot, at: number): void {

@@ -151,6 +151,11 @@ export function scriptIsolationSetting(env: Env): 'auto' | 'off' {
   return setting;
 }
 
+/** STATE_DIR, resolved (default ./.outpost). */
+export function stateDirSetting(env: Env): string {
+  return path.resolve(read(env, 'STATE_DIR') ?? '.outpost');
+}
+
 /** RUNTIMES_DIR, resolved; undefined when unset (the runtimes are then in <package root>/runtimes). */
 export function runtimesDirSetting(env: Env): string | undefined {
   const given = read(env, 'RUNTIMES_DIR');
@@ -285,7 +290,7 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     },
     ...(extraCaCerts ? { extraCaCerts } : {}),
     externalObservability: observability === 'on' || observability === 'true',
-    stateDir: path.resolve(read(env, 'STATE_DIR') ?? '.outpost'),
+    stateDir: stateDirSetting(env),
     shutdownGraceSeconds: integer(env, 'SHUTDOWN_GRACE_SECONDS', 280, 0, 3600),
     spoolMaxResults: integer(env, 'SPOOL_MAX_RESULTS', 50_000, 1, 10_000_000),
     spoolMaxBytes: integer(env, 'SPOOL_MAX_BYTES', GIB, 1024, 1024 * GIB),
@@ -346,6 +351,7 @@ export type Command =
   | { kind: 'help' }
   | { kind: 'version' }
   | { kind: 'runtimes' }
+  | { kind: 'db-check' }
   | { kind: 'run'; mode: Mode; checksFile?: string; resultsFile?: string; uptimeOnly?: boolean };
 
 export const USAGE = `Usage: outpost <command> [options]
@@ -357,6 +363,8 @@ Commands:
   server <checks.json>       the control plane: schedules the file's checks for private locations'
                              agents, stores results, serves the read API (OUTPOST_API_KEY, API_PORT)
   runtimes                   list the runtimes in RUNTIMES_DIR: stage, and whether installed
+  db-check                   check the server's database (STATE_DIR/outpost.db) for corruption;
+                             exit 0 when sound, 1 with what is wrong
 
 Options:
   --results <file.jsonl>     local and once: also append each result as one JSON line to this file
@@ -380,9 +388,9 @@ export function parseArgs(argv: string[]): Command {
   if (argv.includes('-v') || argv.includes('--version') || argv[0] === 'version') return { kind: 'version' };
   const [command, ...rest] = argv;
   if (command === undefined) throw new ConfigError('no command given: use agent, local <file>, once <file> or server <file> (see --help)', EXIT_USAGE);
-  if (command === 'runtimes') {
+  if (command === 'runtimes' || command === 'db-check') {
     if (rest.length > 0) throw new ConfigError(`unexpected argument ${shown(rest[0] as string)} (see --help)`, EXIT_USAGE);
-    return { kind: 'runtimes' };
+    return { kind: command };
   }
   if (command !== 'agent' && command !== 'local' && command !== 'once' && command !== 'server') {
     throw new ConfigError(`unknown command ${shown(command)}: use agent, local <file>, once <file> or server <file> (see --help)`, EXIT_USAGE);

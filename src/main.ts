@@ -15,11 +15,12 @@ import {
   parseArgs,
   runtimesDirSetting,
   scriptIsolationSetting,
+  stateDirSetting,
   USAGE,
 } from './config.js';
 import { ChecksFileError } from './checks/checks-file.js';
 import { runLocal } from './local-mode.js';
-import { type RunningServer, runServer } from './server-mode.js';
+import { checkDatabase, type RunningServer, runServer } from './server-mode.js';
 import type { EventReporter } from './control-plane/events.js';
 import { createLogger } from './observability/logger.js';
 import { browserPath, hasSuiteRunner, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from './checks/scripted/runtimes.js';
@@ -51,6 +52,16 @@ async function main(): Promise<void> {
   if (command.kind === 'version') {
     process.stdout.write(`${VERSION}\n`);
     return;
+  }
+  if (command.kind === 'db-check') {
+    try {
+      const { ok, lines } = await checkDatabase(stateDirSetting(process.env));
+      process.stdout.write(`${lines.join('\n')}\n`);
+      process.exit(ok ? 0 : 1);
+    } catch (error) {
+      if (error instanceof ConfigError) fail(error.message, error.exitCode);
+      fail(`the database cannot be checked: ${(error as Error).message}`, 1);
+    }
   }
   if (command.kind === 'runtimes') {
     const dir = runtimesDir(runtimesDirSetting(process.env));

@@ -3,6 +3,7 @@
 // the public read API on API_PORT, probes on AGENT_HEALTH_PORT, and the
 // ordered shutdown.
 
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { type PrivateLocation, parseServerChecksFile, readChecksFileText, type ServerCheck } from './checks/checks-file.js';
 import { definitionRegistry } from './checks/registry.js';
@@ -26,14 +27,33 @@ export const PUBLIC_LIMIT_PER_MINUTE = 600;
 const API_CLOSE_GRACE_MS = 10_000;
 
 /** node:sqlite came with Node.js 22.13 (without a flag); the images and the npm scripts run Node.js 24. */
-async function openStore(file: string): Promise<Store> {
+async function requireSqlite(): Promise<void> {
   try {
     await import('node:sqlite');
   } catch {
-    throw new ConfigError(`server mode needs Node.js 22.13 or newer (node:sqlite); this is Node.js ${process.versions.node}`, EXIT_CONFIG);
+    throw new ConfigError(`the server's database needs Node.js 22.13 or newer (node:sqlite); this is Node.js ${process.versions.node}`, EXIT_CONFIG);
   }
+}
+
+async function openStore(file: string): Promise<Store> {
+  await requireSqlite();
   const { SqliteStore } = await import('./store/sqlite/sqlite-store.js');
   return SqliteStore.open(file);
+}
+
+/** The database of a STATE_DIR. */
+export function databaseFile(stateDir: string): string {
+  return path.join(stateDir, 'outpost.db');
+}
+
+/** `outpost db-check`: the integrity check of STATE_DIR's database; exit 0 when sound, 1 with what is wrong. */
+export async function checkDatabase(stateDir: string): Promise<{ ok: boolean; lines: string[] }> {
+  const file = databaseFile(stateDir);
+  if (!existsSync(file)) throw new ConfigError(`${file} does not exist: set STATE_DIR to the server's state directory`, EXIT_CONFIG);
+  await requireSqlite();
+  const { SqliteStore } = await import('./store/sqlite/sqlite-store.js');
+  const lines = await SqliteStore.checkFile(file);
+  return { ok: lines.length === 1 && lines[0] === 'ok', lines };
 }
 
 export function storedChecks(checks: readonly ServerCheck[]): StoredCheck[] {
@@ -73,7 +93,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   // Not ready until the database is open and migrated.
   lifecycle.modeReady = () => store !== undefined;
   await lifecycle.startHealth(config.healthPort, config.healthHost);
-  store = await openStore(path.join(config.stateDir, 'outpost.db'));
+  store = await openStore(databaseFile(config.stateDir));
   const opened = store;
   await opened.syncLocations(privateLocations satisfies PrivateLocation[]);
   await opened.syncChecks(storedChecks(checks), new Date());

@@ -14,11 +14,11 @@ import { nextSlot, offsetMs } from '../core/schedule.js';
 import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
 import type { Logger } from '../observability/logger.js';
 import type { NewJob, SessionRecord, Store, StoredCheck } from '../store/store.js';
+import { LEASE_MS } from './agent-api.js';
 
 /** First runs are spread over this window after start, in offset order (as src/local/scheduler.ts does). */
 export const STARTUP_SPREAD_MS = 2_000;
 /** How long an agent holds a job before it must extend the lease (docs/protocol.md). */
-export const DEFAULT_LEASE_MS = 60_000;
 export const DEFAULT_SWEEP_EVERY_MS = 5_000;
 export const DEFAULT_RETENTION_EVERY_MS = 10 * 60_000;
 export const DEFAULT_PRUNE_BATCH = 1_000;
@@ -82,7 +82,7 @@ export class SessionScheduler {
     this.store = options.store;
     this.logger = options.logger;
     this.now = options.now ?? Date.now;
-    this.leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+    this.leaseMs = options.leaseMs ?? LEASE_MS;
     this.sweepEveryMs = options.sweepEveryMs ?? DEFAULT_SWEEP_EVERY_MS;
     this.retentionEveryMs = options.retentionEveryMs ?? DEFAULT_RETENTION_EVERY_MS;
     this.pruneBatch = options.pruneBatch ?? DEFAULT_PRUNE_BATCH;

@@ -88,3 +88,33 @@ describe('outpost server: starting and stopping', () => {
     }
   });
 });
+
+describe('outpost db-check', () => {
+  function dbCheck(stateDir: string): AgentProcess {
+    const proc = startAgent(['db-check'], cleanEnv({ STATE_DIR: stateDir }));
+    running.push(proc);
+    return proc;
+  }
+
+  it("says ok and exits 0 for a server's database, exits 78 without one, and 1 for a file that is not a database", { timeout: 120_000 }, async () => {
+    const { file, state } = checksFile(GOOD);
+    const proc = server(file, { STATE_DIR: state, OUTPOST_API_KEY: KEY });
+    await proc.waitForLog((l) => l.msg === 'outpost server started', READY_DEADLINE_MS, 'the server to start');
+    // While the server runs: the check opens the file read-only.
+    const sound = dbCheck(state);
+    expect(await sound.exit).toEqual({ code: 0, signal: null });
+    expect(sound.stdout()).toBe('ok\n');
+    proc.kill('SIGTERM');
+    await proc.exit;
+
+    const empty = tempDir('outpost-db-check-');
+    const missing = dbCheck(empty);
+    expect((await missing.exit).code).toBe(78);
+    expect(missing.stderr()).toContain(`${path.join(empty, 'outpost.db')} does not exist`);
+
+    writeFileSync(path.join(empty, 'outpost.db'), 'not a database at all, but long enough to look like a file '.repeat(100));
+    const broken = dbCheck(empty);
+    expect((await broken.exit).code).toBe(1);
+    expect(broken.stderr()).toMatch(/^outpost: the database cannot be checked: .*not a database/);
+  });
+});

@@ -126,6 +126,24 @@ export class SqliteStore implements Store {
     readonly file: string,
   ) {}
 
+  /**
+   * `PRAGMA integrity_check` of a database file, opened read-only (no
+   * migration, no write; a running server may keep using it): ['ok'] when
+   * sound, else what is wrong.
+   */
+  static async checkFile(file: string): Promise<string[]> {
+    const sqlite = await import('node:sqlite');
+    const db = new sqlite.DatabaseSync(file, { readOnly: true, timeout: BUSY_TIMEOUT_MS });
+    try {
+      return db
+        .prepare('PRAGMA integrity_check')
+        .all()
+        .map((row) => String(Object.values(row)[0]));
+    } finally {
+      db.close();
+    }
+  }
+
   /** Opens (creating if need be) the database file and brings its schema up to date. */
   static async open(file: string): Promise<SqliteStore> {
     let sqlite: typeof import('node:sqlite');

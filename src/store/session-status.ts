@@ -4,10 +4,23 @@
 // or DEGRADED once every location has one. TIMED_OUT and CANCELLED are set by
 // the server (a deadline passed, the check was deleted) and never left.
 
+import type { CheckResultEntry } from '../core/result-entry.js';
 import type { SessionStatus } from './store.js';
 
 /** A FINAL result's verdict (src/results/result.ts resultOutcome). */
 export type FinalOutcome = 'passed' | 'degraded' | 'failed' | 'error';
+
+/**
+ * The verdict of a FINAL result. The same rule as resultOutcome in
+ * src/results/result.ts, repeated here because results and store are peers
+ * in the layers (test/lint/dependency-rule.ts) and neither may import the
+ * other; test/unit/sqlite-store.test.ts checks that the two agree.
+ */
+export function finalOutcome(entry: Pick<CheckResultEntry, 'hasErrors' | 'hasFailures' | 'isDegraded'>): FinalOutcome {
+  if (entry.hasErrors) return 'error';
+  if (entry.hasFailures) return 'failed';
+  return entry.isDegraded ? 'degraded' : 'passed';
+}
 
 export const FINISHED_STATUSES: ReadonlySet<SessionStatus> = new Set(['PASSED', 'FAILED', 'DEGRADED', 'TIMED_OUT', 'CANCELLED']);
 

@@ -149,6 +149,17 @@ export class NotFoundError extends Error {
   }
 }
 
+/** Thrown by a store method for a query parameter it cannot use, such as a cursor it did not make (a route answers 400 naming `parameter`). */
+export class InvalidQueryError extends Error {
+  constructor(
+    readonly parameter: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'InvalidQueryError';
+  }
+}
+
 export interface Store {
   /** Replaces the locations with the checks file's (keys of a location that is gone stop working). */
   syncLocations(locations: readonly LocationRecord[]): Promise<void>;

@@ -1,0 +1,186 @@
+// The schema of the server's SQLite database, as an ordered list of steps.
+// A step is never edited once released: a change is a new step at the end.
+// open() applies the missing ones, each in its own transaction together with
+// its schema_version row, so a kill in the middle leaves the database at the
+// previous version, and a second server opening the same file at the same
+// time waits (BEGIN IMMEDIATE) and then finds the step applied.
+//
+// Times the store compares or orders by are INTEGER milliseconds since the
+// epoch (`*_at` columns of jobs, results, artifacts and events); the times it
+// only hands back are the ISO strings it was given.
+
+import type { DatabaseSync } from 'node:sqlite';
+
+export interface Migration {
+  version: number;
+  description: string;
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    description: 'locations, keys, checks, sessions, jobs, results, artifacts, events',
+    sql: `
+      CREATE TABLE locations (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL
+      );
+      -- No foreign key to locations: syncLocations replaces them, and a key of a
+      -- location that comes back works again (keyByHash joins).
+      CREATE TABLE keys (
+        id TEXT PRIMARY KEY,
+        location_id TEXT NOT NULL,
+        hash TEXT NOT NULL UNIQUE,
+        masked_key TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+      );
+      CREATE TABLE checks (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        check_type TEXT NOT NULL,
+        frequency_seconds INTEGER NOT NULL,
+        locations TEXT NOT NULL,              -- JSON string[]
+        definition TEXT NOT NULL,             -- JSON
+        environment_variables TEXT NOT NULL,  -- JSON
+        runtime_id TEXT,
+        cap_ms INTEGER NOT NULL,
+        removed_at TEXT
+      );
+      CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        check_id TEXT NOT NULL,
+        check_type TEXT NOT NULL,
+        name TEXT NOT NULL,
+        status TEXT NOT NULL,
+        run_locations TEXT NOT NULL,          -- JSON string[]
+        trigger_source TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        stopped_at TEXT,
+        stopped_ms INTEGER,
+        duration_ms INTEGER
+      );
+      CREATE INDEX sessions_by_check ON sessions (check_id, status);
+      CREATE INDEX sessions_finished ON sessions (stopped_ms) WHERE stopped_ms IS NOT NULL;
+      CREATE TABLE jobs (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        check_id TEXT NOT NULL,
+        location TEXT NOT NULL,
+        check_type TEXT NOT NULL,
+        runtime_id TEXT,
+        status TEXT NOT NULL,
+        agent_id TEXT,
+        lease_expires_at INTEGER,
+        deadline_at INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        check_run_id INTEGER NOT NULL UNIQUE,
+        final_result_id TEXT,
+        payload TEXT NOT NULL                 -- JSON {check, environmentVariables}
+      );
+      CREATE INDEX jobs_claim ON jobs (location, status, created_at, check_run_id);
+      CREATE INDEX jobs_by_session ON jobs (session_id);
+      CREATE INDEX jobs_by_check ON jobs (check_id, location, status);
+      CREATE INDEX jobs_leased ON jobs (lease_expires_at) WHERE status = 'LEASED';
+      CREATE INDEX jobs_open_deadline ON jobs (deadline_at) WHERE status IN ('QUEUED', 'LEASED');
+      -- One counter per name; check_run_id must keep increasing after old jobs are pruned.
+      CREATE TABLE counters (
+        name TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+      );
+      -- seq orders the list and is the cursor; AUTOINCREMENT so a pruned seq is never reused.
+      CREATE TABLE results (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        check_id TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        location TEXT NOT NULL,
+        result_type TEXT NOT NULL,
+        has_failures INTEGER NOT NULL,
+        started_at INTEGER NOT NULL,
+        check_type TEXT NOT NULL,
+        received_at INTEGER NOT NULL,
+        body TEXT NOT NULL                    -- JSON CheckResultEntry
+      );
+      CREATE INDEX results_list ON results (check_id, seq DESC);
+      CREATE INDEX results_list_by_type ON results (check_id, result_type, seq DESC);
+      CREATE INDEX results_by_session ON results (session_id, seq);
+      CREATE INDEX results_received ON results (received_at);
+      CREATE TABLE artifacts (
+        id TEXT PRIMARY KEY,
+        job_id TEXT NOT NULL,
+        location TEXT NOT NULL,
+        name TEXT NOT NULL,
+        content_type TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        stored_at TEXT,
+        created_at TEXT NOT NULL,
+        created_ms INTEGER NOT NULL
+      );
+      CREATE INDEX artifacts_by_job ON artifacts (job_id);
+      CREATE INDEX artifacts_created ON artifacts (created_ms);
+      CREATE TABLE events (
+        seq INTEGER PRIMARY KEY,
+        location TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        received_at INTEGER NOT NULL,
+        level TEXT NOT NULL,
+        name TEXT NOT NULL,
+        body TEXT NOT NULL                    -- JSON AgentEvent
+      );
+      CREATE INDEX events_received ON events (received_at);
+    `,
+  },
+];
+
+/** The schema version this build knows: the last step's. */
+export const SCHEMA_VERSION = MIGRATIONS.reduce((max, step) => Math.max(max, step.version), 0);
+
+export class NewerSchemaError extends Error {
+  constructor(
+    readonly file: string,
+    readonly found: number,
+    readonly known: number,
+  ) {
+    super(
+      `${file} has schema version ${found}, newer than this Outpost knows (${known}): it was written by a newer release; run that release, or restore a backup made before the upgrade`,
+    );
+    this.name = 'NewerSchemaError';
+  }
+}
+
+function currentVersion(db: DatabaseSync): number {
+  const row = db.prepare('SELECT MAX(version) AS version FROM schema_version').get();
+  const version = row?.version;
+  return typeof version === 'number' ? version : 0;
+}
+
+/** Applies the missing steps of `steps` (MIGRATIONS unless a test passes its own); returns the versions applied. */
+export function migrate(db: DatabaseSync, file: string, steps: readonly Migration[] = MIGRATIONS, now: () => Date = () => new Date()): number[] {
+  const known = steps.reduce((max, step) => Math.max(max, step.version), 0);
+  db.exec('CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)');
+  const found = currentVersion(db);
+  if (found > known) throw new NewerSchemaError(file, found, known);
+  const applied: number[] = [];
+  for (const step of [...steps].sort((a, b) => a.version - b.version)) {
+    if (step.version <= found) continue;
+    db.exec('BEGIN IMMEDIATE');
+    try {
+      // Another process may have applied it while this one waited for the lock.
+      if (currentVersion(db) >= step.version) {
+        db.exec('COMMIT');
+        continue;
+      }
+      db.exec(step.sql);
+      db.prepare('INSERT INTO schema_version (version, applied_at) VALUES (?, ?)').run(step.version, now().toISOString());
+      db.exec('COMMIT');
+      applied.push(step.version);
+    } catch (error) {
+      if (db.isTransaction) db.exec('ROLLBACK');
+      throw error;
+    }
+  }
+  return applied;
+}

@@ -1,0 +1,659 @@
+// The Store on SQLite (node:sqlite). DatabaseSync is synchronous, so every
+// method runs its whole transaction (BEGIN IMMEDIATE … COMMIT) without
+// yielding: nothing else in this process interleaves with it, other
+// processes wait up to busy_timeout, and the promise resolves after COMMIT.
+// WAL with synchronous=FULL makes a COMMIT durable before it returns, which is
+// what lets a route answer "accepted" (store.ts). The schema is migrations.ts.
+
+import type { DatabaseSync, SQLInputValue, SQLOutputValue, StatementSync } from 'node:sqlite';
+import type { AgentEvent, Job, ResultEnvelope } from '../../core/protocol.js';
+import type { CheckResultEntry } from '../../core/result-entry.js';
+import { FINISHED_STATUSES, type FinalOutcome, finalOutcome, sessionStatus } from '../session-status.js';
+import {
+  type ArtifactRecord,
+  type ClaimQuery,
+  InvalidQueryError,
+  type KeyRecord,
+  type LeaseUpdate,
+  type LocationRecord,
+  type NewJob,
+  NotFoundError,
+  type ResultPage,
+  type ResultQuery,
+  type ResultsOutcome,
+  type SessionRecord,
+  type SessionStatus,
+  type Store,
+  type StoredCheck,
+} from '../store.js';
+import { migrate } from './migrations.js';
+
+type Row = Record<string, SQLOutputValue>;
+
+const BUSY_TIMEOUT_MS = 5000;
+
+function str(row: Row, column: string): string {
+  const value = row[column];
+  if (typeof value !== 'string') throw new Error(`column ${column} is ${value === null ? 'null' : typeof value}, not text`);
+  return value;
+}
+function strOrNull(row: Row, column: string): string | null {
+  const value = row[column];
+  return typeof value === 'string' ? value : null;
+}
+function num(row: Row, column: string): number {
+  const value = row[column];
+  if (typeof value === 'number') return value;
+  if (typeof value === 'bigint') return Number(value);
+  throw new Error(`column ${column} is ${value === null ? 'null' : typeof value}, not a number`);
+}
+function numOrNull(row: Row, column: string): number | null {
+  return row[column] === null || row[column] === undefined ? null : num(row, column);
+}
+function json<T>(row: Row, column: string): T {
+  return JSON.parse(str(row, column)) as T;
+}
+function placeholders(n: number): string {
+  return Array.from({ length: n }, () => '?').join(', ');
+}
+/** Milliseconds of an ISO time, or `fallback` when it does not parse. */
+function msOf(iso: string, fallback: number): number {
+  const ms = Date.parse(iso);
+  return Number.isFinite(ms) ? ms : fallback;
+}
+
+/** The cursor of listResults: base64url of the last returned row's seq. Opaque to clients. */
+export function encodeCursor(seq: number): string {
+  return Buffer.from(String(seq)).toString('base64url');
+}
+export function decodeCursor(cursor: string): number {
+  const text = Buffer.from(cursor, 'base64url').toString();
+  if (!/^[1-9][0-9]{0,15}$/.test(text) || Buffer.from(text).toString('base64url') !== cursor) {
+    throw new InvalidQueryError('nextId', 'nextId is not a cursor this server returned');
+  }
+  return Number(text);
+}
+
+export class SqliteStore implements Store {
+  private readonly statements = new Map<string, StatementSync>();
+
+  private constructor(
+    private readonly db: DatabaseSync,
+    readonly file: string,
+  ) {}
+
+  /** Opens (creating if need be) the database file and brings its schema up to date. */
+  static async open(file: string): Promise<SqliteStore> {
+    let sqlite: typeof import('node:sqlite');
+    try {
+      sqlite = await import('node:sqlite');
+    } catch (error) {
+      throw new Error(`the server needs node:sqlite (Node 22.13 or later; this is ${process.version})`, { cause: error });
+    }
+    const db = new sqlite.DatabaseSync(file, { timeout: BUSY_TIMEOUT_MS, enableForeignKeyConstraints: true });
+    try {
+      db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+      db.exec('PRAGMA journal_mode = WAL');
+      db.exec('PRAGMA synchronous = FULL');
+      db.exec('PRAGMA foreign_keys = ON');
+      migrate(db, file);
+    } catch (error) {
+      db.close();
+      throw error;
+    }
+    return new SqliteStore(db, file);
+  }
+
+  private stmt(sql: string): StatementSync {
+    let statement = this.statements.get(sql);
+    if (!statement) {
+      statement = this.db.prepare(sql);
+      this.statements.set(sql, statement);
+    }
+    return statement;
+  }
+  private run(sql: string, ...params: SQLInputValue[]): number {
+    return Number(this.stmt(sql).run(...params).changes);
+  }
+  private get(sql: string, ...params: SQLInputValue[]): Row | undefined {
+    return this.stmt(sql).get(...params);
+  }
+  private all(sql: string, ...params: SQLInputValue[]): Row[] {
+    return this.stmt(sql).all(...params);
+  }
+
+  /** Runs `work` in one write transaction; the caller's promise resolves after COMMIT. */
+  private tx<T>(work: () => T): T {
+    this.db.exec('BEGIN IMMEDIATE');
+    try {
+      const value = work();
+      this.db.exec('COMMIT');
+      return value;
+    } catch (error) {
+      if (this.db.isTransaction) this.db.exec('ROLLBACK');
+      throw error;
+    }
+  }
+
+  // Locations and keys
+
+  async syncLocations(locations: readonly LocationRecord[]): Promise<void> {
+    this.tx(() => {
+      const keep = new Set(locations.map((l) => l.id));
+      for (const row of this.all('SELECT id FROM locations')) {
+        if (!keep.has(str(row, 'id'))) this.run('DELETE FROM locations WHERE id = ?', str(row, 'id'));
+      }
+      for (const l of locations) {
+        this.run('INSERT INTO locations (id, name) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET name = excluded.name', l.id, l.name);
+      }
+    });
+  }
+
+  async location(id: string): Promise<LocationRecord | undefined> {
+    const row = this.get('SELECT id, name FROM locations WHERE id = ?', id);
+    return row && { id: str(row, 'id'), name: str(row, 'name') };
+  }
+
+  async locations(): Promise<LocationRecord[]> {
+    return this.all('SELECT id, name FROM locations ORDER BY id').map((row) => ({ id: str(row, 'id'), name: str(row, 'name') }));
+  }
+
+  async createKey(key: KeyRecord & { hash: string }): Promise<KeyRecord> {
+    this.tx(() => {
+      this.run(
+        'INSERT INTO keys (id, location_id, hash, masked_key, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)',
+        key.id,
+        key.locationId,
+        key.hash,
+        key.maskedKey,
+        key.created_at,
+        key.updated_at,
+      );
+    });
+    return { id: key.id, locationId: key.locationId, maskedKey: key.maskedKey, created_at: key.created_at, updated_at: key.updated_at };
+  }
+
+  async keyByHash(hash: string): Promise<KeyRecord | undefined> {
+    const row = this.get(
+      'SELECT k.id, k.location_id, k.masked_key, k.created_at, k.updated_at FROM keys k JOIN locations l ON l.id = k.location_id WHERE k.hash = ?',
+      hash,
+    );
+    return (
+      row && {
+        id: str(row, 'id'),
+        locationId: str(row, 'location_id'),
+        maskedKey: str(row, 'masked_key'),
+        created_at: str(row, 'created_at'),
+        updated_at: str(row, 'updated_at'),
+      }
+    );
+  }
+
+  // Checks
+
+  async syncChecks(checks: readonly StoredCheck[], now: Date): Promise<void> {
+    this.tx(() => {
+      const inFile = new Set(checks.map((c) => c.id));
+      for (const row of this.all('SELECT id FROM checks WHERE removed_at IS NULL')) {
+        const id = str(row, 'id');
+        if (!inFile.has(id)) this.removeCheck(id, now);
+      }
+      for (const c of checks) {
+        this.run(
+          `INSERT INTO checks (id, name, check_type, frequency_seconds, locations, definition, environment_variables, runtime_id, cap_ms, removed_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)
+           ON CONFLICT (id) DO UPDATE SET name = excluded.name, check_type = excluded.check_type,
+             frequency_seconds = excluded.frequency_seconds, locations = excluded.locations, definition = excluded.definition,
+             environment_variables = excluded.environment_variables, runtime_id = excluded.runtime_id, cap_ms = excluded.cap_ms,
+             removed_at = NULL`,
+          c.id,
+          c.name,
+          c.checkType,
+          c.frequencySeconds,
+          JSON.stringify(c.locations),
+          JSON.stringify(c.definition ?? null),
+          JSON.stringify(c.environmentVariables),
+          c.runtimeId,
+          c.capMs,
+        );
+      }
+    });
+  }
+
+  private checkFromRow(row: Row): StoredCheck {
+    return {
+      id: str(row, 'id'),
+      name: str(row, 'name'),
+      checkType: str(row, 'check_type') as StoredCheck['checkType'],
+      frequencySeconds: num(row, 'frequency_seconds'),
+      locations: json<string[]>(row, 'locations'),
+      definition: json<unknown>(row, 'definition'),
+      environmentVariables: json<StoredCheck['environmentVariables']>(row, 'environment_variables'),
+      runtimeId: strOrNull(row, 'runtime_id'),
+      capMs: num(row, 'cap_ms'),
+    };
+  }
+
+  async activeChecks(): Promise<StoredCheck[]> {
+    return this.all('SELECT * FROM checks WHERE removed_at IS NULL ORDER BY id').map((row) => this.checkFromRow(row));
+  }
+
+  async check(id: string): Promise<(StoredCheck & { removedAt: string | null }) | undefined> {
+    const row = this.get('SELECT * FROM checks WHERE id = ?', id);
+    return row && { ...this.checkFromRow(row), removedAt: strOrNull(row, 'removed_at') };
+  }
+
+  async deleteCheck(id: string, now: Date): Promise<boolean> {
+    return this.tx(() => {
+      const row = this.get('SELECT removed_at FROM checks WHERE id = ?', id);
+      if (!row || row.removed_at !== null) return false;
+      this.removeCheck(id, now);
+      return true;
+    });
+  }
+
+  /** Inside a transaction: marks the check removed, cancels its open jobs and its unfinished sessions. */
+  private removeCheck(id: string, now: Date): void {
+    this.run('UPDATE checks SET removed_at = ? WHERE id = ?', now.toISOString(), id);
+    this.run(
+      "UPDATE jobs SET status = 'CANCELLED', agent_id = NULL, lease_expires_at = NULL WHERE check_id = ? AND status IN ('QUEUED', 'LEASED')",
+      id,
+    );
+    const open = this.all(
+      `SELECT id, started_at FROM sessions WHERE check_id = ? AND status NOT IN (${[...FINISHED_STATUSES].map((s) => `'${s}'`).join(', ')})`,
+      id,
+    );
+    for (const session of open) this.finishSession(str(session, 'id'), str(session, 'started_at'), 'CANCELLED', now);
+  }
+
+  private finishSession(id: string, startedAt: string, status: SessionStatus, now: Date): void {
+    const stoppedMs = now.getTime();
+    const duration = Math.max(0, stoppedMs - msOf(startedAt, stoppedMs));
+    this.run(
+      'UPDATE sessions SET status = ?, stopped_at = ?, stopped_ms = ?, duration_ms = ? WHERE id = ?',
+      status,
+      now.toISOString(),
+      stoppedMs,
+      duration,
+      id,
+    );
+  }
+
+  // Sessions and jobs
+
+  async createSession(session: SessionRecord, jobs: readonly NewJob[], check: StoredCheck): Promise<void> {
+    this.tx(() => {
+      this.run(
+        `INSERT INTO sessions (id, check_id, check_type, name, status, run_locations, trigger_source, started_at, stopped_at, stopped_ms, duration_ms)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        session.id,
+        session.checkId,
+        session.checkType,
+        session.name,
+        session.status,
+        JSON.stringify(session.runLocations),
+        session.triggerSource,
+        session.startedAt,
+        session.stoppedAt,
+        session.stoppedAt === null ? null : msOf(session.stoppedAt, Date.now()),
+        session.durationMs,
+      );
+      const created = msOf(session.startedAt, Date.now());
+      const payload = JSON.stringify({ check: check.definition ?? null, environmentVariables: check.environmentVariables });
+      for (const job of jobs) {
+        const runId = this.nextCounter('check_run_id');
+        this.run(
+          `INSERT INTO jobs (id, session_id, check_id, location, check_type, runtime_id, status, agent_id, lease_expires_at, deadline_at, created_at, check_run_id, final_result_id, payload)
+           VALUES (?, ?, ?, ?, ?, ?, 'QUEUED', NULL, NULL, ?, ?, ?, NULL, ?)`,
+          job.id,
+          session.id,
+          session.checkId,
+          job.location,
+          check.checkType,
+          check.runtimeId,
+          msOf(job.deadlineAt, created),
+          created,
+          runId,
+          payload,
+        );
+      }
+    });
+  }
+
+  private nextCounter(name: string): number {
+    const row = this.get('INSERT INTO counters (name, value) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value', name);
+    if (!row) throw new Error(`counter ${name} returned no row`);
+    return num(row, 'value');
+  }
+
+  async session(id: string): Promise<(SessionRecord & { results: CheckResultEntry[] }) | undefined> {
+    const row = this.get('SELECT * FROM sessions WHERE id = ?', id);
+    if (!row) return undefined;
+    const results = this.all('SELECT body FROM results WHERE session_id = ? ORDER BY seq', id).map((r) => json<CheckResultEntry>(r, 'body'));
+    return {
+      id: str(row, 'id'),
+      checkId: str(row, 'check_id'),
+      checkType: str(row, 'check_type') as SessionRecord['checkType'],
+      name: str(row, 'name'),
+      status: str(row, 'status') as SessionStatus,
+      runLocations: json<string[]>(row, 'run_locations'),
+      triggerSource: 'SCHEDULER',
+      startedAt: str(row, 'started_at'),
+      stoppedAt: strOrNull(row, 'stopped_at'),
+      durationMs: numOrNull(row, 'duration_ms'),
+      results,
+    };
+  }
+
+  async hasOpenJob(checkId: string, location: string): Promise<boolean> {
+    return this.get("SELECT 1 AS x FROM jobs WHERE check_id = ? AND location = ? AND status IN ('QUEUED', 'LEASED') LIMIT 1", checkId, location) !== undefined;
+  }
+
+  async claimJobs(query: ClaimQuery): Promise<Job[]> {
+    const max = Math.floor(query.max);
+    if (max < 1 || query.checkTypes.length === 0) return [];
+    return this.tx(() => {
+      const runtimeFilter = query.runtimes.length === 0 ? 'runtime_id IS NULL' : `(runtime_id IS NULL OR runtime_id IN (${placeholders(query.runtimes.length)}))`;
+      const rows = this.all(
+        `SELECT id, session_id, location, check_run_id, payload FROM jobs
+         WHERE location = ? AND status = 'QUEUED' AND check_type IN (${placeholders(query.checkTypes.length)}) AND ${runtimeFilter}
+         ORDER BY created_at, check_run_id LIMIT ?`,
+        query.location,
+        ...query.checkTypes,
+        ...query.runtimes,
+        max,
+      );
+      const expires = query.now.getTime() + query.leaseMs;
+      const leaseExpiresAt = new Date(expires).toISOString();
+      return rows.map((row): Job => {
+        this.run("UPDATE jobs SET status = 'LEASED', agent_id = ?, lease_expires_at = ? WHERE id = ?", query.agentId, expires, str(row, 'id'));
+        const payload = json<{ check: unknown; environmentVariables: Job['environmentVariables'] }>(row, 'payload');
+        return {
+          id: str(row, 'id'),
+          leaseExpiresAt,
+          checkRunId: num(row, 'check_run_id'),
+          sequenceId: str(row, 'session_id'),
+          triggerSource: 'SCHEDULER',
+          runLocation: str(row, 'location'),
+          check: payload.check,
+          environmentVariables: payload.environmentVariables ?? [],
+        };
+      });
+    });
+  }
+
+  async releaseJobs(agentId: string, jobIds: readonly string[]): Promise<void> {
+    if (jobIds.length === 0) return;
+    this.tx(() => {
+      for (const id of jobIds) {
+        this.run("UPDATE jobs SET status = 'QUEUED', agent_id = NULL, lease_expires_at = NULL WHERE id = ? AND status = 'LEASED' AND agent_id = ?", id, agentId);
+      }
+    });
+  }
+
+  async extendLeases(agentId: string, location: string, jobIds: readonly string[], leaseMs: number, now: Date): Promise<LeaseUpdate> {
+    const update: LeaseUpdate = { extended: [], lost: [] };
+    if (jobIds.length === 0) return update;
+    const expires = now.getTime() + leaseMs;
+    const leaseExpiresAt = new Date(expires).toISOString();
+    this.tx(() => {
+      for (const id of jobIds) {
+        const changed = this.run(
+          "UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND location = ? AND status = 'LEASED' AND agent_id = ?",
+          expires,
+          id,
+          location,
+          agentId,
+        );
+        if (changed > 0) update.extended.push({ jobId: id, leaseExpiresAt });
+        else update.lost.push(id);
+      }
+    });
+    return update;
+  }
+
+  async requeueExpiredLeases(now: Date): Promise<number> {
+    return this.tx(() =>
+      this.run(
+        "UPDATE jobs SET status = 'QUEUED', agent_id = NULL, lease_expires_at = NULL WHERE status = 'LEASED' AND lease_expires_at <= ?",
+        now.getTime(),
+      ),
+    );
+  }
+
+  async timeOutJobs(now: Date): Promise<string[]> {
+    return this.tx(() => {
+      const rows = this.all(
+        "UPDATE jobs SET status = 'TIMED_OUT', agent_id = NULL, lease_expires_at = NULL WHERE status IN ('QUEUED', 'LEASED') AND deadline_at <= ? RETURNING session_id",
+        now.getTime(),
+      );
+      const sessions = [...new Set(rows.map((row) => str(row, 'session_id')))];
+      for (const id of sessions) {
+        const session = this.get('SELECT status, started_at FROM sessions WHERE id = ?', id);
+        if (!session || FINISHED_STATUSES.has(str(session, 'status') as SessionStatus)) continue;
+        const open = this.get("SELECT 1 AS x FROM jobs WHERE session_id = ? AND status IN ('QUEUED', 'LEASED') LIMIT 1", id);
+        if (!open) this.finishSession(id, str(session, 'started_at'), 'TIMED_OUT', now);
+      }
+      return sessions;
+    });
+  }
+
+  // Results
+
+  async acceptResults(agentId: string, location: string, results: readonly ResultEnvelope[], now: Date): Promise<ResultsOutcome> {
+    const outcome: ResultsOutcome = { accepted: [], rejected: [] };
+    if (results.length === 0) return outcome;
+    const receivedAt = now.getTime();
+    this.tx(() => {
+      const touched = new Set<string>();
+      for (const envelope of results) {
+        const { resultId, jobId, result } = envelope;
+        const reject = (statusCode: number, message: string) => outcome.rejected.push({ resultId, statusCode, message });
+        if (this.get('SELECT 1 AS x FROM results WHERE id = ?', resultId)) {
+          outcome.accepted.push(resultId);
+          continue;
+        }
+        const job = this.get('SELECT * FROM jobs WHERE id = ?', jobId);
+        if (!job || str(job, 'location') !== location) {
+          reject(404, `job ${jobId} does not exist`);
+          continue;
+        }
+        const status = str(job, 'status');
+        if (status === 'TIMED_OUT' || status === 'CANCELLED') {
+          reject(409, `job ${jobId} is ${status === 'TIMED_OUT' ? 'timed out' : 'cancelled'}`);
+          continue;
+        }
+        const lease = numOrNull(job, 'lease_expires_at');
+        if (status === 'LEASED' && job.agent_id !== agentId && lease !== null && lease > receivedAt) {
+          reject(409, `job ${jobId} is leased to another agent`);
+          continue;
+        }
+        const isFinal = result.resultType === 'FINAL';
+        if (isFinal && job.final_result_id !== null) {
+          reject(409, `job ${jobId} has another FINAL result`);
+          continue;
+        }
+        const sessionId = str(job, 'session_id');
+        this.run(
+          `INSERT INTO results (id, check_id, job_id, session_id, location, result_type, has_failures, started_at, check_type, received_at, body)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          resultId,
+          str(job, 'check_id'),
+          jobId,
+          sessionId,
+          location,
+          isFinal ? 'FINAL' : 'ATTEMPT',
+          result.hasFailures ? 1 : 0,
+          msOf(result.startedAt, receivedAt),
+          str(job, 'check_type'),
+          receivedAt,
+          JSON.stringify(result),
+        );
+        if (isFinal) {
+          this.run("UPDATE jobs SET status = 'DONE', final_result_id = ?, lease_expires_at = NULL WHERE id = ?", resultId, jobId);
+        }
+        touched.add(sessionId);
+        outcome.accepted.push(resultId);
+      }
+      for (const id of touched) this.recomputeSession(id, now);
+    });
+    return outcome;
+  }
+
+  private recomputeSession(id: string, now: Date): void {
+    const session = this.get('SELECT status, run_locations, started_at FROM sessions WHERE id = ?', id);
+    if (!session) return;
+    const current = str(session, 'status') as SessionStatus;
+    if (FINISHED_STATUSES.has(current)) return;
+    const finals = new Map<string, FinalOutcome>();
+    let anyResult = false;
+    for (const row of this.all('SELECT location, result_type, body FROM results WHERE session_id = ? ORDER BY seq', id)) {
+      anyResult = true;
+      if (str(row, 'result_type') === 'FINAL') finals.set(str(row, 'location'), finalOutcome(json<CheckResultEntry>(row, 'body')));
+    }
+    const next = sessionStatus(json<string[]>(session, 'run_locations'), finals, anyResult);
+    if (next === current) return;
+    if (FINISHED_STATUSES.has(next)) this.finishSession(id, str(session, 'started_at'), next, now);
+    else this.run('UPDATE sessions SET status = ? WHERE id = ?', next, id);
+  }
+
+  async listResults(query: ResultQuery): Promise<ResultPage> {
+    if (!Number.isInteger(query.limit) || query.limit < 1 || query.limit > 100) throw new InvalidQueryError('limit', 'limit must be an integer from 1 to 100');
+    const where = ['check_id = ?'];
+    const params: SQLInputValue[] = [query.checkId];
+    if (query.nextId !== undefined) {
+      where.push('seq < ?');
+      params.push(decodeCursor(query.nextId));
+    }
+    if (query.from) {
+      where.push('started_at >= ?');
+      params.push(query.from.getTime());
+    }
+    if (query.to) {
+      where.push('started_at < ?');
+      params.push(query.to.getTime());
+    }
+    if (query.location !== undefined) {
+      where.push('location = ?');
+      params.push(query.location);
+    }
+    if (query.checkType !== undefined) {
+      where.push('check_type = ?');
+      params.push(query.checkType);
+    }
+    if (query.hasFailures) where.push('has_failures = 1');
+    if (query.resultType !== 'ALL') {
+      where.push('result_type = ?');
+      params.push(query.resultType);
+    }
+    const rows = this.all(`SELECT seq, body FROM results WHERE ${where.join(' AND ')} ORDER BY seq DESC LIMIT ?`, ...params, query.limit + 1);
+    const page = rows.slice(0, query.limit);
+    const last = page.at(-1);
+    return {
+      entries: page.map((row) => json<CheckResultEntry>(row, 'body')),
+      nextId: rows.length > query.limit && last ? encodeCursor(num(last, 'seq')) : null,
+    };
+  }
+
+  async result(checkId: string, resultId: string): Promise<CheckResultEntry | undefined> {
+    const row = this.get('SELECT body FROM results WHERE id = ? AND check_id = ?', resultId, checkId);
+    return row && json<CheckResultEntry>(row, 'body');
+  }
+
+  // Artifacts and events
+
+  async createArtifact(artifact: Omit<ArtifactRecord, 'storedAt'>): Promise<void> {
+    this.tx(() => {
+      this.run(
+        'INSERT INTO artifacts (id, job_id, location, name, content_type, size, stored_at, created_at, created_ms) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)',
+        artifact.id,
+        artifact.jobId,
+        artifact.location,
+        artifact.name,
+        artifact.contentType,
+        artifact.size,
+        artifact.created_at,
+        msOf(artifact.created_at, Date.now()),
+      );
+    });
+  }
+
+  async artifact(id: string): Promise<ArtifactRecord | undefined> {
+    const row = this.get('SELECT * FROM artifacts WHERE id = ?', id);
+    return (
+      row && {
+        id: str(row, 'id'),
+        jobId: str(row, 'job_id'),
+        location: str(row, 'location'),
+        name: str(row, 'name'),
+        contentType: str(row, 'content_type'),
+        size: num(row, 'size'),
+        storedAt: strOrNull(row, 'stored_at'),
+        created_at: str(row, 'created_at'),
+      }
+    );
+  }
+
+  async markArtifactStored(id: string, now: Date): Promise<void> {
+    this.tx(() => {
+      if (this.run('UPDATE artifacts SET stored_at = ? WHERE id = ?', now.toISOString(), id) === 0) throw new NotFoundError('artifact', id);
+    });
+  }
+
+  async addEvents(location: string, agentId: string, events: readonly AgentEvent[], now: Date): Promise<void> {
+    if (events.length === 0) return;
+    this.tx(() => {
+      for (const event of events) {
+        this.run(
+          'INSERT INTO events (location, agent_id, received_at, level, name, body) VALUES (?, ?, ?, ?, ?, ?)',
+          location,
+          agentId,
+          now.getTime(),
+          String(event.level),
+          String(event.name),
+          JSON.stringify(event),
+        );
+      }
+    });
+  }
+
+  // Upkeep
+
+  async pruneBefore(before: Date, batch: number): Promise<{ results: number; artifactIds: string[] }> {
+    const limit = Math.max(1, Math.floor(batch));
+    const cutoff = before.getTime();
+    return this.tx(() => {
+      const results = this.run('DELETE FROM results WHERE seq IN (SELECT seq FROM results WHERE received_at < ? ORDER BY seq LIMIT ?)', cutoff, limit);
+      // A finished session goes once none of its results is left; its jobs go with it (ON DELETE CASCADE).
+      const sessions = this.all(
+        `SELECT s.id FROM sessions s WHERE s.stopped_ms IS NOT NULL AND s.stopped_ms < ?
+           AND NOT EXISTS (SELECT 1 FROM results r WHERE r.session_id = s.id) LIMIT ?`,
+        cutoff,
+        limit,
+      );
+      const artifactIds: string[] = [];
+      for (const session of sessions) {
+        const id = str(session, 'id');
+        for (const row of this.all('DELETE FROM artifacts WHERE job_id IN (SELECT id FROM jobs WHERE session_id = ?) RETURNING id', id)) {
+          artifactIds.push(str(row, 'id'));
+        }
+        this.run('DELETE FROM sessions WHERE id = ?', id);
+      }
+      for (const row of this.all('DELETE FROM artifacts WHERE id IN (SELECT id FROM artifacts WHERE created_ms < ? LIMIT ?) RETURNING id', cutoff, limit)) {
+        artifactIds.push(str(row, 'id'));
+      }
+      this.run('DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE received_at < ? ORDER BY seq LIMIT ?)', cutoff, limit);
+      return { results, artifactIds };
+    });
+  }
+
+  async integrityCheck(): Promise<string[]> {
+    return this.all('PRAGMA integrity_check').map((row) => String(Object.values(row)[0]));
+  }
+
+  async close(): Promise<void> {
+    if (!this.db.isOpen) return;
+    this.statements.clear();
+    this.db.close();
+  }
+}

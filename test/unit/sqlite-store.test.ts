@@ -528,8 +528,14 @@ describe('deadlines', () => {
 describe('artifacts and events', () => {
   it('creates, reads and marks artifacts stored; an unknown one is NotFound', async () => {
     const store = await openStore();
-    const record = { id: 'a1', jobId: 'j1', location: 'loc-a', name: 'trace.zip', contentType: 'application/zip', size: 1234, created_at: T0.toISOString() };
+    const c = check('c1', { locations: ['loc-a'] });
+    await store.syncChecks([c], T0);
+    const { jobs } = await startSession(store, c);
+    const record = { id: 'a1', jobId: jobs['loc-a'] as string, location: 'loc-a', name: 'trace.zip', contentType: 'application/zip', size: 1234, created_at: T0.toISOString() };
     await store.createArtifact(record);
+    // Only for a job of the artifact's location.
+    await expect(store.createArtifact({ ...record, id: 'a3', location: 'loc-b' })).rejects.toBeInstanceOf(NotFoundError);
+    await expect(store.createArtifact({ ...record, id: 'a4', jobId: 'no-such-job' })).rejects.toBeInstanceOf(NotFoundError);
     expect(await store.artifact('a1')).toEqual({ ...record, storedAt: null });
     await store.markArtifactStored('a1', at(10));
     expect((await store.artifact('a1'))?.storedAt).toBe(at(10).toISOString());

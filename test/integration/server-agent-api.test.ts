@@ -308,10 +308,10 @@ describe('results', () => {
 
 async function put(url: string, key: string, body: Buffer, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(url, {
-      method: 'PUT',
-      headers: { authorization: `Bearer ${key}`, 'x-agent-id': 'agent-1', 'content-type': 'application/octet-stream', 'content-length': body.length, ...headers },
-    });
+    const all: Record<string, string | number> = { authorization: `Bearer ${key}`, 'x-agent-id': 'agent-1', 'content-type': 'application/octet-stream', 'content-length': body.length, ...headers };
+    // An empty header value means: leave the header out.
+    for (const [name, value] of Object.entries(all)) if (value === '') delete all[name];
+    const req = http.request(url, { method: 'PUT', headers: all });
     req.on('response', (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
@@ -344,6 +344,8 @@ describe('artifacts', () => {
     // A length that is not the announced size is refused before a byte is written.
     expect((await put(uploadUrl, keyA, bytes.subarray(1))).status).toBe(400);
     expect((await put(uploadUrl, keyA, Buffer.concat([bytes, Buffer.from('x')]))).status).toBe(400);
+    // Chunked, without Content-Length: the size cannot be checked before the bytes arrive.
+    expect((await put(uploadUrl, keyA, bytes, { 'transfer-encoding': 'chunked', 'content-length': '' })).status).toBe(411);
     expect((await fetch(url, { headers: auth })).status).toBe(404);
 
     const stored = await put(uploadUrl, keyA, bytes, { 'content-type': 'application/vnd.tcpdump.pcap' });
@@ -352,6 +354,8 @@ describe('artifacts', () => {
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toBe('application/vnd.tcpdump.pcap');
     expect(Number(response.headers.get('content-length'))).toBe(bytes.length);
+    expect(response.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(response.headers.get('content-disposition')).toBe("attachment; filename*=UTF-8''capture.pcap");
     const got = Buffer.from(await response.arrayBuffer());
     expect(createHash('sha256').update(got).digest('hex')).toBe(createHash('sha256').update(bytes).digest('hex'));
     expect(readdirSync(server.artifactsDir).filter((n) => n.endsWith('.part'))).toEqual([]);

@@ -4,7 +4,7 @@
 // deadlines, deleting and restoring checks, pruning, and the migrations.
 
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -13,7 +13,7 @@ import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { resultOutcome } from '../../src/results/result.js';
 import { finalOutcome } from '../../src/store/session-status.js';
 import { MIGRATIONS, migrate, NewerSchemaError, SCHEMA_VERSION } from '../../src/store/sqlite/migrations.js';
-import { decodeCursor, encodeCursor, SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { claimSql, decodeCursor, encodeCursor, listSql, SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { InvalidQueryError, NotFoundError, type SessionRecord, type StoredCheck } from '../../src/store/store.js';
 
 const dirs: string[] = [];
@@ -616,5 +616,91 @@ describe('throughput', () => {
     }
     const seconds = (performance.now() - started) / 1000;
     console.log(`sqlite store: ${Math.round((batches * 500) / seconds)} results/s accepted in batches of 500 (${batches} batches, ${seconds.toFixed(2)} s, ${process.version})`);
+  });
+});
+
+describe('hardening', () => {
+  it('the claim and list queries use their indexes: no table scan, no sort', async () => {
+    const file = tempFile();
+    await (await openStore(file)).close();
+    const { DatabaseSync } = await import('node:sqlite');
+    const db = new DatabaseSync(file, { readOnly: true });
+    try {
+      const plan = (sql: string, params: Array<string | number>) =>
+        db
+          .prepare(`EXPLAIN QUERY PLAN ${sql}`)
+          .all(...params)
+          .map((row) => String(row.detail))
+          .join('\n');
+      const claim = plan(claimSql(2, 1), ['loc-a', 'API', 'TCP', '2025.04', 10]);
+      expect(claim).toContain('jobs_claim');
+      expect(claim).not.toMatch(/TEMP B-TREE|SCAN jobs(?! USING)/);
+      for (const q of [
+        { resultType: 'ALL' as const },
+        { resultType: 'FINAL' as const, nextId: encodeCursor(99) },
+        { resultType: 'ALL' as const, location: 'loc-a', hasFailures: true, from: T0, to: at(1000), checkType: 'API' },
+      ]) {
+        const { sql, params } = listSql({ checkId: 'c1', limit: 10, ...q });
+        const detail = plan(sql, params as Array<string | number>);
+        expect(detail).toMatch(/results_list/);
+        expect(detail).not.toMatch(/TEMP B-TREE|SCAN results(?! USING)/);
+      }
+    } finally {
+      db.close();
+    }
+  });
+
+  it('two stores on one file (as two server processes) write in turn without losing anything', async () => {
+    const file = tempFile();
+    const one = await openStore(file);
+    const two = await openStore(file);
+    const c = check('c1', { locations: ['loc-a'] });
+    await one.syncChecks([c], T0);
+    const accepted: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const store = i % 2 === 0 ? one : two;
+      const s = await startSession(store, c, i);
+      const e = envelope(s.jobs['loc-a'] as string);
+      accepted.push(...(await store.acceptResults('x', 'loc-a', [e], at(i))).accepted);
+    }
+    expect(accepted).toHaveLength(20);
+    const page = await two.listResults({ checkId: 'c1', limit: 100, resultType: 'ALL' });
+    expect(page.entries.map((e) => e.id)).toEqual([...accepted].reverse());
+  });
+
+  it('refuses bad times, an unknown resultType; takes an ATTEMPT after the FINAL', async () => {
+    const store = await openStore();
+    const c = check('c1', { locations: ['loc-a'] });
+    await store.syncChecks([c], T0);
+    await expect(store.listResults({ checkId: 'c1', limit: 10, resultType: 'ALL', from: new Date('nope') })).rejects.toMatchObject({ parameter: 'from' });
+    await expect(store.listResults({ checkId: 'c1', limit: 10, resultType: 'ALL', to: new Date(Number.NaN) })).rejects.toMatchObject({ parameter: 'to' });
+    const s = await startSession(store, c);
+    const job = s.jobs['loc-a'] as string;
+    const odd = envelope(job, { resultType: 'SOMETHING' as 'FINAL' });
+    const final = envelope(job);
+    const attempt = envelope(job, { resultType: 'ATTEMPT' });
+    expect(await store.acceptResults('x', 'loc-a', [odd, final, attempt], at(10))).toEqual({
+      accepted: [final.resultId, attempt.resultId],
+      rejected: [{ resultId: odd.resultId, statusCode: 400, message: expect.stringContaining('resultType') }],
+    });
+    expect((await store.session(s.session.id))?.status).toBe('PASSED');
+  });
+
+  it('names the file when it is not a database', async () => {
+    const file = tempFile();
+    writeFileSync(file, 'this is not a database, just text that is long enough to have a header '.repeat(20));
+    await expect(SqliteStore.open(file)).rejects.toThrow(`cannot open the database ${file}`);
+  });
+
+  it('prunes an old artifact whose job is gone; keeps one of a running job', async () => {
+    const store = await openStore();
+    const c = check('c1', { locations: ['loc-a'] });
+    await store.syncChecks([c], T0);
+    const s = await startSession(store, c);
+    const base = { location: 'loc-a', name: 'n', contentType: 'text/plain', size: 1, created_at: T0.toISOString() };
+    await store.createArtifact({ ...base, id: 'orphan', jobId: 'gone' });
+    await store.createArtifact({ ...base, id: 'running', jobId: s.jobs['loc-a'] as string });
+    expect(await store.pruneBefore(at(1000), 10)).toEqual({ results: 0, artifactIds: ['orphan'] });
+    expect(await store.artifact('running')).toBeDefined();
   });
 });

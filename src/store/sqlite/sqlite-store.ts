@@ -26,7 +26,7 @@ import {
   type Store,
   type StoredCheck,
 } from '../store.js';
-import { migrate } from './migrations.js';
+import { migrate, NewerSchemaError } from './migrations.js';
 
 type Row = Record<string, SQLOutputValue>;
 
@@ -74,6 +74,50 @@ export function decodeCursor(cursor: string): number {
   return Number(text);
 }
 
+/** The claim query for that many check types and runtimes; parameters: location, the types, the runtimes, the limit. Exported for the query-plan test. */
+export function claimSql(checkTypes: number, runtimes: number): string {
+  const runtimeFilter = runtimes === 0 ? 'runtime_id IS NULL' : `(runtime_id IS NULL OR runtime_id IN (${placeholders(runtimes)}))`;
+  return `SELECT id, session_id, location, check_run_id, payload FROM jobs
+    WHERE location = ? AND status = 'QUEUED' AND check_type IN (${placeholders(checkTypes)}) AND ${runtimeFilter}
+    ORDER BY created_at, check_run_id LIMIT ?`;
+}
+
+/** The listResults query and its parameters (the limit last). Exported for the query-plan test. */
+export function listSql(query: ResultQuery): { sql: string; params: SQLInputValue[] } {
+  if (!Number.isInteger(query.limit) || query.limit < 1 || query.limit > 100) throw new InvalidQueryError('limit', 'limit must be an integer from 1 to 100');
+  const where = ['check_id = ?'];
+  const params: SQLInputValue[] = [query.checkId];
+  if (query.nextId !== undefined) {
+    where.push('seq < ?');
+    params.push(decodeCursor(query.nextId));
+  }
+  for (const [name, op, date] of [
+    ['from', '>=', query.from],
+    ['to', '<', query.to],
+  ] as const) {
+    if (date === undefined) continue;
+    if (!Number.isFinite(date.getTime())) throw new InvalidQueryError(name, `${name} is not a valid time`);
+    where.push(`started_at ${op} ?`);
+    params.push(date.getTime());
+  }
+  if (query.location !== undefined) {
+    where.push('location = ?');
+    params.push(query.location);
+  }
+  if (query.checkType !== undefined) {
+    where.push('check_type = ?');
+    params.push(query.checkType);
+  }
+  if (query.hasFailures) where.push('has_failures = 1');
+  if (query.resultType !== 'ALL') {
+    where.push('result_type = ?');
+    params.push(query.resultType);
+  }
+  // One more than asked: whether it comes back says if there is a next page.
+  params.push(query.limit + 1);
+  return { sql: `SELECT seq, body FROM results WHERE ${where.join(' AND ')} ORDER BY seq DESC LIMIT ?`, params };
+}
+
 export class SqliteStore implements Store {
   private readonly statements = new Map<string, StatementSync>();
 
@@ -90,7 +134,12 @@ export class SqliteStore implements Store {
     } catch (error) {
       throw new Error(`the server needs node:sqlite (Node 22.13 or later; this is ${process.version})`, { cause: error });
     }
-    const db = new sqlite.DatabaseSync(file, { timeout: BUSY_TIMEOUT_MS, enableForeignKeyConstraints: true });
+    let db: DatabaseSync;
+    try {
+      db = new sqlite.DatabaseSync(file, { timeout: BUSY_TIMEOUT_MS, enableForeignKeyConstraints: true });
+    } catch (error) {
+      throw new Error(`cannot open the database ${file}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    }
     try {
       db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
       db.exec('PRAGMA journal_mode = WAL');
@@ -99,7 +148,8 @@ export class SqliteStore implements Store {
       migrate(db, file);
     } catch (error) {
       db.close();
-      throw error;
+      if (error instanceof NewerSchemaError) throw error;
+      throw new Error(`cannot open the database ${file}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
     }
     return new SqliteStore(db, file);
   }
@@ -353,11 +403,8 @@ export class SqliteStore implements Store {
     const max = Math.floor(query.max);
     if (max < 1 || query.checkTypes.length === 0) return [];
     return this.tx(() => {
-      const runtimeFilter = query.runtimes.length === 0 ? 'runtime_id IS NULL' : `(runtime_id IS NULL OR runtime_id IN (${placeholders(query.runtimes.length)}))`;
       const rows = this.all(
-        `SELECT id, session_id, location, check_run_id, payload FROM jobs
-         WHERE location = ? AND status = 'QUEUED' AND check_type IN (${placeholders(query.checkTypes.length)}) AND ${runtimeFilter}
-         ORDER BY created_at, check_run_id LIMIT ?`,
+        claimSql(query.checkTypes.length, query.runtimes.length),
         query.location,
         ...query.checkTypes,
         ...query.runtimes,
@@ -468,7 +515,12 @@ export class SqliteStore implements Store {
           reject(409, `job ${jobId} is leased to another agent`);
           continue;
         }
+        if (result.resultType !== 'FINAL' && result.resultType !== 'ATTEMPT') {
+          reject(400, 'resultType must be FINAL or ATTEMPT');
+          continue;
+        }
         const isFinal = result.resultType === 'FINAL';
+        // An ATTEMPT for a DONE job is still taken: a spool may deliver it after the FINAL.
         if (isFinal && job.final_result_id !== null) {
           reject(409, `job ${jobId} has another FINAL result`);
           continue;
@@ -506,11 +558,11 @@ export class SqliteStore implements Store {
     const current = str(session, 'status') as SessionStatus;
     if (FINISHED_STATUSES.has(current)) return;
     const finals = new Map<string, FinalOutcome>();
-    let anyResult = false;
-    for (const row of this.all('SELECT location, result_type, body FROM results WHERE session_id = ? ORDER BY seq', id)) {
-      anyResult = true;
-      if (str(row, 'result_type') === 'FINAL') finals.set(str(row, 'location'), finalOutcome(json<CheckResultEntry>(row, 'body')));
+    for (const row of this.all("SELECT location, body FROM results WHERE session_id = ? AND result_type = 'FINAL' ORDER BY seq", id)) {
+      finals.set(str(row, 'location'), finalOutcome(json<CheckResultEntry>(row, 'body')));
     }
+    // Called after a result of this session was stored, so there is one.
+    const anyResult = true;
     const next = sessionStatus(json<string[]>(session, 'run_locations'), finals, anyResult);
     if (next === current) return;
     if (FINISHED_STATUSES.has(next)) this.finishSession(id, str(session, 'started_at'), next, now);
@@ -518,35 +570,8 @@ export class SqliteStore implements Store {
   }
 
   async listResults(query: ResultQuery): Promise<ResultPage> {
-    if (!Number.isInteger(query.limit) || query.limit < 1 || query.limit > 100) throw new InvalidQueryError('limit', 'limit must be an integer from 1 to 100');
-    const where = ['check_id = ?'];
-    const params: SQLInputValue[] = [query.checkId];
-    if (query.nextId !== undefined) {
-      where.push('seq < ?');
-      params.push(decodeCursor(query.nextId));
-    }
-    if (query.from) {
-      where.push('started_at >= ?');
-      params.push(query.from.getTime());
-    }
-    if (query.to) {
-      where.push('started_at < ?');
-      params.push(query.to.getTime());
-    }
-    if (query.location !== undefined) {
-      where.push('location = ?');
-      params.push(query.location);
-    }
-    if (query.checkType !== undefined) {
-      where.push('check_type = ?');
-      params.push(query.checkType);
-    }
-    if (query.hasFailures) where.push('has_failures = 1');
-    if (query.resultType !== 'ALL') {
-      where.push('result_type = ?');
-      params.push(query.resultType);
-    }
-    const rows = this.all(`SELECT seq, body FROM results WHERE ${where.join(' AND ')} ORDER BY seq DESC LIMIT ?`, ...params, query.limit + 1);
+    const { sql, params } = listSql(query);
+    const rows = this.all(sql, ...params);
     const page = rows.slice(0, query.limit);
     const last = page.at(-1);
     return {
@@ -621,11 +646,18 @@ export class SqliteStore implements Store {
 
   // Upkeep
 
+  /**
+   * One short transaction that removes at most `batch` of each: results
+   * received before `before`; sessions finished before it with no result left
+   * (their jobs cascade, their jobs' artifacts go too); artifacts older than
+   * it whose job is gone; events. A caller repeats it while `results` equals
+   * `batch`; sessions without results that one round leaves go in the next.
+   */
   async pruneBefore(before: Date, batch: number): Promise<{ results: number; artifactIds: string[] }> {
     const limit = Math.max(1, Math.floor(batch));
     const cutoff = before.getTime();
     return this.tx(() => {
-      const results = this.run('DELETE FROM results WHERE seq IN (SELECT seq FROM results WHERE received_at < ? ORDER BY seq LIMIT ?)', cutoff, limit);
+      const results = this.run('DELETE FROM results WHERE seq IN (SELECT seq FROM results WHERE received_at < ? ORDER BY received_at LIMIT ?)', cutoff, limit);
       // A finished session goes once none of its results is left; its jobs go with it (ON DELETE CASCADE).
       const sessions = this.all(
         `SELECT s.id FROM sessions s WHERE s.stopped_ms IS NOT NULL AND s.stopped_ms < ?
@@ -641,10 +673,16 @@ export class SqliteStore implements Store {
         }
         this.run('DELETE FROM sessions WHERE id = ?', id);
       }
-      for (const row of this.all('DELETE FROM artifacts WHERE id IN (SELECT id FROM artifacts WHERE created_ms < ? LIMIT ?) RETURNING id', cutoff, limit)) {
+      // Other artifacts live as long as their job's session; one whose job is gone (or never existed) goes by its age.
+      const orphans = this.all(
+        'DELETE FROM artifacts WHERE id IN (SELECT a.id FROM artifacts a WHERE a.created_ms < ? AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = a.job_id) LIMIT ?) RETURNING id',
+        cutoff,
+        limit,
+      );
+      for (const row of orphans) {
         artifactIds.push(str(row, 'id'));
       }
-      this.run('DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE received_at < ? ORDER BY seq LIMIT ?)', cutoff, limit);
+      this.run('DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE received_at < ? ORDER BY received_at LIMIT ?)', cutoff, limit);
       return { results, artifactIds };
     });
   }

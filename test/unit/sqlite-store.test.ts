@@ -693,12 +693,19 @@ describe('hardening', () => {
   });
 
   it('prunes an old artifact whose job is gone; keeps one of a running job', async () => {
-    const store = await openStore();
+    const file = tempFile();
+    const store = await openStore(file);
     const c = check('c1', { locations: ['loc-a'] });
     await store.syncChecks([c], T0);
     const s = await startSession(store, c);
+    const gone = await startSession(store, c);
     const base = { location: 'loc-a', name: 'n', contentType: 'text/plain', size: 1, created_at: T0.toISOString() };
-    await store.createArtifact({ ...base, id: 'orphan', jobId: 'gone' });
+    await store.createArtifact({ ...base, id: 'orphan', jobId: gone.jobs['loc-a'] as string });
+    // createArtifact takes only an existing job: its job goes afterwards, behind the store's back.
+    const { DatabaseSync } = await import('node:sqlite');
+    const db = new DatabaseSync(file);
+    db.prepare('DELETE FROM jobs WHERE id = ?').run(gone.jobs['loc-a'] as string);
+    db.close();
     await store.createArtifact({ ...base, id: 'running', jobId: s.jobs['loc-a'] as string });
     expect(await store.pruneBefore(at(1000), 10)).toEqual({ results: 0, artifactIds: ['orphan'] });
     expect(await store.artifact('running')).toBeDefined();

@@ -455,4 +455,31 @@ describe('the real agent against the server', () => {
     expect((await agentCall(server.url, '/v1/agent/leases', keyA, { jobIds: [jobs['loc-a']] })).body).toMatchObject({ extended: [] });
     expect(server.logs.filter((l) => l.level >= 50)).toEqual([]);
   });
+
+  it('keeps the lease of a job that outlasts it, through the leases call', async () => {
+    const { server, keyA } = await serve({ leaseMs: 2_000 });
+    agent = startAgent(['agent'], cleanEnv({ API_URL: server.url, API_KEY: keyA, STATE_DIR: tempDir(), CLAIM_WAIT_SECONDS: '5' }));
+    await agent.healthPort();
+    const definition = { id: 'slow', name: 'slow', checkType: 'URL', request: { url: `${target.url}/slow/5000` }, degradedResponseTime: 15_000, maxResponseTime: 15_000 };
+    const { sessionId, jobs } = await server.queue({ id: 'slow', locations: ['loc-a'], definition });
+    const jobId = jobs['loc-a'] as string;
+    let requeued = 0;
+    let heldByAgent = false;
+    const session = await until(async () => {
+      // The scheduler's sweep, run often: a lease the agent failed to extend would put the job back in the queue.
+      requeued += await server.store.requeueExpiredLeases(new Date());
+      const s = await server.store.session(sessionId);
+      if (s?.stoppedAt) return s;
+      // While it runs, a second agent finds nothing to take.
+      const other = await agentCall(server.url, '/v1/agent/leases', keyA, { jobIds: [jobId] }, { agentId: 'someone-else' });
+      heldByAgent ||= (other.body as { lost: string[] }).lost.includes(jobId);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      return undefined;
+    }, 'the slow job to pass', 30_000);
+    expect(requeued).toBe(0);
+    expect(heldByAgent).toBe(true);
+    expect(session.status).toBe('PASSED');
+    expect(session.results).toMatchObject([{ resultType: 'FINAL', hasFailures: false }]);
+    expect(Date.parse(session.results[0]?.stoppedAt ?? '') - Date.parse(session.results[0]?.startedAt ?? '')).toBeGreaterThanOrEqual(4_500);
+  });
 });

@@ -516,6 +516,22 @@ describe('deadlines', () => {
     expect((await store.acceptResults('agent-2', 'loc-b', [late], at(deadline + 1))).rejected[0]).toMatchObject({ statusCode: 409, message: expect.stringContaining('timed out') });
     expect(await store.timeOutJobs(at(deadline + 1))).toEqual([]);
 
+    // One location times out while another is still running: the session times out when the other's FINAL comes.
+    const m = { id: randomUUID(), ja: randomUUID(), jb: randomUUID() };
+    await store.createSession(
+      { ...s.session, id: m.id, startedAt: at(300_000).toISOString() },
+      [
+        { id: m.ja, location: 'loc-a', deadlineAt: at(400_000).toISOString() },
+        { id: m.jb, location: 'loc-b', deadlineAt: at(310_000).toISOString() },
+      ],
+      c,
+    );
+    await store.acceptResults('agent-1', 'loc-a', [envelope(m.ja, { resultType: 'ATTEMPT' })], at(300_001));
+    expect(await store.timeOutJobs(at(310_000))).toEqual([m.id]);
+    expect((await store.session(m.id))?.status).toBe('PROGRESS');
+    await store.acceptResults('agent-1', 'loc-a', [envelope(m.ja)], at(320_000));
+    expect(await store.session(m.id)).toMatchObject({ status: 'TIMED_OUT', stoppedAt: at(320_000).toISOString(), durationMs: 20_000 });
+
     // A leased job times out too, and the session is not left on a later result.
     const t = await startSession(store, short, 200_000);
     await claimAll(store, 'loc-a', 'agent-1', at(200_000));

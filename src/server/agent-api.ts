@@ -224,7 +224,11 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
         const ids = jobs.map((job) => job.id);
         jobs = [];
         store.releaseJobs(agentId, ids).then(
-          () => logger.info({ location, agentId, jobIds: ids }, `claimed jobs released: ${why}`),
+          () => {
+            logger.info({ location, agentId, jobIds: ids }, `claimed jobs released: ${why}`);
+            // Back in the queue: a claim waiting now takes them at once.
+            jobSignal.notify(location);
+          },
           (error: unknown) => logger.error({ err: error, location, agentId, jobIds: ids }, 'releasing undelivered jobs failed'),
         );
       };
@@ -305,13 +309,15 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
       const { key } = agentOf(ctx);
       const id = ctx.params.id as string;
       const artifact = ARTIFACT_ID.test(id) ? await store.artifact(id) : undefined;
-      if (!artifact || artifact.location !== key.locationId) throw notFound('artifact', id);
+      // A refused upload's body is not worth reading to its end (up to 150 MiB): the connection closes after the answer.
+      const close = { connection: 'close' };
+      if (!artifact || artifact.location !== key.locationId) throw new ApiError(404, `artifact ${id} does not exist`, { id }, close);
       const lengthHeader = ctx.req.headers['content-length'];
-      if (lengthHeader === undefined) throw new ApiError(411, `Content-Length is required: the upload is ${artifact.size} bytes`);
+      if (lengthHeader === undefined) throw new ApiError(411, `Content-Length is required: the upload is ${artifact.size} bytes`, {}, close);
       if (Number(lengthHeader) !== artifact.size) {
-        throw badRequest(`Content-Length ${lengthHeader} is not the announced size ${artifact.size}`, { header: 'content-length' });
+        throw new ApiError(400, `Content-Length ${lengthHeader} is not the announced size ${artifact.size}`, { header: 'content-length' }, close);
       }
-      if (uploading.has(id)) throw new ApiError(409, `artifact ${id} is being uploaded by another request`, { id });
+      if (uploading.has(id)) throw new ApiError(409, `artifact ${id} is being uploaded by another request`, { id }, close);
       uploading.add(id);
       const part = path.join(artifactsDir, `${id}.part`);
       try {

@@ -211,6 +211,7 @@ export interface Store {
   listResults(query: ResultQuery): Promise<ResultPage>;
   result(checkId: string, resultId: string): Promise<CheckResultEntry | undefined>;
 
+  /** Throws NotFoundError when the job is unknown or not of `artifact.location`. */
   createArtifact(artifact: Omit<ArtifactRecord, 'storedAt'>): Promise<void>;
   artifact(id: string): Promise<ArtifactRecord | undefined>;
   markArtifactStored(id: string, now: Date): Promise<void>;

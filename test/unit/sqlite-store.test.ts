@@ -544,8 +544,14 @@ describe('deadlines', () => {
 describe('artifacts and events', () => {
   it('creates, reads and marks artifacts stored; an unknown one is NotFound', async () => {
     const store = await openStore();
-    const record = { id: 'a1', jobId: 'j1', location: 'loc-a', name: 'trace.zip', contentType: 'application/zip', size: 1234, created_at: T0.toISOString() };
+    const c = check('c1', { locations: ['loc-a'] });
+    await store.syncChecks([c], T0);
+    const { jobs } = await startSession(store, c);
+    const record = { id: 'a1', jobId: jobs['loc-a'] as string, location: 'loc-a', name: 'trace.zip', contentType: 'application/zip', size: 1234, created_at: T0.toISOString() };
     await store.createArtifact(record);
+    // Only for a job of the artifact's location.
+    await expect(store.createArtifact({ ...record, id: 'a3', location: 'loc-b' })).rejects.toBeInstanceOf(NotFoundError);
+    await expect(store.createArtifact({ ...record, id: 'a4', jobId: 'no-such-job' })).rejects.toBeInstanceOf(NotFoundError);
     expect(await store.artifact('a1')).toEqual({ ...record, storedAt: null });
     await store.markArtifactStored('a1', at(10));
     expect((await store.artifact('a1'))?.storedAt).toBe(at(10).toISOString());
@@ -703,12 +709,19 @@ describe('hardening', () => {
   });
 
   it('prunes an old artifact whose job is gone; keeps one of a running job', async () => {
-    const store = await openStore();
+    const file = tempFile();
+    const store = await openStore(file);
     const c = check('c1', { locations: ['loc-a'] });
     await store.syncChecks([c], T0);
     const s = await startSession(store, c);
+    const gone = await startSession(store, c);
     const base = { location: 'loc-a', name: 'n', contentType: 'text/plain', size: 1, created_at: T0.toISOString() };
-    await store.createArtifact({ ...base, id: 'orphan', jobId: 'gone' });
+    await store.createArtifact({ ...base, id: 'orphan', jobId: gone.jobs['loc-a'] as string });
+    // createArtifact takes only an existing job: its job goes afterwards, behind the store's back.
+    const { DatabaseSync } = await import('node:sqlite');
+    const db = new DatabaseSync(file);
+    db.prepare('DELETE FROM jobs WHERE id = ?').run(gone.jobs['loc-a'] as string);
+    db.close();
     await store.createArtifact({ ...base, id: 'running', jobId: s.jobs['loc-a'] as string });
     expect(await store.pruneBefore(at(1000), 10)).toEqual({ results: 0, artifactIds: ['orphan'] });
     expect(await store.artifact('running')).toBeDefined();

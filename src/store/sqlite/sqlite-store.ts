@@ -614,6 +614,8 @@ export class SqliteStore implements Store {
 
   async createArtifact(artifact: Omit<ArtifactRecord, 'storedAt'>): Promise<void> {
     this.tx(() => {
+      // An agent names only its own location's jobs; any other is unknown to it.
+      if (!this.get('SELECT 1 FROM jobs WHERE id = ? AND location = ?', artifact.jobId, artifact.location)) throw new NotFoundError('job', artifact.jobId);
       this.run(
         'INSERT INTO artifacts (id, job_id, location, name, content_type, size, stored_at, created_at, created_ms) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)',
         artifact.id,

@@ -25,7 +25,7 @@ import {
   exposedPorts,
   lockContainerTests,
   podman,
-  podmanGateway,
+  holdPodmanBridge,
   readmeDockerRunLine,
   requirePodman,
   shellWords,
@@ -44,6 +44,7 @@ let targetForward: Forward;
 let cpUrl: string;
 let targetUrl: string;
 let unlock: (() => void) | undefined;
+let bridge: { gateway: string; release(): Promise<void> } | undefined;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -107,7 +108,8 @@ beforeAll(async () => {
       `  ${IMAGES[key].tag.padEnd(36)} ${(built[key].size / 1e6).toFixed(0).padStart(5)} MB   built in ${String(built[key].seconds).padStart(6)} s (${built[key].cached}/${built[key].steps} steps cached)`,
   );
   console.log(`Outpost images:\n${rows.join('\n')}`);
-  const gateway = await podmanGateway();
+  bridge = await holdPodmanBridge();
+  const { gateway } = bridge;
   cp = await FakeControlPlane.start();
   target = await startTargetServer();
   cpForward = await forward(cp.port, gateway);
@@ -121,6 +123,7 @@ afterAll(async () => {
   await targetForward?.close();
   await cp?.close();
   await target?.close();
+  await bridge?.release();
   unlock?.();
 });
 

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempDir } from '../support/agent-process.js';
 import { retryUntil } from '../support/daemon.js';
 import { startTargetServer, type TargetServer } from '../support/target-server.js';
-import { buildImage, exposedPorts, type Forward, forward, IMAGES, lockContainerTests, podman, podmanGateway, requirePodman } from './support/images.js';
+import { buildImage, exposedPorts, type Forward, forward, IMAGES, lockContainerTests, podman, holdPodmanBridge, requirePodman } from './support/images.js';
 
 const API_KEY = 'container-test-public-key-0123';
 let unlock: (() => void) | undefined;
@@ -18,6 +18,7 @@ let target: TargetServer;
 let targetForward: Forward | undefined;
 let serverForward: Forward | undefined;
 const containers: StartedTestContainer[] = [];
+let bridge: { gateway: string; release(): Promise<void> } | undefined;
 
 beforeAll(async () => {
   await requirePodman();
@@ -31,12 +32,14 @@ afterAll(async () => {
   await serverForward?.close();
   await targetForward?.close();
   await target?.close();
+  await bridge?.release();
   unlock?.();
 });
 
 describe('outpost server in the uptime image', () => {
   it('serves the API as uid 10001, and an agent container with a key from the keys route reports a FINAL result to it', async () => {
-    const gateway = await podmanGateway();
+    bridge = await holdPodmanBridge();
+    const { gateway } = bridge;
     targetForward = await forward(Number(new URL(target.url).port), gateway);
     const checksFile = path.join(tempDir('outpost-server-image-'), 'checks.json');
     writeFileSync(

@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { REPO } from '../../support/agent-process.js';
 import { isAlive } from '../../support/daemon.js';
+import { retryUntil } from '../../support/daemon.js';
 
 export interface ImageSpec {
   dockerfile: string;
@@ -185,16 +186,26 @@ export async function inspectImage(tag: string): Promise<ImageInspect> {
   return (JSON.parse(result.stdout) as ImageInspect[])[0] as ImageInspect;
 }
 
-/** The host's address on podman's default bridge: containers reach it as host.containers.internal. */
-export async function podmanGateway(): Promise<string> {
+/** The name of the container that keeps podman's bridge up while the container tests forward ports to it. */
+const BRIDGE_KEEPER = 'outpost-test-bridge-keeper';
+
+/**
+ * The host's address on podman's default bridge (containers reach it as
+ * host.containers.internal). The bridge exists only while a container is on
+ * it, so a container that sleeps holds it up until `release()`: a forwarder
+ * listening on the bridge address must not lose it between two containers.
+ */
+export async function holdPodmanBridge(): Promise<{ gateway: string; release(): Promise<void> }> {
   const result = await podman(['network', 'inspect', 'podman']);
   const gateway = (JSON.parse(result.stdout) as Array<{ subnets?: Array<{ gateway?: string }> }>)[0]?.subnets?.[0]?.gateway;
   if (!gateway) throw new Error(`podman's default network has no gateway: ${result.stdout}${result.stderr}`);
+  await podman(['rm', '-f', '-t', '0', BRIDGE_KEEPER]);
+  const keeper = await podman(['run', '-d', '--rm', '--name', BRIDGE_KEEPER, '--entrypoint', 'sleep', IMAGES.uptime.tag, '7200']);
+  if (keeper.code !== 0) throw new Error(`cannot start a container to hold podman's bridge up: ${keeper.stderr}`);
   const present = () => Object.values(os.networkInterfaces()).some((list) => list?.some((a) => a.address === gateway));
-  // The bridge appears with the first container on it.
-  if (!present()) await podman(['run', '--rm', '--entrypoint', 'true', IMAGES.uptime.tag]);
-  if (!present()) throw new Error(`podman's bridge address ${gateway} is not on any interface of this host`);
-  return gateway;
+  const up = await retryUntil(30_000, async () => present());
+  if (!up) throw new Error(`podman's bridge address ${gateway} is not on any interface of this host`);
+  return { gateway, release: async () => void (await podman(['rm', '-f', '-t', '0', BRIDGE_KEEPER])) };
 }
 
 export interface Forward {

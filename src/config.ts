@@ -87,6 +87,8 @@ export interface ServerSettings {
   apiKey: string;
   /** RESULTS_RETENTION_DAYS, default 30. */
   retentionDays: number;
+  /** LEASE_SECONDS: how long a claimed job stays an agent's without an extension, default 60. */
+  leaseSeconds: number;
 }
 
 /** The shortest OUTPOST_API_KEY accepted: a key is a password, not a name. */
@@ -254,6 +256,7 @@ function serverSettings(env: Env): ServerSettings {
     apiHost,
     apiKey,
     retentionDays: integer(env, 'RESULTS_RETENTION_DAYS', 30, 1, 3650),
+    leaseSeconds: integer(env, 'LEASE_SECONDS', 60, 5, 3600),
   };
 }
 
@@ -380,7 +383,7 @@ AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, BO
 MAX_RESULT_BYTES, CHECK_PROXY, PING_PATH,
 DIAGNOSTICS, ARTIFACT_UPLOAD_TIMEOUT_SECONDS, TCPDUMP_PATH, TRACEPATH_PATH, TRACEROUTE_PATH,
 RUNTIMES_DIR, SCRIPT_CONCURRENCY, SCRIPT_MEMORY_MB, SCRIPT_ISOLATION, BROWSER_PATH;
-server mode: OUTPOST_API_KEY, API_PORT, API_HOST, RESULTS_RETENTION_DAYS (docs/server.md).
+server mode: OUTPOST_API_KEY, API_PORT, API_HOST, RESULTS_RETENTION_DAYS, LEASE_SECONDS (docs/server.md).
 Bad values exit with code 78; bad usage with 64.`;
 
 /** Parses argv (without node and script). Throws ConfigError(…, 64) on bad usage. */

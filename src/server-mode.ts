@@ -104,12 +104,13 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
     logger,
     stateDir: config.stateDir,
     retentionDays: settings.retentionDays,
+    leaseMs: settings.leaseSeconds * 1000,
     onQueued: (location) => jobSignal.notify(location),
     heartbeat: lifecycle.watchdog.heart('scheduler'),
   });
   const router = new Router(
     [
-      ...agentRoutes({ store: opened, jobSignal, artifactsDir: path.join(config.stateDir, 'artifacts'), logger }),
+      ...agentRoutes({ store: opened, jobSignal, artifactsDir: path.join(config.stateDir, 'artifacts'), logger, leaseMs: settings.leaseSeconds * 1000 }),
       ...readRoutes({
         store: opened,
         ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),

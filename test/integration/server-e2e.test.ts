@@ -63,7 +63,14 @@ async function all(checkId: string, query: string, limit = 100): Promise<CheckRe
 }
 
 function startServer(apiPort: number): AgentProcess {
-  const proc = startAgent(['server', checksFile], cleanEnv({ OUTPOST_API_KEY: API_KEY, API_PORT: String(apiPort), API_HOST: '127.0.0.1', STATE_DIR: serverState }));
+  const proc = startAgent(['server', checksFile], cleanEnv({
+      OUTPOST_API_KEY: API_KEY,
+      API_PORT: String(apiPort),
+      API_HOST: '127.0.0.1',
+      STATE_DIR: serverState,
+      // The job a killed agent held goes back to the queue after this: short, so the test need not wait a minute.
+      LEASE_SECONDS: '8',
+    }));
   processes.push(proc);
   return proc;
 }

@@ -369,10 +369,10 @@ describe('configFromEnv: server mode', () => {
   const key = 'a-long-enough-api-key';
 
   it('reads API_PORT, API_HOST, OUTPOST_API_KEY and RESULTS_RETENTION_DAYS, with their defaults', () => {
-    expect(configFromEnv({ OUTPOST_API_KEY: key }, 'server').server).toEqual({ apiPort: 8080, apiHost: '0.0.0.0', apiKey: key, retentionDays: 30 });
+    expect(configFromEnv({ OUTPOST_API_KEY: key }, 'server').server).toEqual({ apiPort: 8080, apiHost: '0.0.0.0', apiKey: key, retentionDays: 30, leaseSeconds: 60 });
     expect(
-      configFromEnv({ OUTPOST_API_KEY: key, API_PORT: '9000', API_HOST: '::1', RESULTS_RETENTION_DAYS: '7' }, 'server').server,
-    ).toEqual({ apiPort: 9000, apiHost: '::1', apiKey: key, retentionDays: 7 });
+      configFromEnv({ OUTPOST_API_KEY: key, API_PORT: '9000', API_HOST: '::1', RESULTS_RETENTION_DAYS: '7', LEASE_SECONDS: '15' }, 'server').server,
+    ).toEqual({ apiPort: 9000, apiHost: '::1', apiKey: key, retentionDays: 7, leaseSeconds: 15 });
     expect(configFromEnv({}, 'local').server).toBeUndefined();
   });
 
@@ -392,6 +392,7 @@ describe('configFromEnv: server mode', () => {
     expect(message({ OUTPOST_API_KEY: 'has a secret in it, 16+' })).not.toContain('secret in it');
     expect(message({ OUTPOST_API_KEY: key, API_HOST: 'localhost' })).toBe('API_HOST="localhost" is invalid: must be an IP address (0.0.0.0, ::, 127.0.0.1)');
     expect(message({ OUTPOST_API_KEY: key, RESULTS_RETENTION_DAYS: '0' })).toBe('RESULTS_RETENTION_DAYS="0" is invalid: must be an integer from 1 to 3650');
+    expect(message({ OUTPOST_API_KEY: key, LEASE_SECONDS: '1' })).toBe('LEASE_SECONDS="1" is invalid: must be an integer from 5 to 3600');
   });
 
   it('parses `server <checks.json>` and refuses the options of the modes that run checks', () => {

@@ -33,7 +33,7 @@ export function tempDir(prefix = 'outpost-test-'): string {
 export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const key of ['PATH', 'HOME', 'LANG', 'TMPDIR']) if (process.env[key]) env[key] = process.env[key];
-  return { ...env, AGENT_HEALTH_PORT: '0', LOG_LEVEL: 'info', ...extra };
+  return { ...env, AGENT_HEALTH_PORT: '0', API_PORT: '0', LOG_LEVEL: 'info', ...extra };
 }
 
 /** `prefix`: a command that execs the agent's command line given after it (another user, a namespace). */

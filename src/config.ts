@@ -378,7 +378,8 @@ export const USAGE = `Usage: outpost <command> [options]
 
 Commands:
   agent                      pull jobs from the control plane (API_URL, API_KEY) and report results
-  local <checks.json>        run the checks of a file on their frequency; results to stdout
+  local <checks.json>        run the checks of a file on their frequency; results to stdout, kept in
+                             STATE_DIR/outpost.db and read on 127.0.0.1:API_PORT (docs/server.md)
   once <checks.json>         run each check of a file once; exit 0 only if all passed
   server <checks.json>       the control plane: schedules the file's checks for private locations'
                              agents, stores results, serves the read API (OUTPOST_API_KEY, API_PORT)

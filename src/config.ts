@@ -76,6 +76,17 @@ export interface Config {
   testFault?: TestFault;
   /** Server mode (docs/server.md): where the API listens, its key, and how long results are kept. */
   server?: ServerSettings;
+  /** Local mode (docs/server.md "Local mode"): its read API on 127.0.0.1, and how long results are kept. */
+  local?: LocalSettings;
+}
+
+export interface LocalSettings {
+  /** API_PORT, default 8080; always on 127.0.0.1. */
+  apiPort: number;
+  /** OUTPOST_API_KEY; unset: the read API answers without a key (it is on loopback only). */
+  apiKey?: string;
+  /** RESULTS_RETENTION_DAYS, default 30. */
+  retentionDays: number;
 }
 
 export interface ServerSettings {
@@ -241,13 +252,27 @@ function toolPaths(env: Env): ToolPaths {
   };
 }
 
-function serverSettings(env: Env): ServerSettings {
+function apiKeySetting(env: Env): string | undefined {
   const apiKey = read(env, 'OUTPOST_API_KEY');
+  if (apiKey !== undefined && (/\s/.test(apiKey) || apiKey.length < MIN_API_KEY_LENGTH)) {
+    throw new ConfigError(`OUTPOST_API_KEY is invalid: must be at least ${MIN_API_KEY_LENGTH} characters without whitespace`);
+  }
+  return apiKey;
+}
+
+function localSettings(env: Env): LocalSettings {
+  const apiKey = apiKeySetting(env);
+  return {
+    apiPort: integer(env, 'API_PORT', 8080, 0, 65535),
+    ...(apiKey !== undefined ? { apiKey } : {}),
+    retentionDays: integer(env, 'RESULTS_RETENTION_DAYS', 30, 1, 3650),
+  };
+}
+
+function serverSettings(env: Env): ServerSettings {
+  const apiKey = apiKeySetting(env);
   if (apiKey === undefined) {
     throw new ConfigError('OUTPOST_API_KEY is not set: server mode needs the key its public API requires (Authorization: Bearer …)');
-  }
-  if (/\s/.test(apiKey) || apiKey.length < MIN_API_KEY_LENGTH) {
-    throw new ConfigError(`OUTPOST_API_KEY is invalid: must be at least ${MIN_API_KEY_LENGTH} characters without whitespace`);
   }
   const apiHost = read(env, 'API_HOST') ?? '0.0.0.0';
   if (isIP(apiHost) === 0) throw new ConfigError(`API_HOST=${shown(apiHost)} is invalid: must be an IP address (0.0.0.0, ::, 127.0.0.1)`);
@@ -338,6 +363,7 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     config.testFault = testFault as TestFault;
   }
   if (mode === 'server') config.server = serverSettings(env);
+  if (mode === 'local') config.local = localSettings(env);
   if (mode === 'agent') {
     const apiUrl = read(env, 'API_URL');
     if (apiUrl === undefined) throw new ConfigError('API_URL is not set: agent mode needs the control-plane base URL (https://…)');
@@ -361,7 +387,8 @@ export const USAGE = `Usage: outpost <command> [options]
 
 Commands:
   agent                      pull jobs from the control plane (API_URL, API_KEY) and report results
-  local <checks.json>        run the checks of a file on their frequency; results to stdout
+  local <checks.json>        run the checks of a file on their frequency; results to stdout, kept in
+                             STATE_DIR/outpost.db and read on 127.0.0.1:API_PORT (docs/server.md)
   once <checks.json>         run each check of a file once; exit 0 only if all passed
   server <checks.json>       the control plane: schedules the file's checks for private locations'
                              agents, stores results, serves the read API (OUTPOST_API_KEY, API_PORT)

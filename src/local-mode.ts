@@ -1,8 +1,15 @@
 // Local and once modes: jobs come from a checks file, results go to stdout
 // and an optional JSONL file. Same queue, executors and result format as the
-// agent.
+// agent. Local mode is server mode with one in-process agent (docs/server.md
+// "Local mode"): the session scheduler, the store (STATE_DIR/outpost.db) and
+// the read API on 127.0.0.1:API_PORT; where node:sqlite is missing (Node.js
+// before 22.13) it runs the checks file's checks on its own scheduler, as
+// once mode does, without store or API.
 
 import { randomUUID } from 'node:crypto';
+import { mkdir } from 'node:fs/promises';
+import type { Server } from 'node:http';
+import path from 'node:path';
 import { LocalArtifacts, localArtifactsRoot } from './artifacts/store.js';
 import { JobAbortedError } from './core/errors.js';
 import type { ExecutorRegistry } from './checks/executor-registry.js';
@@ -10,12 +17,27 @@ import { bodyMemoryBudget, type Config, checkSettings, EXIT_CONFIG } from './con
 import type { PreparedJob } from './jobs/prepare.js';
 import { Lifecycle } from './health/lifecycle.js';
 import type { Logger } from './observability/logger.js';
-import { createMetrics } from './observability/metrics.js';
+import { createMetrics, type Metrics } from './observability/metrics.js';
 import { JobQueue } from './jobs/queue.js';
 import type { SecretPolicy } from './secrets/policy.js';
-import { loadChecksFile, type LocalCheck } from './checks/checks-file.js';
+import { loadChecksFile, type LocalCheck, type PrivateLocation, parseServerChecksFile, readChecksFileText, type ServerCheck } from './checks/checks-file.js';
+import { AGENT_ROUTE_LIMIT_PER_MINUTE } from './core/protocol.js';
 import { Scheduler } from './local/scheduler.js';
 import { LocalSink } from './local/sink.js';
+import { StoreSource } from './local/store-source.js';
+import { RateLimiter } from './server/http/rate-limit.js';
+import { closeApiServer, Router, startApiServer } from './server/http/router.js';
+import { readRoutes } from './server/read-api.js';
+import { DEFAULT_LEASE_MS, SessionScheduler } from './server/scheduler.js';
+import { PUBLIC_LIMIT_PER_MINUTE, storedChecks } from './server-mode.js';
+import type { Store } from './store/store.js';
+
+/** The private location local mode implies and runs in this process. */
+export const LOCAL_LOCATION: PrivateLocation = { id: 'local', name: 'This machine (outpost local)' };
+/** Local mode's read API is for this machine only. */
+export const LOCAL_API_HOST = '127.0.0.1';
+/** Requests in flight get this long to finish at shutdown. */
+const API_CLOSE_GRACE_MS = 5_000;
 
 function prepareLocal(local: LocalCheck, logger: Logger): PreparedJob {
   const { check, executor } = local;
@@ -31,26 +53,20 @@ function prepareLocal(local: LocalCheck, logger: Logger): PreparedJob {
   };
 }
 
-export async function runLocal(
-  config: Config,
-  registry: ExecutorRegistry,
-  logger: Logger,
-  flushLogs: () => void,
-  secrets?: SecretPolicy,
-): Promise<{ done: Promise<number> }> {
-  const checks = await loadChecksFile(config.checksFile as string, registry);
-  const metrics = createMetrics();
-  // The results file first: a --results that cannot be opened is one line and exit 78, with nothing logged before it.
+function openSink(config: Config, flushLogs: () => void): Promise<LocalSink> {
   const sink = new LocalSink(process.stdout, config.resultsFile, (error) => {
     // Results can no longer be recorded: stop, saying so in one line (exit 78, like a bad --results at start).
     process.stderr.write(`outpost: --results ${config.resultsFile} cannot be written (${error.code ?? error.message})\n`);
     flushLogs();
     process.exit(EXIT_CONFIG);
   });
-  await sink.open();
+  return sink.open().then(() => sink);
+}
+
+function localQueue(config: Config, metrics: Metrics, logger: Logger, secrets: SecretPolicy | undefined): JobQueue {
   const bodyMemory = bodyMemoryBudget(config, logger);
   // No error events here: local and once modes have no control plane.
-  const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
+  return new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
     ...(secrets ? { secrets } : {}),
     // Artifacts (diagnostics', BROWSER scripts') stay in a folder beside the results file (docs/diagnostics.md).
     artifacts: new LocalArtifacts(localArtifactsRoot(config.resultsFile, config.stateDir)),
@@ -59,6 +75,50 @@ export async function runLocal(
     maxResultBytes: config.maxResultBytes,
     ...(config.testFault === 'executor-throw' ? { testFault: config.testFault } : {}),
   });
+}
+
+/** STATE_DIR/outpost.db, or why local mode runs without it. */
+async function openLocalStore(stateDir: string): Promise<{ store: Store } | { reason: string; err?: unknown }> {
+  try {
+    await import('node:sqlite');
+  } catch {
+    return { reason: `local mode runs without its store and read API: node:sqlite needs Node.js 22.13 or newer, this is Node.js ${process.versions.node}` };
+  }
+  try {
+    await mkdir(stateDir, { recursive: true });
+    const { SqliteStore } = await import('./store/sqlite/sqlite-store.js');
+    return { store: await SqliteStore.open(path.join(stateDir, 'outpost.db')) };
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    return { reason: `local mode runs without its store and read API: ${path.join(stateDir, 'outpost.db')} cannot be opened (${code})`, err: error };
+  }
+}
+
+export async function runLocal(
+  config: Config,
+  registry: ExecutorRegistry,
+  logger: Logger,
+  flushLogs: () => void,
+  secrets?: SecretPolicy,
+): Promise<{ done: Promise<number> }> {
+  let checks: LocalCheck[];
+  let withoutStore: { reason: string; err?: unknown } | undefined;
+  let sink: LocalSink;
+  if (config.mode === 'local') {
+    const file = config.checksFile as string;
+    const parsed = parseServerChecksFile(await readChecksFileText(file), file, registry, LOCAL_LOCATION);
+    // The results file first: a --results that cannot be opened is one line and exit 78, with nothing logged before it.
+    sink = await openSink(config, flushLogs);
+    const opened = await openLocalStore(config.stateDir);
+    if ('store' in opened) return runLocalWithStore(config, registry, logger, flushLogs, secrets, parsed, opened.store, sink);
+    withoutStore = opened;
+    checks = parsed.checks.filter((c) => c.locations.includes(LOCAL_LOCATION.id));
+  } else {
+    checks = await loadChecksFile(config.checksFile as string, registry);
+    sink = await openSink(config, flushLogs);
+  }
+  const metrics = createMetrics();
+  const queue = localQueue(config, metrics, logger, secrets);
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
   const runOne = async (local: LocalCheck) => {
     const completion = await queue.submit(prepareLocal(local, logger), async (attempt) => sink.deliver(attempt));
@@ -96,6 +156,7 @@ export async function runLocal(
   }
 
   await lifecycle.startHealth(config.healthPort, config.healthHost);
+  if (withoutStore) logger.warn(withoutStore.err ? { err: withoutStore.err } : {}, withoutStore.reason);
   const scheduler = new Scheduler(
     checks.map((c) => ({ ...c, id: c.check.id, frequencySeconds: c.check.frequency })),
     runOne,
@@ -114,6 +175,126 @@ export async function runLocal(
       stopTaking: () => scheduler.stop(),
       abortWith: new JobAbortedError('shutdown', 'Aborted: the agent shut down before the check finished'),
     });
+    await sink.close();
+    await lifecycle.closeHealth();
+    logger.info(sink.counts, 'outpost local mode stopped');
+  };
+  const done = lifecycle.shutdownOnSignals(drain, () => ({ ...sink.counts }), flushLogs);
+  return { done };
+}
+
+/** Local mode proper: server mode's scheduler, store and read API, with this process as the agent of LOCAL_LOCATION. */
+async function runLocalWithStore(
+  config: Config,
+  registry: ExecutorRegistry,
+  logger: Logger,
+  flushLogs: () => void,
+  secrets: SecretPolicy | undefined,
+  parsed: { checks: ServerCheck[]; privateLocations: PrivateLocation[] },
+  store: Store,
+  sink: LocalSink,
+): Promise<{ done: Promise<number> }> {
+  const settings = config.local;
+  if (!settings) throw new Error('local mode without its settings');
+  const metrics = createMetrics();
+  const queue = localQueue(config, metrics, logger, secrets);
+  const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
+  try {
+    await lifecycle.startHealth(config.healthPort, config.healthHost);
+    await store.syncLocations(parsed.privateLocations);
+    await store.syncChecks(storedChecks(parsed.checks), new Date());
+  } catch (error) {
+    await store.close().catch(() => undefined);
+    throw error;
+  }
+  const local = parsed.checks.filter((c) => c.locations.includes(LOCAL_LOCATION.id));
+  const runtimes = new Set<string>();
+  for (const c of local) {
+    const runtimeId = (c.check.request as { runtimeId?: unknown } | null)?.runtimeId;
+    if (typeof runtimeId === 'string') runtimes.add(runtimeId);
+  }
+  const source = new StoreSource({
+    store,
+    queue,
+    registry,
+    logger,
+    location: LOCAL_LOCATION.id,
+    agentId: 'local',
+    // Every type and runtime of the file's local checks: one this agent cannot run ends in an error result, as in once mode, rather than waiting unclaimed.
+    checkTypes: [...new Set<string>([...registry.types(), ...local.map((c) => c.check.checkType)])],
+    runtimes: [...runtimes],
+    leaseMs: DEFAULT_LEASE_MS,
+    deliver: (result) => sink.deliver(result),
+  });
+  const scheduler = new SessionScheduler({
+    store,
+    logger,
+    stateDir: config.stateDir,
+    retentionDays: settings.retentionDays,
+    onQueued: (location) => {
+      if (location === LOCAL_LOCATION.id) source.wake();
+    },
+    heartbeat: lifecycle.watchdog.heart('scheduler'),
+  });
+  const router = new Router(
+    readRoutes({
+      store,
+      ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
+      onCheckDeleted: () => void scheduler.reschedule(),
+    }),
+    {
+      // Unset: the read API answers without a key; it listens on loopback only.
+      publicKey: settings.apiKey,
+      // No agent routes: the only agent is this process.
+      agentKey: async () => undefined,
+      publicLimiter: new RateLimiter(PUBLIC_LIMIT_PER_MINUTE, 60),
+      agentLimiter: new RateLimiter(AGENT_ROUTE_LIMIT_PER_MINUTE, 60),
+      logger,
+    },
+  );
+  let api: Server | undefined;
+  try {
+    api = await startApiServer(router, { host: LOCAL_API_HOST, port: settings.apiPort });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if ((error as NodeJS.ErrnoException).syscall !== 'listen') throw error;
+    // The checks matter more than the API: they run, print and are stored all the same.
+    logger.warn(
+      { apiPort: settings.apiPort, apiHost: LOCAL_API_HOST, code },
+      `the read API is not served: API_PORT=${settings.apiPort} on ${LOCAL_API_HOST} cannot be used (${code}); checks run and results are stored as usual`,
+    );
+  }
+  source.start();
+  await scheduler.start();
+  lifecycle.started = true;
+  const address = api?.address();
+  logger.info(
+    {
+      checks: local.length,
+      file: config.checksFile,
+      resultsFile: config.resultsFile ?? null,
+      database: path.join(config.stateDir, 'outpost.db'),
+      apiPort: api ? (typeof address === 'object' && address ? address.port : settings.apiPort) : null,
+      apiHost: LOCAL_API_HOST,
+      ...(local.length < parsed.checks.length ? { otherLocations: parsed.checks.length - local.length } : {}),
+    },
+    'outpost local mode started',
+  );
+
+  const drain = async (signal: NodeJS.Signals) => {
+    logger.info({ signal, running: queue.inFlight }, 'shutting down: finishing running checks');
+    // A check is reported once its result is stored and written out.
+    await queue.drain(config.shutdownGraceSeconds * 1000, {
+      stopTaking: async () => {
+        await source.stop();
+        await scheduler.stop();
+      },
+      abortWith: new JobAbortedError('shutdown', 'Aborted: the agent shut down before the check finished'),
+    });
+    source.close();
+    await scheduler.stop();
+    if (api) await closeApiServer(api, API_CLOSE_GRACE_MS);
+    await store.close();
     await sink.close();
     await lifecycle.closeHealth();
     logger.info(sink.counts, 'outpost local mode stopped');

@@ -63,8 +63,16 @@ const LOCATION_ID = /^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/;
  * A server's checks file: the checks, plus `privateLocations: [{id, name}]`
  * at the top and `locations: [ids]` in each check (default: every location
  * of the file). Every problem is listed, as for any checks file.
+ * `implied` (local mode): a location that exists without being declared;
+ * `privateLocations` may then be left out, and a check without `locations`
+ * runs there only.
  */
-export function parseServerChecksFile(text: string, file: string, registry: ExecutorRegistry): { checks: ServerCheck[]; privateLocations: PrivateLocation[] } {
+export function parseServerChecksFile(
+  text: string,
+  file: string,
+  registry: ExecutorRegistry,
+  implied?: PrivateLocation,
+): { checks: ServerCheck[]; privateLocations: PrivateLocation[] } {
   const problems: string[] = [];
   let read: ReturnType<typeof readChecks> | undefined;
   try {
@@ -99,6 +107,10 @@ export function parseServerChecksFile(text: string, file: string, registry: Exec
       privateLocations.push({ id, name });
     }
   });
+  if (implied && !ids.has(implied.id)) {
+    ids.add(implied.id);
+    privateLocations.push(implied);
+  }
   if (privateLocations.length === 0 && root.issues.length === 0) {
     root.fail('$.privateLocations', 'is required in server mode: at least one private location ({"id": "lab", "name": "Lab network"})');
   }
@@ -128,7 +140,7 @@ export function parseServerChecksFile(text: string, file: string, registry: Exec
   });
   problems.push(...root.issues.map((i) => `${i.path}: ${i.problem}`));
   if (problems.length > 0 || !read) throw new ChecksFileError(file, problems);
-  const every = privateLocations.map((l) => l.id);
+  const every = implied ? [implied.id] : privateLocations.map((l) => l.id);
   return {
     checks: read.checks.map((local) => ({
       ...local,

@@ -33,12 +33,15 @@ export function tempDir(prefix = 'outpost-test-'): string {
 export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const key of ['PATH', 'HOME', 'LANG', 'TMPDIR']) if (process.env[key]) env[key] = process.env[key];
-  return { ...env, AGENT_HEALTH_PORT: '0', LOG_LEVEL: 'info', ...extra };
+  return { ...env, AGENT_HEALTH_PORT: '0', API_PORT: '0', LOG_LEVEL: 'info', ...extra };
 }
 
-/** `prefix`: a command that execs the agent's command line given after it (another user, a namespace). */
-export function startAgent(args: string[], env: NodeJS.ProcessEnv, prefix: string[] = []): AgentProcess {
-  const [file, ...rest] = [...prefix, process.execPath, MAIN, ...args] as [string, ...string[]];
+/**
+ * `prefix`: a command that execs the agent's command line given after it (another user, a namespace).
+ * `node`: the Node.js binary that runs it (another version than the tests').
+ */
+export function startAgent(args: string[], env: NodeJS.ProcessEnv, prefix: string[] = [], node = process.execPath): AgentProcess {
+  const [file, ...rest] = [...prefix, node, MAIN, ...args] as [string, ...string[]];
   const proc = spawn(file, rest, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: LogLine[] = [];
   const stdoutLines: string[] = [];

@@ -365,6 +365,16 @@ describe('configFromEnv: what the agent reads of its environment beyond settings
   });
 });
 
+describe('configFromEnv: local mode', () => {
+  it('reads API_PORT, an optional OUTPOST_API_KEY and RESULTS_RETENTION_DAYS, with their defaults', () => {
+    expect(configFromEnv({}, 'local').local).toEqual({ apiPort: 8080, retentionDays: 30 });
+    const key = 'a-long-enough-api-key';
+    expect(configFromEnv({ OUTPOST_API_KEY: key, API_PORT: '0', RESULTS_RETENTION_DAYS: '2' }, 'local').local).toEqual({ apiPort: 0, apiKey: key, retentionDays: 2 });
+    expect(() => configFromEnv({ OUTPOST_API_KEY: 'short' }, 'local')).toThrow('OUTPOST_API_KEY is invalid: must be at least 16 characters without whitespace');
+    expect(configFromEnv({}, 'once').local).toBeUndefined();
+  });
+});
+
 describe('configFromEnv: server mode', () => {
   const key = 'a-long-enough-api-key';
 

@@ -65,3 +65,26 @@ describe("a server's checks file", () => {
     expect(parseChecksFile(text, 'checks.json', registry).map((c) => c.check.id)).toEqual(['a']);
   });
 });
+
+describe('a local checks file (the implied location)', () => {
+  const local = { id: 'local', name: 'This machine' };
+
+  it('needs no privateLocations, and a check without locations runs in the implied one only', () => {
+    expect(parseServerChecksFile(JSON.stringify({ checks: [url('a')] }), 'checks.json', registry, local)).toMatchObject({
+      privateLocations: [local],
+      checks: [{ locations: ['local'] }],
+    });
+    const { checks, privateLocations } = parseServerChecksFile(
+      JSON.stringify({ privateLocations: [{ id: 'lab', name: 'Lab' }], checks: [url('a'), url('b', { locations: ['lab', 'local'] }), url('c', { locations: ['lab'] })] }),
+      'checks.json',
+      registry,
+      local,
+    );
+    expect(privateLocations).toEqual([{ id: 'lab', name: 'Lab' }, local]);
+    expect(checks.map((c) => [c.check.id, c.locations])).toEqual([
+      ['a', ['local']],
+      ['b', ['lab', 'local']],
+      ['c', ['lab']],
+    ]);
+  });
+});

@@ -28,7 +28,8 @@ import { StoreSource } from './local/store-source.js';
 import { RateLimiter } from './server/http/rate-limit.js';
 import { closeApiServer, Router, startApiServer } from './server/http/router.js';
 import { readRoutes } from './server/read-api.js';
-import { DEFAULT_LEASE_MS, SessionScheduler } from './server/scheduler.js';
+import { LEASE_MS } from './server/agent-api.js';
+import { SessionScheduler } from './server/scheduler.js';
 import { PUBLIC_LIMIT_PER_MINUTE, storedChecks } from './server-mode.js';
 import type { Store } from './store/store.js';
 
@@ -223,7 +224,7 @@ async function runLocalWithStore(
     // Every type and runtime of the file's local checks: one this agent cannot run ends in an error result, as in once mode, rather than waiting unclaimed.
     checkTypes: [...new Set<string>([...registry.types(), ...local.map((c) => c.check.checkType)])],
     runtimes: [...runtimes],
-    leaseMs: DEFAULT_LEASE_MS,
+    leaseMs: LEASE_MS,
     deliver: (result) => sink.deliver(result),
   });
   const scheduler = new SessionScheduler({

@@ -4,7 +4,7 @@
 // deadlines, deleting and restoring checks, pruning, and the migrations.
 
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -725,5 +725,15 @@ describe('hardening', () => {
     await store.createArtifact({ ...base, id: 'running', jobId: s.jobs['loc-a'] as string });
     expect(await store.pruneBefore(at(1000), 10)).toEqual({ results: 0, artifactIds: ['orphan'] });
     expect(await store.artifact('running')).toBeDefined();
+  });
+});
+
+describe('the database file', () => {
+  it('is made readable by its owner only, and so are its WAL files', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'outpost-store-mode-'));
+    const store = await SqliteStore.open(path.join(dir, 'outpost.db'));
+    await store.syncLocations([{ id: 'lab', name: 'Lab' }]);
+    for (const name of readdirSync(dir)) expect(statSync(path.join(dir, name)).mode & 0o777, name).toBe(0o600);
+    await store.close();
   });
 });

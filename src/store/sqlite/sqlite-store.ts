@@ -5,6 +5,7 @@
 // WAL with synchronous=FULL makes a COMMIT durable before it returns, which is
 // what lets a route answer "accepted" (store.ts). The schema is migrations.ts.
 
+import { closeSync, existsSync, openSync } from 'node:fs';
 import type { DatabaseSync, SQLInputValue, SQLOutputValue, StatementSync } from 'node:sqlite';
 import type { AgentEvent, Job, ResultEnvelope } from '../../core/protocol.js';
 import type { CheckResultEntry } from '../../core/result-entry.js';
@@ -154,6 +155,9 @@ export class SqliteStore implements Store {
     }
     let db: DatabaseSync;
     try {
+      // A new database is readable by its owner only (SQLite gives its -wal and -shm files the same mode):
+      // it holds the checks' variables, secret ones included.
+      if (!existsSync(file)) closeSync(openSync(file, 'wx', 0o600));
       db = new sqlite.DatabaseSync(file, { timeout: BUSY_TIMEOUT_MS, enableForeignKeyConstraints: true });
     } catch (error) {
       throw new Error(`cannot open the database ${file}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });

@@ -8,9 +8,11 @@
 //          built agent produced against a local target at the bench's start),
 //          from four concurrent senders, each an agent of its own private
 //          location (its own key, made through the keys route), for jobs of
-//          four-location sessions they claimed over HTTP first. Peer:
-//          acceptResults in-process with batches built the same way, for jobs
-//          of sessions made the same way and claimed with claimJobs.
+//          four-location sessions they claimed over HTTP first (the claims
+//          are timed apart). Peer: acceptResults in-process with batches built
+//          the same way, for jobs of sessions made the same way and claimed
+//          with claimJobs. Four rounds, store, server, server, store, so that
+//          the spread between a side's rounds shows the machine's noise.
 //   read:  p50 and p99 latency of GET /v2/check-results/{checkId} (limit 100)
 //          with N stored results of one check: the first page, a page half
 //          way down the cursor chain, location=a (half the results) and
@@ -25,10 +27,12 @@
 // fewer than that. It asserts only that the runs did what they should (every
 // result accepted, every page full), never a speed.
 //
-// BENCH_SERVER_RESULTS overrides N (default 200,000; 1,000,000 with
-// BENCH_LONG=1), BENCH_SERVER_WRITE_RESULTS the results sent over HTTP (default
-// 20,000; a multiple of 2,000), BENCH_SERVER_SAMPLES the timed requests per read
-// query (default 120, at most 130).
+// N is 1,000,000: seeding them takes about 70 s on the shared 2-core machine
+// (≈ 7 s per 100k, printed with the figures) and makes a 2 GB database, removed
+// at the end. BENCH_SERVER_RESULTS overrides N for a quick try,
+// BENCH_SERVER_WRITE_RESULTS the results of one write round (default 10,000;
+// a multiple of 2,000), BENCH_SERVER_SAMPLES the timed requests per read query
+// (default 120, at most 130).
 
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -58,15 +62,16 @@ function positiveInteger(name: string, fallback: number, max: number): number {
   return value;
 }
 
-const LONG = process.env.BENCH_LONG === '1';
 /** Jobs per read-side session: 990 in location a, 990 in b, 20 in c; its results are stored one location at a time. */
 const READ_SESSION_JOBS = { a: 990, b: 990, c: 20 } as const;
 const READ_SESSION_SIZE = READ_SESSION_JOBS.a + READ_SESSION_JOBS.b + READ_SESSION_JOBS.c;
-const READ_N = Math.ceil(positiveInteger('BENCH_SERVER_RESULTS', LONG ? 1_000_000 : 200_000, 5_000_000) / READ_SESSION_SIZE) * READ_SESSION_SIZE;
+const READ_N = Math.ceil(positiveInteger('BENCH_SERVER_RESULTS', 1_000_000, 5_000_000) / READ_SESSION_SIZE) * READ_SESSION_SIZE;
 const WRITE_LOCATIONS = ['w1', 'w2', 'w3', 'w4'] as const;
 const SENDERS = WRITE_LOCATIONS.length;
 const BATCH = MAX_RESULTS_PER_BATCH;
-const WRITE_N = positiveInteger('BENCH_SERVER_WRITE_RESULTS', 20_000, 400_000);
+const WRITE_N = positiveInteger('BENCH_SERVER_WRITE_RESULTS', 10_000, 400_000);
+/** Write rounds, in the order they run: the store in-process, the server twice, the store again (A B B A shows the noise). */
+const WRITE_ROUNDS = ['store1', 'server1', 'server2', 'store2'] as const;
 if (WRITE_N % (SENDERS * BATCH) !== 0) throw new Error(`BENCH_SERVER_WRITE_RESULTS=${WRITE_N}: must be a multiple of ${SENDERS * BATCH}`);
 /** 4 queries × (warm-up + samples) + the 4 key requests stay under the public API's 600 a minute. */
 const SAMPLES = positiveInteger('BENCH_SERVER_SAMPLES', 120, 130);
@@ -255,6 +260,18 @@ async function seedReadResults(store: SqliteStore, check: StoredCheck, template:
   return { ms: performance.now() - start, createMs, acceptMs };
 }
 
+interface WriteRound {
+  side: 'server' | 'store';
+  prefix: string;
+  ms: number;
+  /** The server's CPU (server rounds) or this process's (store rounds), in seconds. */
+  cpu: number;
+  otherShare: number;
+  claimMs: number;
+}
+
+const spread = (values: number[]) => (values.length < 2 ? 0 : ((Math.max(...values) - Math.min(...values)) / Math.max(...values)) * 100);
+
 interface ReadQuery {
   name: string;
   qs: string;
@@ -271,7 +288,7 @@ function startServer(checksFile: string, stateDir: string): AgentProcess {
   return startAgent(['server', checksFile], cleanEnv({ OUTPOST_API_KEY: API_KEY, API_PORT: '0', API_HOST: '127.0.0.1', STATE_DIR: stateDir, LOG_LEVEL: 'info' }));
 }
 
-test(`server: ${WRITE_N} results over POST /v1/agent/results, read latency with ${READ_N} stored results, each beside the store in-process`, async () => {
+test(`server: rounds of ${WRITE_N} results over POST /v1/agent/results, read latency with ${READ_N} stored results, each beside the store in-process`, async () => {
   const benchStart = Date.now();
   const loadBefore = os.loadavg();
   const dir = tempDir('outpost-bench-server-');
@@ -307,12 +324,11 @@ test(`server: ${WRITE_N} results over POST /v1/agent/results, read latency with 
     await store.syncLocations(privateLocations);
     await store.syncChecks(stored, new Date());
     const writeSessions = WRITE_N / SENDERS;
-    let t = performance.now();
-    // The peer's sessions first: claims take the oldest jobs, so the peer's claims take exactly its own.
-    await seedWriteSessions(store, writeCheck, 'peer', writeSessions);
-    await seedWriteSessions(store, writeCheck, 'http', writeSessions);
+    const t = performance.now();
+    // In the order the rounds claim them: claims take the oldest jobs of a location, so each round takes exactly its own.
+    for (const prefix of WRITE_ROUNDS) await seedWriteSessions(store, writeCheck, prefix, writeSessions);
     const writeSeedMs = performance.now() - t;
-    log(`seeded ${fmt(2 * writeSessions)} four-location sessions for the write phase in ${(writeSeedMs / 1000).toFixed(1)} s`);
+    log(`seeded ${fmt(WRITE_ROUNDS.length * writeSessions)} four-location sessions for the write rounds in ${(writeSeedMs / 1000).toFixed(1)} s`);
     const seed = await seedReadResults(store, readCheck, template);
     const dbBytes = ['outpost.db', 'outpost.db-wal'].reduce((sum, f) => {
       try {
@@ -322,29 +338,36 @@ test(`server: ${WRITE_N} results over POST /v1/agent/results, read latency with 
       }
     }, 0);
     log(`seeded ${fmt(READ_N)} results in ${(seed.ms / 1000).toFixed(1)} s (${((seed.ms / READ_N) * 100).toFixed(1)} s per 100k)`);
+    const opened = store;
 
-    // Write peer: acceptResults in-process, the same batches, one after another (the store is synchronous: concurrency buys nothing in-process).
-    const peerJobs: Job[][] = [];
-    for (const location of WRITE_LOCATIONS) {
-      const jobs = await store.claimJobs({ location, agentId: `peer-${location}`, checkTypes: ['URL'], runtimes: [], max: writeSessions, leaseMs: HOUR_MS, now: new Date() });
-      expect(jobs.every((job) => job.sequenceId?.startsWith('peer-'))).toBe(true);
-      peerJobs.push(jobs);
-    }
-    const peerBatches = peerJobs.map((jobs) => batchesFor(template, writeCheck, jobs));
-    let peerAccepted = 0;
-    const peerMark = mark(undefined);
-    t = performance.now();
-    for (let b = 0; b < (peerBatches[0]?.length ?? 0); b++) {
-      for (const [i, location] of WRITE_LOCATIONS.entries()) {
-        const outcome = await store.acceptResults(`peer-${location}`, location, peerBatches[i]?.[b] ?? [], new Date());
-        expect(outcome.rejected).toEqual([]);
-        peerAccepted += outcome.accepted.length;
+    /** The write peer: acceptResults in-process, the same batches, one after another (the store is synchronous: concurrency buys nothing in-process). */
+    const peerRound = async (prefix: string, pid: number | undefined): Promise<WriteRound> => {
+      const jobs: Job[][] = [];
+      for (const location of WRITE_LOCATIONS) {
+        const claimed = await opened.claimJobs({ location, agentId: `${prefix}-${location}`, checkTypes: ['URL'], runtimes: [], max: writeSessions, leaseMs: HOUR_MS, now: new Date() });
+        expect(claimed.every((job) => job.sequenceId?.startsWith(`${prefix}-`))).toBe(true);
+        jobs.push(claimed);
       }
-    }
-    const peerWriteMs = performance.now() - t;
-    const peerWriteCpu = since(peerMark, undefined);
-    expect(peerAccepted).toBe(WRITE_N);
-    log(`peer: ${fmt((WRITE_N / peerWriteMs) * 1000)} results/s in-process`);
+      const batches = jobs.map((list) => batchesFor(template, writeCheck, list));
+      let accepted = 0;
+      const before = mark(pid);
+      const start = performance.now();
+      for (let b = 0; b < (batches[0]?.length ?? 0); b++) {
+        for (const [i, location] of WRITE_LOCATIONS.entries()) {
+          const outcome = await opened.acceptResults(`${prefix}-${location}`, location, batches[i]?.[b] ?? [], new Date());
+          expect(outcome.rejected).toEqual([]);
+          accepted += outcome.accepted.length;
+        }
+      }
+      const ms = performance.now() - start;
+      const cpu = since(before, pid);
+      expect(accepted).toBe(WRITE_N);
+      log(`${prefix}: ${fmt((WRITE_N / ms) * 1000)} results/s in-process`);
+      return { side: 'store', prefix, ms, cpu: cpu.benchCpu, otherShare: cpu.otherShare, claimMs: 0 };
+    };
+
+    // Round 1 of the peer before the server starts; round 2 after the server's two (A B B A).
+    const writeRounds: WriteRound[] = [await peerRound(WRITE_ROUNDS[0], undefined)];
 
     // The server, on the same file (the bench keeps its connection for the read peer: WAL lets both read).
     server = startServer(checksFile, stateDir);
@@ -373,49 +396,59 @@ test(`server: ${WRITE_N} results over POST /v1/agent/results, read latency with 
       keys.push((made.json as { rawKey: string }).rawKey);
     }
 
-    // Write phase: each sender claims its location's jobs, then all send their batches at once.
-    const claimStart = performance.now();
-    const senderJobs = await Promise.all(
-      WRITE_LOCATIONS.map(async (location, i) => {
-        const jobs: Job[] = [];
-        while (jobs.length < writeSessions) {
-          const claimed = await call(agentPool, 'POST', PROTOCOL_ROUTES.claim, keys[i] as string, {
-            max: 100,
-            waitSeconds: 0,
-            agent: { id: `sender-${location}`, version: 'bench', checkTypes: ['URL'], runtimes: [] },
-          }, `sender-${location}`);
-          expect(claimed.status, JSON.stringify(claimed.json)).toBe(200);
-          const got = (claimed.json as { jobs: Job[] }).jobs;
-          expect(got.length, `${location}: claimed ${jobs.length} of ${writeSessions}, then nothing`).toBeGreaterThan(0);
-          jobs.push(...got);
-        }
-        return jobs;
-      }),
-    );
-    const claimMs = performance.now() - claimStart;
-    for (const jobs of senderJobs) expect(jobs.every((job) => job.sequenceId?.startsWith('http-'))).toBe(true);
-    const senderBatches = senderJobs.map((jobs) => batchesFor(template, writeCheck, jobs));
-    let httpAccepted = 0;
-    let httpRejected = 0;
-    const writeMark = mark(pid);
-    t = performance.now();
-    await Promise.all(
-      WRITE_LOCATIONS.map(async (location, i) => {
-        for (const batch of senderBatches[i] ?? []) {
-          const answer = await call(agentPool, 'POST', PROTOCOL_ROUTES.results, keys[i] as string, { results: batch }, `sender-${location}`);
-          expect(answer.status, JSON.stringify(answer.json).slice(0, 500)).toBe(200);
-          const outcome = answer.json as { accepted: string[]; rejected: unknown[] };
-          httpAccepted += outcome.accepted.length;
-          httpRejected += outcome.rejected.length;
-        }
-      }),
-    );
-    const httpWriteMs = performance.now() - t;
-    const httpWriteCpu = since(writeMark, pid);
+    /** A server round: each sender claims its location's jobs over HTTP, then all send their batches at once. */
+    const httpRound = async (prefix: string): Promise<WriteRound> => {
+      const claimStart = performance.now();
+      const senderJobs = await Promise.all(
+        WRITE_LOCATIONS.map(async (location, i) => {
+          const jobs: Job[] = [];
+          while (jobs.length < writeSessions) {
+            const claimed = await call(
+              agentPool,
+              'POST',
+              PROTOCOL_ROUTES.claim,
+              keys[i] as string,
+              { max: 100, waitSeconds: 0, agent: { id: `sender-${location}`, version: 'bench', checkTypes: ['URL'], runtimes: [] } },
+              `sender-${location}`,
+            );
+            expect(claimed.status, JSON.stringify(claimed.json)).toBe(200);
+            const got = (claimed.json as { jobs: Job[] }).jobs;
+            expect(got.length, `${location}: claimed ${jobs.length} of ${writeSessions}, then nothing`).toBeGreaterThan(0);
+            jobs.push(...got);
+          }
+          return jobs;
+        }),
+      );
+      const claimMs = performance.now() - claimStart;
+      for (const jobs of senderJobs) expect(jobs.every((job) => job.sequenceId?.startsWith(`${prefix}-`))).toBe(true);
+      const senderBatches = senderJobs.map((jobs) => batchesFor(template, writeCheck, jobs));
+      let accepted = 0;
+      let rejected = 0;
+      const before = mark(pid);
+      const start = performance.now();
+      await Promise.all(
+        WRITE_LOCATIONS.map(async (location, i) => {
+          for (const batch of senderBatches[i] ?? []) {
+            const answer = await call(agentPool, 'POST', PROTOCOL_ROUTES.results, keys[i] as string, { results: batch }, `sender-${location}`);
+            expect(answer.status, JSON.stringify(answer.json).slice(0, 500)).toBe(200);
+            const outcome = answer.json as { accepted: string[]; rejected: unknown[] };
+            accepted += outcome.accepted.length;
+            rejected += outcome.rejected.length;
+          }
+        }),
+      );
+      const ms = performance.now() - start;
+      const cpu = since(before, pid);
+      expect(rejected).toBe(0);
+      expect(accepted).toBe(WRITE_N);
+      log(`${prefix}: ${fmt((WRITE_N / ms) * 1000)} results/s over HTTP`);
+      return { side: 'server', prefix, ms, cpu: cpu.serverCpu, otherShare: cpu.otherShare, claimMs };
+    };
+
+    writeRounds.push(await httpRound(WRITE_ROUNDS[1]), await httpRound(WRITE_ROUNDS[2]));
+    // The server is up but idle meanwhile (its sweeper wakes every 5 s).
+    writeRounds.push(await peerRound(WRITE_ROUNDS[3], pid));
     const rssAfterWrite = peakRssMb(pid);
-    expect(httpRejected).toBe(0);
-    expect(httpAccepted).toBe(WRITE_N);
-    log(`server: ${fmt((WRITE_N / httpWriteMs) * 1000)} results/s over HTTP`);
 
     // Read phase: each query over HTTP, then the same query in-process, in turn.
     const deepCursor = encodeCursor(Math.floor(READ_N / 2));
@@ -452,8 +485,6 @@ test(`server: ${WRITE_N} results over POST /v1/agent/results, read latency with 
     const rssAfterRead = peakRssMb(pid);
 
     const out: string[] = [''];
-    const httpRate = (WRITE_N / httpWriteMs) * 1000;
-    const peerRate = (WRITE_N / peerWriteMs) * 1000;
     out.push(`Outpost server bench: the built server (node ${process.version}) on SQLite in a temp STATE_DIR, beside the same store in-process`);
     out.push(
       `machine: ${os.cpus().length} × ${os.cpus()[0]?.model ?? '?'}, load average before ${loadBefore.map((l) => l.toFixed(2)).join(' ')}, after ${os
@@ -465,14 +496,24 @@ test(`server: ${WRITE_N} results over POST /v1/agent/results, read latency with 
     out.push(
       `seeding through the store API: ${fmt(READ_N)} results in ${(seed.ms / 1000).toFixed(1)} s = ${((seed.ms / READ_N) * 100).toFixed(1)} s per 100k ` +
         `(createSession ${(seed.createMs / 1000).toFixed(1)} s, acceptResults ${(seed.acceptMs / 1000).toFixed(1)} s); database ${fmt(dbBytes / 1e6)} MB` +
-        `${LONG || process.env.BENCH_SERVER_RESULTS ? '' : ' (BENCH_LONG=1: 1,000,000)'}; ${fmt(2 * writeSessions)} write sessions in ${(writeSeedMs / 1000).toFixed(1)} s`,
+        `; ${fmt(WRITE_ROUNDS.length * writeSessions)} write sessions in ${(writeSeedMs / 1000).toFixed(1)} s`,
     );
     out.push('');
-    out.push(`write: ${fmt(WRITE_N)} FINAL results in batches of ${BATCH}, ${SENDERS} concurrent senders (one agent key and location each)`);
-    out.push(`  server, POST /v1/agent/results   ${fmt(httpRate).padStart(7)} results/s  (${(httpWriteMs / 1000).toFixed(2)} s; server CPU ${httpWriteCpu.serverCpu.toFixed(2)} s, bench CPU ${httpWriteCpu.benchCpu.toFixed(2)} s)`);
-    out.push(`  peer, acceptResults in-process   ${fmt(peerRate).padStart(7)} results/s  (${(peerWriteMs / 1000).toFixed(2)} s; CPU ${peerWriteCpu.benchCpu.toFixed(2)} s)`);
-    out.push(`  ratio server/in-process: ${(httpRate / peerRate).toFixed(2)}; claiming the ${fmt(WRITE_N)} jobs over HTTP first (100 a claim): ${(claimMs / 1000).toFixed(2)} s`);
-    out.push(`  other processes took ${(httpWriteCpu.otherShare * 100).toFixed(0)} % of the machine's CPU during the server run, ${(peerWriteCpu.otherShare * 100).toFixed(0)} % during the peer's`);
+    const rate = (r: WriteRound) => (WRITE_N / r.ms) * 1000;
+    const servers = writeRounds.filter((r) => r.side === 'server');
+    const peers = writeRounds.filter((r) => r.side === 'store');
+    const best = (rounds: WriteRound[]) => Math.max(...rounds.map(rate));
+    out.push(`write: ${fmt(WRITE_N)} FINAL results a round in batches of ${BATCH}, ${SENDERS} senders (one agent key and location each); rounds in the order store, server, server, store`);
+    for (const r of writeRounds) {
+      out.push(
+        `  ${(r.side === 'server' ? 'server, POST /v1/agent/results' : 'store, acceptResults in-process').padEnd(33)} ${fmt(rate(r)).padStart(7)} results/s  (${(r.ms / 1000).toFixed(2)} s; ` +
+          `${r.side === 'server' ? `server CPU ${r.cpu.toFixed(2)} s, claims over HTTP before it ${(r.claimMs / 1000).toFixed(2)} s` : `CPU ${r.cpu.toFixed(2)} s`}; other processes ${(r.otherShare * 100).toFixed(0)} % of the machine)`,
+      );
+    }
+    out.push(
+      `  ratio server/in-process: ${(best(servers) / best(peers)).toFixed(2)} (best/best; worst/worst ${(Math.min(...servers.map(rate)) / Math.min(...peers.map(rate))).toFixed(2)}); ` +
+        `spread between rounds: server ${spread(servers.map(rate)).toFixed(0)} %, store ${spread(peers.map(rate)).toFixed(0)} %`,
+    );
     out.push('');
     out.push(`read: GET /v2/check-results/${READ_CHECK}, limit 100, with ${fmt(READ_N)} stored results; ${SAMPLES} requests per query after ${WARM_UP} warm-up, one at a time`);
     const header = `  ${'query'.padEnd(38)} ${'HTTP p50'.padStart(9)} ${'HTTP p99'.padStart(9)} ${'store p50'.padStart(10)} ${'store p99'.padStart(10)} ${'ratio p50'.padStart(10)}`;

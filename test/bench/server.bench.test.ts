@@ -514,6 +514,12 @@ test(`server: rounds of ${WRITE_N} results over POST /v1/agent/results, read lat
       `  ratio server/in-process: ${(best(servers) / best(peers)).toFixed(2)} (best/best; worst/worst ${(Math.min(...servers.map(rate)) / Math.min(...peers.map(rate))).toFixed(2)}); ` +
         `spread between rounds: server ${spread(servers.map(rate)).toFixed(0)} %, store ${spread(peers.map(rate)).toFixed(0)} %`,
     );
+    // CPU per result barely moves with the machine's noise, unlike the wall time (fsync waits, other processes).
+    const cpuPerResult = (rounds: WriteRound[]) => (Math.min(...rounds.map((r) => r.cpu)) / WRITE_N) * 1e6;
+    out.push(
+      `  CPU per result (least of the rounds): server ${cpuPerResult(servers).toFixed(0)} µs, store in-process ${cpuPerResult(peers).toFixed(0)} µs: ` +
+        `the server spends ${(cpuPerResult(servers) / cpuPerResult(peers)).toFixed(2)}× the store's CPU per result`,
+    );
     out.push('');
     out.push(`read: GET /v2/check-results/${READ_CHECK}, limit 100, with ${fmt(READ_N)} stored results; ${SAMPLES} requests per query after ${WARM_UP} warm-up, one at a time`);
     const header = `  ${'query'.padEnd(38)} ${'HTTP p50'.padStart(9)} ${'HTTP p99'.padStart(9)} ${'store p50'.padStart(10)} ${'store p99'.padStart(10)} ${'ratio p50'.padStart(10)}`;

@@ -27,8 +27,8 @@
 // fewer than that. It asserts only that the runs did what they should (every
 // result accepted, every page full), never a speed.
 //
-// N is 1,000,000: seeding them takes about 70 s on the shared 2-core machine
-// (≈ 7 s per 100k, printed with the figures) and makes a 2 GB database, removed
+// N is 1,000,000: seeding them takes 40–70 s on the shared 2-core machine
+// (4–7 s per 100k, printed with the figures) and makes a 2 GB database, removed
 // at the end. BENCH_SERVER_RESULTS overrides N for a quick try,
 // BENCH_SERVER_WRITE_RESULTS the results of one write round (default 10,000;
 // a multiple of 2,000), BENCH_SERVER_SAMPLES the timed requests per read query

@@ -29,7 +29,21 @@ import {
 } from '../store.js';
 import { migrate, NewerSchemaError } from './migrations.js';
 
-type Row = Record<string, SQLOutputValue>;
+export type Row = Record<string, SQLOutputValue>;
+
+/**
+ * The statements and transactions of one store's connection, for the
+ * feature stores that keep their tables in the same database
+ * (src/store/sqlite/*-store.ts): they share its cache of prepared
+ * statements and its write transactions.
+ */
+export interface SqliteAccess {
+  run(sql: string, ...params: SQLInputValue[]): number;
+  get(sql: string, ...params: SQLInputValue[]): Row | undefined;
+  all(sql: string, ...params: SQLInputValue[]): Row[];
+  /** Runs `work` in one write transaction (nested calls join the outer one). */
+  tx<T>(work: () => T): T;
+}
 
 const BUSY_TIMEOUT_MS = 5000;
 
@@ -194,8 +208,17 @@ export class SqliteStore implements Store {
     return this.stmt(sql).all(...params);
   }
 
-  /** Runs `work` in one write transaction; the caller's promise resolves after COMMIT. */
+  /** This connection's statements and transactions, for a feature store on the same database. */
+  readonly access: SqliteAccess = {
+    run: (sql, ...params) => this.run(sql, ...params),
+    get: (sql, ...params) => this.get(sql, ...params),
+    all: (sql, ...params) => this.all(sql, ...params),
+    tx: (work) => this.tx(work),
+  };
+
+  /** Runs `work` in one write transaction; the caller's promise resolves after COMMIT. A nested call joins the outer one. */
   private tx<T>(work: () => T): T {
+    if (this.db.isTransaction) return work();
     this.db.exec('BEGIN IMMEDIATE');
     try {
       const value = work();

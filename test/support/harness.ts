@@ -1,8 +1,10 @@
 // The set-up most integration tests share: a target server for the file, and
-// agent processes and fake control planes that are cleaned up after each test.
+// agent processes and control planes (the real server behind a fault proxy,
+// or the fake for what a real server must not do) cleaned up after each test.
 
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { type AgentProcess, cleanEnv, startAgent, tempDir } from './agent-process.js';
+import { ControlPlane, type ControlPlaneOptions } from './control-plane.js';
 import { FakeControlPlane, type FakeControlPlaneOptions } from './fake-control-plane.js';
 import { startTargetServer, type TargetServer } from './target-server.js';
 
@@ -10,14 +12,16 @@ export interface Harness {
   readonly target: TargetServer;
   /** Starts `outpost <args>` with a clean environment and its own STATE_DIR. */
   start(args: string[], env?: Record<string, string>): AgentProcess;
+  /** The real server side in-process, behind a proxy that can inject faults (test/support/control-plane.ts). */
+  server(options?: ControlPlaneOptions): Promise<ControlPlane>;
   controlPlane(options?: FakeControlPlaneOptions): Promise<FakeControlPlane>;
   /** `outpost agent` against `cp`, with short long polls. */
-  agent(cp: FakeControlPlane, env?: Record<string, string>): AgentProcess;
+  agent(cp: { url: string; apiKey: string }, env?: Record<string, string>): AgentProcess;
 }
 
 export function useHarness(): Harness {
   const running: AgentProcess[] = [];
-  const planes: FakeControlPlane[] = [];
+  const planes: Array<{ close(): Promise<void> }> = [];
   let target: TargetServer | undefined;
   beforeAll(async () => {
     target = await startTargetServer();
@@ -41,6 +45,11 @@ export function useHarness(): Harness {
       const proc = startAgent(args, cleanEnv({ STATE_DIR: tempDir(), ...env }));
       running.push(proc);
       return proc;
+    },
+    async server(options = {}) {
+      const cp = await ControlPlane.start(options);
+      planes.push(cp);
+      return cp;
     },
     async controlPlane(options = {}) {
       const cp = await FakeControlPlane.start(options);

@@ -15,6 +15,7 @@ import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import path from 'node:path';
 import pino from 'pino';
+import { CHECK_TYPES } from '../../src/core/check-type.js';
 import {
   AGENT_ROUTE_LIMIT_PER_MINUTE,
   type AgentEvent,
@@ -36,6 +37,8 @@ import type { SessionRecord, Store, StoredCheck } from '../../src/store/store.js
 import { tempDir } from './agent-process.js';
 
 export const LOCATION = 'test-location';
+/** The agent a revoked lease is handed to. */
+export const OTHER_AGENT = '00000000-0000-4000-8000-000000000000';
 /** The public API's key (OUTPOST_API_KEY) of the server behind the proxy. */
 export const PUBLIC_API_KEY = 'test-public-key';
 
@@ -81,6 +84,10 @@ export interface StoredArtifact {
 /** A job as the traffic shows it: handed out (leased), back in the queue once its lease ran out, done after its FINAL. */
 export interface JobView {
   state: 'ready' | 'leased' | 'done';
+  /** The check type it was queued with. */
+  checkType: string;
+  /** The job as the last claim answer carried it. */
+  job?: Job;
   agentId?: string;
   leaseExpiresAt: number;
   /** Claim answers that carried it. */
@@ -152,6 +159,14 @@ export class ControlPlane {
   maxOutstanding = 0;
   readonly claims: ClaimRecord[] = [];
   answersClaimsAtOnce: boolean;
+  /**
+   * A faulty service: each job of a claim answer is sent as this text instead
+   * of as the server wrote it (e.g. without its id, or not JSON at all). The
+   * server still counts the job handed out; its lease runs as usual.
+   */
+  claimJobText: ((job: Job) => string) | undefined;
+  /** A lax service (a fault): the proxy claims for every check type, so jobs of types the agent did not advertise reach it. */
+  handsOutUnadvertisedTypes = false;
   port = 0;
   private faults: Fault[] = [];
   private proxy: http.Server;
@@ -169,6 +184,7 @@ export class ControlPlane {
     options: ControlPlaneOptions,
   ) {
     this.answersClaimsAtOnce = options.answersClaimsAtOnce ?? false;
+    this.claimJobText = undefined;
     this.upstreamPort = (api.address() as AddressInfo).port;
     this.proxy = this.createProxy();
   }
@@ -219,9 +235,10 @@ export class ControlPlane {
    * scheduler does: a session with one job, then a wake-up for waiting claims.
    */
   async addJob(definition: unknown, extra: JobExtra = {}): Promise<string> {
-    const def = (definition ?? {}) as { id?: unknown; name?: unknown; checkType?: unknown; frequency?: unknown; request?: { runtimeId?: unknown } | null };
+    const def = (definition ?? {}) as { id?: unknown; name?: unknown; checkType?: unknown; frequency?: unknown; runtimeId?: unknown; request?: { runtimeId?: unknown } | null };
     const checkId = typeof def.id === 'string' ? def.id : randomUUID();
-    const runtimeId = def.request?.runtimeId;
+    // A scripted check's runtime, where the service's definition or the parsed one holds it: the server hands it only to agents that have it.
+    const runtimeId = def.runtimeId ?? def.request?.runtimeId;
     const check: StoredCheck = {
       id: checkId,
       name: typeof def.name === 'string' ? def.name : checkId,
@@ -250,9 +267,32 @@ export class ControlPlane {
     // Far enough that no test outlives it: timing jobs out is the scheduler's, and it does not run here.
     const deadlineAt = new Date(now.getTime() + 3_600_000).toISOString();
     await this.store.createSession(session, [{ id, location: LOCATION, deadlineAt }], check);
-    this.jobs.set(id, { state: 'ready', leaseExpiresAt: 0, claims: 0 });
+    this.jobs.set(id, { state: 'ready', checkType: check.checkType, leaseExpiresAt: 0, claims: 0 });
     this.jobSignal.notify(LOCATION);
     return id;
+  }
+
+  /** Makes another key of the test location (a rotated one, say); the server keeps only its SHA-256. */
+  async addKey(rawKey: string): Promise<void> {
+    const at = new Date().toISOString();
+    await this.store.createKey({ id: randomUUID(), locationId: LOCATION, maskedKey: maskKey(rawKey), created_at: at, updated_at: at, hash: keyHash(rawKey) });
+  }
+
+  /**
+   * Hands a leased job to another agent of the location, as the server does
+   * when a lease ran out and someone else claimed it: the holder's next leases
+   * call hears it is lost. Other queued jobs the other agent's claim took go
+   * back to the queue.
+   */
+  async revokeLease(jobId: string): Promise<void> {
+    const view = this.jobs.get(jobId);
+    if (view?.state !== 'leased' || view.agentId === undefined) throw new Error(`job ${jobId} is not leased`);
+    await this.store.releaseJobs(view.agentId, [jobId]);
+    const taken = await this.store.claimJobs({ location: LOCATION, agentId: OTHER_AGENT, checkTypes: [view.checkType], runtimes: [], max: 1000, leaseMs: 3_600_000, now: new Date() });
+    if (!taken.some((job) => job.id === jobId)) throw new Error(`job ${jobId} was claimed by its agent again before another could take it`);
+    await this.store.releaseJobs(OTHER_AGENT, taken.filter((job) => job.id !== jobId).map((job) => job.id));
+    view.agentId = OTHER_AGENT;
+    view.leaseExpiresAt = Date.now() + 3_600_000;
   }
 
   inject(fault: Fault): void {
@@ -400,17 +440,29 @@ export class ControlPlane {
     if (fault?.malformed) return this.answer(req, res, 200, '{"jobs": [this is not json');
     let body = raw;
     const sent = parse(raw);
-    if (route === 'claim' && this.answersClaimsAtOnce && sent && typeof sent === 'object') {
-      body = Buffer.from(JSON.stringify({ ...(sent as object), waitSeconds: 0 }));
+    if (route === 'claim' && (this.answersClaimsAtOnce || this.handsOutUnadvertisedTypes) && sent && typeof sent === 'object') {
+      const claim = sent as ClaimRequest;
+      body = Buffer.from(
+        JSON.stringify({
+          ...claim,
+          ...(this.answersClaimsAtOnce ? { waitSeconds: 0 } : {}),
+          ...(this.handsOutUnadvertisedTypes && claim.agent ? { agent: { ...claim.agent, checkTypes: [...CHECK_TYPES] } } : {}),
+        }),
+      );
     }
     const outstandingBefore = this.outstanding(req.headers['x-agent-id'] as string | undefined);
     const upstream = await this.forward(req, res, body);
-    const answerText = await readAll(upstream);
+    let answerText = await readAll(upstream);
     const status = upstream.statusCode ?? 502;
+    const answer = parse(answerText);
+    if (route === 'claim' && status === 200 && this.claimJobText) {
+      const texts = ((answer as { jobs?: Job[] } | undefined)?.jobs ?? []).map(this.claimJobText);
+      answerText = Buffer.from(`{"jobs":[${texts.join(',')}]}`);
+    }
     if (route && VIOLATION_STATUSES.has(status)) this.violations.push(`${url}: the server answered ${status}: ${answerText.toString('utf8').slice(0, 300)}`);
-    if (route && status < 300) this.observe(route, req, sent, parse(answerText), outstandingBefore);
+    if (route && status < 300) this.observe(route, req, sent, answer, outstandingBefore);
     this.record(req, status);
-    res.writeHead(status, upstream.headers);
+    res.writeHead(status, { ...upstream.headers, 'content-length': String(answerText.length) });
     res.end(answerText);
   }
 
@@ -458,8 +510,9 @@ export class ControlPlane {
         const claim = sent as ClaimRequest;
         const jobs = ((answer as { jobs?: Job[] } | undefined)?.jobs ?? []) as Job[];
         for (const job of jobs) {
-          const view = this.jobs.get(job.id) ?? { state: 'ready', leaseExpiresAt: 0, claims: 0 };
+          const view = this.jobs.get(job.id) ?? { state: 'ready', checkType: '', leaseExpiresAt: 0, claims: 0 };
           view.state = 'leased';
+          view.job = job;
           if (agentId !== undefined) view.agentId = agentId;
           view.leaseExpiresAt = Date.parse(job.leaseExpiresAt);
           view.claims++;

@@ -165,6 +165,10 @@ export class ControlPlane {
    * server still counts the job handed out; its lease runs as usual.
    */
   claimJobText: ((job: Job) => string) | undefined;
+  /** A body limit on `results` (a fault, as a proxy in the way may have): larger requests are answered 413, not forwarded. */
+  maxResultsBodyBytes: number | undefined;
+  /** A strict service (a fault): a `results` request carrying any of these resultIds is refused whole with 400, not forwarded. */
+  readonly refusedResultIds = new Set<string>();
   /** A lax service (a fault): the proxy claims for every check type, so jobs of types the agent did not advertise reach it. */
   handsOutUnadvertisedTypes = false;
   port = 0;
@@ -185,6 +189,7 @@ export class ControlPlane {
   ) {
     this.answersClaimsAtOnce = options.answersClaimsAtOnce ?? false;
     this.claimJobText = undefined;
+    this.maxResultsBodyBytes = undefined;
     this.upstreamPort = (api.address() as AddressInfo).port;
     this.proxy = this.createProxy();
   }
@@ -433,6 +438,9 @@ export class ControlPlane {
     if (route) this.checkHeaders(req, url, route);
     if (route === 'upload') return this.upload(req, res, url, fault);
     const raw = await readAll(req);
+    if (route === 'results' && this.maxResultsBodyBytes !== undefined && raw.length > this.maxResultsBodyBytes) {
+      return this.answer(req, res, 413, errorBody(413, `request body is larger than ${this.maxResultsBodyBytes} bytes`));
+    }
     if (fault?.status) {
       const headers = fault.retryAfter ? { 'retry-after': fault.retryAfter } : {};
       return this.answer(req, res, fault.status, errorBody(fault.status, 'injected fault'), headers);
@@ -440,6 +448,10 @@ export class ControlPlane {
     if (fault?.malformed) return this.answer(req, res, 200, '{"jobs": [this is not json');
     let body = raw;
     const sent = parse(raw);
+    if (route === 'results' && this.refusedResultIds.size > 0) {
+      const refused = ((sent as { results?: ResultEnvelope[] } | undefined)?.results ?? []).findIndex((item) => this.refusedResultIds.has(item?.resultId));
+      if (refused !== -1) return this.answer(req, res, 400, errorBody(400, `results[${refused}]: this service cannot take this result`));
+    }
     if (route === 'claim' && (this.answersClaimsAtOnce || this.handsOutUnadvertisedTypes) && sent && typeof sent === 'object') {
       const claim = sent as ClaimRequest;
       body = Buffer.from(

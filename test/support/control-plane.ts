@@ -300,6 +300,16 @@ export class ControlPlane {
     view.leaseExpiresAt = Date.now() + 3_600_000;
   }
 
+  /** An artifact as the server stored it: its record, and the count and SHA-256 of the bytes in its artifacts directory. */
+  async storedArtifact(id: string): Promise<StoredArtifact | undefined> {
+    const record = await this.store.artifact(id);
+    if (!record) return undefined;
+    const artifact: StoredArtifact = { jobId: record.jobId, name: record.name, contentType: record.contentType, size: record.size };
+    if (record.storedAt === null) return artifact;
+    const bytes = await readFile(path.join(this.stateDir, 'artifacts', id));
+    return { ...artifact, received: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') };
+  }
+
   inject(fault: Fault): void {
     this.faults.push({ count: 1, ...fault });
   }

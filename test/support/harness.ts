@@ -1,11 +1,10 @@
 // The set-up most integration tests share: a target server for the file, and
 // agent processes and control planes (the real server behind a fault proxy,
-// or the fake for what a real server must not do) cleaned up after each test.
+// test/support/control-plane.ts) cleaned up after each test.
 
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { type AgentProcess, cleanEnv, startAgent, tempDir } from './agent-process.js';
 import { ControlPlane, type ControlPlaneOptions } from './control-plane.js';
-import { FakeControlPlane, type FakeControlPlaneOptions } from './fake-control-plane.js';
 import { startTargetServer, type TargetServer } from './target-server.js';
 
 export interface Harness {
@@ -14,14 +13,13 @@ export interface Harness {
   start(args: string[], env?: Record<string, string>): AgentProcess;
   /** The real server side in-process, behind a proxy that can inject faults (test/support/control-plane.ts). */
   server(options?: ControlPlaneOptions): Promise<ControlPlane>;
-  controlPlane(options?: FakeControlPlaneOptions): Promise<FakeControlPlane>;
   /** `outpost agent` against `cp`, with short long polls. */
   agent(cp: { url: string; apiKey: string }, env?: Record<string, string>): AgentProcess;
 }
 
 export function useHarness(): Harness {
   const running: AgentProcess[] = [];
-  const planes: Array<{ close(): Promise<void> }> = [];
+  const planes: ControlPlane[] = [];
   let target: TargetServer | undefined;
   beforeAll(async () => {
     target = await startTargetServer();
@@ -48,11 +46,6 @@ export function useHarness(): Harness {
     },
     async server(options = {}) {
       const cp = await ControlPlane.start(options);
-      planes.push(cp);
-      return cp;
-    },
-    async controlPlane(options = {}) {
-      const cp = await FakeControlPlane.start(options);
       planes.push(cp);
       return cp;
     },

@@ -10,12 +10,13 @@
 // (createSession, then JobSignal.notify), as the scheduler does.
 
 import { createHash, randomUUID } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import path from 'node:path';
 import pino from 'pino';
 import { CHECK_TYPES } from '../../src/core/check-type.js';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import {
   AGENT_ROUTE_LIMIT_PER_MINUTE,
   type AgentEvent,
@@ -177,6 +178,8 @@ export class ControlPlane {
   private readonly sockets = new Set<Socket>();
   private sweeper: NodeJS.Timeout | undefined;
   private upstreamPort = 0;
+  /** The session each queued job belongs to. */
+  private readonly sessionOf = new Map<string, string>();
 
   private constructor(
     readonly store: Store,
@@ -272,6 +275,7 @@ export class ControlPlane {
     // Far enough that no test outlives it: timing jobs out is the scheduler's, and it does not run here.
     const deadlineAt = new Date(now.getTime() + 3_600_000).toISOString();
     await this.store.createSession(session, [{ id, location: LOCATION, deadlineAt }], check);
+    this.sessionOf.set(id, session.id);
     this.jobs.set(id, { state: 'ready', checkType: check.checkType, leaseExpiresAt: 0, claims: 0 });
     this.jobSignal.notify(LOCATION);
     return id;
@@ -298,6 +302,13 @@ export class ControlPlane {
     await this.store.releaseJobs(OTHER_AGENT, taken.filter((job) => job.id !== jobId).map((job) => job.id));
     view.agentId = OTHER_AGENT;
     view.leaseExpiresAt = Date.now() + 3_600_000;
+  }
+
+  /** The results the server stored for a queued job (its session's), ATTEMPTs and FINAL, read from its store. */
+  async storedResults(jobId: string): Promise<CheckResultEntry[]> {
+    const sessionId = this.sessionOf.get(jobId);
+    if (sessionId === undefined) throw new Error(`job ${jobId} was not queued by addJob`);
+    return (await this.store.session(sessionId))?.results ?? [];
   }
 
   /** An artifact as the server stored it: its record, and the count and SHA-256 of the bytes in its artifacts directory. */
@@ -359,6 +370,7 @@ export class ControlPlane {
     if (this.proxy.listening) await this.stopListening();
     await closeApiServer(this.api, 0);
     await this.store.close();
+    await rm(this.stateDir, { recursive: true, force: true });
   }
 
   private listen(port: number): Promise<void> {

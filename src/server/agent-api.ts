@@ -21,8 +21,17 @@ import type { JobSignal } from './job-signal.js';
 
 /** How long a claimed job is the agent's before it goes back to the queue, unless extended. */
 export const LEASE_MS = 60_000;
+/** Most jobs one claim answer carries, whatever the agent asked for. */
 export const MAX_CLAIM = 100;
+/** Longest a claim is held open, whatever the agent asked for. */
 export const MAX_WAIT_SECONDS = 30;
+/**
+ * What an agent may ask (docs/protocol.md: `max` is its free slots, up to
+ * JOB_CONCURRENCY; `waitSeconds` its CLAIM_WAIT_SECONDS): src/config.ts's
+ * bounds. More than the server gives is not an error, it is capped.
+ */
+export const MAX_CLAIM_ASKED = 1_000;
+export const MAX_WAIT_SECONDS_ASKED = 60;
 export const MAX_LEASE_IDS = 1_000;
 export const MAX_EVENTS_PER_BATCH = 100;
 /** The largest artifact an agent may announce (docs/protocol.md). */
@@ -97,10 +106,10 @@ export interface ClaimBody {
 
 export function parseClaimBody(body: unknown): ClaimBody {
   const b = objectBody(body);
-  const max = integerIn(b.max, 'max', 1, MAX_CLAIM);
+  const max = Math.min(integerIn(b.max, 'max', 1, MAX_CLAIM_ASKED), MAX_CLAIM);
   const waitSeconds = b.waitSeconds;
-  if (typeof waitSeconds !== 'number' || !Number.isFinite(waitSeconds) || waitSeconds < 0 || waitSeconds > MAX_WAIT_SECONDS) {
-    throw fieldError('waitSeconds', `must be a number from 0 to ${MAX_WAIT_SECONDS}`);
+  if (typeof waitSeconds !== 'number' || !Number.isFinite(waitSeconds) || waitSeconds < 0 || waitSeconds > MAX_WAIT_SECONDS_ASKED) {
+    throw fieldError('waitSeconds', `must be a number from 0 to ${MAX_WAIT_SECONDS_ASKED}`);
   }
   if (!isObject(b.agent)) throw fieldError('agent', 'must be an object {id, version, checkTypes, runtimes}');
   const agent = {
@@ -109,7 +118,7 @@ export function parseClaimBody(body: unknown): ClaimBody {
     checkTypes: stringArray(b.agent.checkTypes, 'agent.checkTypes', 100),
     runtimes: stringArray(b.agent.runtimes, 'agent.runtimes', 100),
   };
-  return { max, waitSeconds, agent };
+  return { max, waitSeconds: Math.min(waitSeconds, MAX_WAIT_SECONDS), agent };
 }
 
 /** Why an envelope cannot be stored, or undefined when it can. */

@@ -201,8 +201,9 @@ export interface Store {
 
   /**
    * Stores results, idempotent by resultId: a result already stored is
-   * accepted again; a FINAL for a job that has a different FINAL, a result
-   * for a job leased to another agent, or for a job timed out or cancelled is
+   * accepted again; the first FINAL wins, whichever agent sends it (the
+   * lease holder or not: docs/protocol.md); a FINAL for a job that has a
+   * different FINAL, or a result for a job timed out or cancelled is
    * rejected with 409; an unknown job or one of another location with 404. A
    * FINAL closes its job and moves its session on (session-status.ts).
    */

@@ -1,4 +1,5 @@
-// The real agent process against the strict fake control plane.
+// The real agent process against the real server (test/support/control-plane.ts:
+// in-process, behind a proxy that injects faults and notes protocol violations).
 
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -31,10 +32,10 @@ function spooled(stateDir: string): number {
   }
 }
 
-describe('agent mode against the fake control plane', () => {
+describe('agent mode against the real server', () => {
   it('claims only for free slots and delivers every result once', async () => {
-    const cp = await h.controlPlane();
-    const ids = Array.from({ length: 10 }, () => cp.addJob(urlCheck(`${h.target.url}/slow/150`)));
+    const cp = await h.server();
+    const ids = await Promise.all(Array.from({ length: 10 }, () => cp.addJob(urlCheck(`${h.target.url}/slow/150`))));
     const proc = h.agent(cp, { JOB_CONCURRENCY: '2' });
     const port = await proc.healthPort();
     await cp.waitFor(() => ids.every((id) => cp.resultsFor(id).length === 1), 30_000, 'all results');
@@ -48,7 +49,7 @@ describe('agent mode against the fake control plane', () => {
     for (const id of ids) {
       const [stored] = cp.resultsFor(id);
       expect(stored?.result.hasFailures).toBe(false);
-      expect(stored?.result.checkRunId).toBe(cp.jobs.get(id)?.job.checkRunId);
+      expect(stored?.result.checkRunId).toBe(cp.jobs.get(id)?.job?.checkRunId);
       expect(stored?.result.apiCheckResult?.response).toMatchObject({ status: 200 });
     }
     expect((await probe(port, '/-/readiness')).status).toBe(200);
@@ -61,8 +62,8 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('turns a malformed job into an error result naming the field, and keeps running', async () => {
-    const cp = await h.controlPlane();
-    const bad = cp.addJob({ id: 'bad-check', checkType: 'URL', request: { followRedirects: 'yes' } });
+    const cp = await h.server();
+    const bad = await cp.addJob({ id: 'bad-check', checkType: 'URL', request: { followRedirects: 'yes' } });
     const proc = h.agent(cp);
     await cp.waitFor(() => cp.resultsFor(bad).length === 1, 15_000, 'the error result');
     const [stored] = cp.resultsFor(bad);
@@ -70,10 +71,10 @@ describe('agent mode against the fake control plane', () => {
     const error = String(stored?.result.apiCheckResult?.requestError);
     expect(error).toContain('check.request.url: is required');
     expect(error).toContain('check.request.followRedirects: must be true or false');
-    const good = cp.addJob(urlCheck(`${h.target.url}/ok`));
+    const good = await cp.addJob(urlCheck(`${h.target.url}/ok`));
     await cp.waitFor(() => cp.resultsFor(good).length === 1, 15_000, 'a later good result');
     expect(cp.resultsFor(good)[0]?.result.hasFailures).toBe(false);
-    const noCheck = cp.addJob(null);
+    const noCheck = await cp.addJob(null);
     await cp.waitFor(() => cp.resultsFor(noCheck).length === 1, 15_000, 'the result for a job without a check');
     expect(cp.resultsFor(noCheck)[0]?.result.apiCheckResult?.requestError).toContain('check is required');
     expect(proc.proc.exitCode).toBeNull();
@@ -81,11 +82,11 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('honours 429 Retry-After and retries 5xx, delivering exactly once', async () => {
-    const cp = await h.controlPlane();
+    const cp = await h.server();
     cp.inject({ route: 'claim', status: 429, retryAfter: '2' });
     cp.inject({ route: 'results', status: 500, count: 2 });
     cp.inject({ route: 'results', status: 503 });
-    const ids = Array.from({ length: 5 }, () => cp.addJob(urlCheck(`${h.target.url}/ok`)));
+    const ids = await Promise.all(Array.from({ length: 5 }, () => cp.addJob(urlCheck(`${h.target.url}/ok`))));
     h.agent(cp);
     await cp.waitFor(() => ids.every((id) => cp.resultsFor(id).length === 1), 30_000, 'all results');
     const claims = cp.requests.filter((r) => r.route === '/v1/agent/claim');
@@ -101,11 +102,11 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('survives resets, malformed JSON and answers slower than its timeout', async () => {
-    const cp = await h.controlPlane();
+    const cp = await h.server();
     cp.inject({ route: 'claim', reset: true });
     cp.inject({ route: 'claim', malformed: true });
     cp.inject({ route: 'results', delayMs: 2_500 });
-    const ids = Array.from({ length: 3 }, () => cp.addJob(urlCheck(`${h.target.url}/ok`)));
+    const ids = await Promise.all(Array.from({ length: 3 }, () => cp.addJob(urlCheck(`${h.target.url}/ok`))));
     const proc = h.agent(cp, { CONTROL_PLANE_TIMEOUT_SECONDS: '1' });
     await cp.waitFor(() => ids.every((id) => cp.resultsFor(id).length === 1), 30_000, 'all results');
     await proc.waitForLog((l) => String(l.msg).includes('malformed JSON'), 5_000, 'the malformed-JSON warning');
@@ -115,10 +116,10 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('delivers every result exactly once when the control plane is down for a while', async () => {
-    const cp = await h.controlPlane();
+    const cp = await h.server();
     const proc = h.agent(cp, { JOB_CONCURRENCY: '4' });
     await proc.waitForLog((l) => l.msg === 'outpost agent started');
-    const ids = Array.from({ length: 8 }, () => cp.addJob(urlCheck(`${h.target.url}/slow/800`)));
+    const ids = await Promise.all(Array.from({ length: 8 }, () => cp.addJob(urlCheck(`${h.target.url}/slow/800`))));
     await cp.waitFor(() => cp.outstanding() > 0, 10_000, 'claimed jobs');
     await cp.stopListening();
     await new Promise((r) => setTimeout(r, 3_000));
@@ -130,10 +131,10 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('re-sends spooled results after kill -9', async () => {
-    const cp = await h.controlPlane();
+    const cp = await h.server();
     const stateDir = tempDir();
     cp.inject({ route: 'results', status: 503, count: 1_000 });
-    const ids = Array.from({ length: 6 }, () => cp.addJob(urlCheck(`${h.target.url}/ok`)));
+    const ids = await Promise.all(Array.from({ length: 6 }, () => cp.addJob(urlCheck(`${h.target.url}/ok`))));
     const first = h.agent(cp, { STATE_DIR: stateDir, JOB_CONCURRENCY: '6' });
     await cp.waitFor(() => ids.every((id) => cp.jobs.get(id)?.state === 'leased'), 15_000, 'claimed jobs');
     await first.waitForLog((l) => l.status === 503, 15_000, 'a failed results call');
@@ -154,12 +155,12 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('aborts a job whose lease is lost and does not report it', async () => {
-    const cp = await h.controlPlane({ leaseMs: 1_000 });
-    const id = cp.addJob(urlCheck(`${h.target.url}/slow/20000`));
+    const cp = await h.server({ leaseMs: 1_000 });
+    const id = await cp.addJob(urlCheck(`${h.target.url}/slow/20000`));
     const proc = h.agent(cp);
     await cp.waitFor(() => cp.jobs.get(id)?.state === 'leased', 10_000, 'the claim');
     await cp.waitFor(() => cp.countRequests('leases') >= 1, 5_000, 'a lease extension');
-    cp.revokeLease(id);
+    await cp.revokeLease(id);
     await proc.waitForLog((l) => String(l.msg).startsWith('lease lost'), 10_000, 'the lease-lost line');
     await proc.waitForLog((l) => String(l.msg).includes('job aborted: lease lost'), 10_000, 'the abort');
     await new Promise((r) => setTimeout(r, 1_000));
@@ -170,9 +171,9 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('pauses claiming while the spool is full, and resumes when it drains', async () => {
-    const cp = await h.controlPlane();
+    const cp = await h.server();
     cp.inject({ route: 'results', status: 503, count: 10_000 });
-    const ids = Array.from({ length: 12 }, () => cp.addJob(urlCheck(`${h.target.url}/ok`)));
+    const ids = await Promise.all(Array.from({ length: 12 }, () => cp.addJob(urlCheck(`${h.target.url}/ok`))));
     const proc = h.agent(cp, { SPOOL_MAX_RESULTS: '4', JOB_CONCURRENCY: '2' });
     await proc.waitForLog((l) => String(l.msg).startsWith('spool is full'), 20_000, 'the spool-full line');
     await new Promise((r) => setTimeout(r, 1_000));
@@ -188,9 +189,8 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('stays up but not ready on a bad key, and becomes ready when the key is accepted', async () => {
-    const cp = await h.controlPlane();
-    cp.validKeys.clear();
-    cp.validKeys.add('rotated-key');
+    // The location's only key is the server's own; 'old-key' is refused until it is made a key too.
+    const cp = await h.server();
     const proc = h.agent(cp, { API_KEY: 'old-key', AUTH_RETRY_SECONDS: '1' });
     const port = await proc.healthPort();
     const line = await proc.waitForLog((l) => String(l.msg).includes('rejected the API key'), 10_000, 'the bad-token line');
@@ -200,7 +200,7 @@ describe('agent mode against the fake control plane', () => {
     // One clear line per episode, not one per retry.
     await new Promise((r) => setTimeout(r, 2_500));
     expect(proc.logs.filter((l) => String(l.msg).includes('rejected the API key')).length).toBe(1);
-    cp.validKeys.add('old-key');
+    await cp.addKey('old-key');
     await cp.waitFor(() => cp.requests.some((r) => r.status === 200), 10_000, 'an accepted request');
     const deadline = Date.now() + 10_000;
     while ((await probe(port, '/-/readiness')).status !== 200 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
@@ -208,8 +208,8 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('advertises and runs only the uptime types with --uptime-only', async () => {
-    const cp = await h.controlPlane();
-    const url = cp.addJob(urlCheck(`${h.target.url}/ok`));
+    const cp = await h.server();
+    const url = await cp.addJob(urlCheck(`${h.target.url}/ok`));
     const proc = h.start(['agent', '--uptime-only'], { API_URL: cp.url, API_KEY: cp.apiKey, CLAIM_WAIT_SECONDS: '1' });
     await cp.waitFor(() => cp.resultsFor(url).length === 1, 15_000, 'the URL result');
     for (const claim of cp.claims) {
@@ -217,7 +217,7 @@ describe('agent mode against the fake control plane', () => {
       expect(claim.runtimes).toEqual([]);
     }
     // A scripted job is never handed to it; a control plane that did would get an error result naming the types.
-    const scripted = cp.addJob({ id: 'ms', checkType: 'MULTI_STEP', script: 'x' });
+    const scripted = await cp.addJob({ id: 'ms', checkType: 'MULTI_STEP', script: 'x' });
     await new Promise((r) => setTimeout(r, 1_500));
     expect(cp.jobs.get(scripted)?.claims).toBe(0);
     cp.handsOutUnadvertisedTypes = true;
@@ -231,10 +231,10 @@ describe('agent mode against the fake control plane', () => {
   });
 
   it('answers a BROWSER job with a clear error result when it has no Chromium', async () => {
-    const cp = await h.controlPlane();
+    const cp = await h.server();
     cp.handsOutUnadvertisedTypes = true;
     const proc = h.agent(cp, { BROWSER_PATH: '/nonexistent/chromium' });
-    const browser = cp.addJob({ id: 'page', checkType: 'BROWSER', script: 'x' });
+    const browser = await cp.addJob({ id: 'page', checkType: 'BROWSER', script: 'x' });
     await cp.waitFor(() => cp.resultsFor(browser).length === 1, 15_000, 'the error result');
     const [stored] = cp.resultsFor(browser);
     expect(stored?.result.hasErrors).toBe(true);

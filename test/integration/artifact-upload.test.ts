@@ -1,4 +1,4 @@
-// Artifact uploads over protocol v1 against the strict fake control plane:
+// Artifact uploads over protocol v1 against the real server (behind the fault proxy):
 // a 149 MiB file arrives byte for byte (sha256) while the
 // uploader's RSS grows by less than 32 MB; a file over 150 MB is refused
 // with a clear line; failed PUTs are retried; a PUT refused for good is one
@@ -15,15 +15,17 @@ import type { ArtifactFile } from '../../src/artifacts/writer.js';
 import { ControlPlaneClient } from '../../src/control-plane/client.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { tempDir } from '../support/agent-process.js';
-import { FakeControlPlane } from '../support/fake-control-plane.js';
+import { ControlPlane } from '../support/control-plane.js';
 import { runUploadChild, writeRandomFile } from '../support/upload-child.js';
 
 const MiB = 1024 * 1024;
-let cp: FakeControlPlane;
+let cp: ControlPlane;
 let dir: string;
 
 beforeAll(async () => {
-  cp = await FakeControlPlane.start();
+  // The upload child authenticates with 'test-key'; the server takes artifacts only for jobs of the key's location.
+  cp = await ControlPlane.start({ apiKey: 'test-key' });
+  for (const id of ['job-1', 'upload-job']) await cp.addJob({ id: `check-${id}`, checkType: 'API' }, { id });
   dir = tempDir('outpost-upload-');
 });
 afterEach(() => cp.clearFaults());
@@ -64,7 +66,7 @@ describe('artifact uploads', () => {
       const stored = [...cp.artifacts.values()].find((a) => a.name === 'big.bin');
       expect(stored).toMatchObject({ jobId: 'upload-job', size, received: size, sha256 });
       expect(run.out.asset).toMatchObject({ name: 'big.bin', size, contentType: 'application/octet-stream' });
-      expect(run.out.asset?.url.startsWith(`${cp.url}/artifacts/`)).toBe(true);
+      expect(run.out.asset?.url.startsWith(`${cp.url}/v1/artifacts/`)).toBe(true);
       const growthMb = (run.peakRss - run.baseRss) / 1e6;
       console.log(`149 MiB upload: ${((size / 1e6) / (run.ms / 1000)).toFixed(1)} MB/s, RSS growth ${growthMb.toFixed(1)} MB`);
       expect(growthMb).toBeLessThan(32);

@@ -1,5 +1,7 @@
 // A control plane that answers every claim at once, empty, whatever waitSeconds
-// says: the agent paces its claims, and leases and results still get through.
+// says (the real server behind a proxy that sends every claim with
+// waitSeconds 0): the agent paces its claims, and leases and results still
+// get through.
 
 import { describe, expect, it } from 'vitest';
 import { useHarness } from '../support/harness.js';
@@ -8,7 +10,7 @@ const h = useHarness();
 
 describe('claims against a control plane that never holds a claim open', () => {
   it('empty answers are paced, not repeated in a tight loop', async () => {
-    const cp = await h.controlPlane({ answersClaimsAtOnce: true });
+    const cp = await h.server({ answersClaimsAtOnce: true });
     h.agent(cp, { CLAIM_WAIT_SECONDS: '5' });
     await cp.waitFor(() => cp.claims.length > 0, 15_000, 'the first claim');
     const first = cp.requests.find((r) => r.route === '/v1/agent/claim')?.at as number;
@@ -22,8 +24,8 @@ describe('claims against a control plane that never holds a claim open', () => {
   });
 
   it('a running job keeps its lease and delivers its result while slots stay free', async () => {
-    const cp = await h.controlPlane({ answersClaimsAtOnce: true, leaseMs: 4_000 });
-    const id = cp.addJob({ id: 'slow-check', name: 'slow', checkType: 'URL', request: { url: `${h.target.url}/slow/6000` } });
+    const cp = await h.server({ answersClaimsAtOnce: true, leaseMs: 4_000 });
+    const id = await cp.addJob({ id: 'slow-check', name: 'slow', checkType: 'URL', request: { url: `${h.target.url}/slow/6000` } });
     h.agent(cp, { JOB_CONCURRENCY: '4', CLAIM_WAIT_SECONDS: '5' });
     await cp.waitFor(() => cp.resultsFor(id).length === 1, 40_000, 'the slow job result');
     const leases = cp.requests.filter((r) => r.route === '/v1/agent/leases');
@@ -38,8 +40,9 @@ describe('claims against a control plane that never holds a claim open', () => {
 
   it('a job without an id handed out again and again does not count as work: claims stay paced', async () => {
     // Its lease runs out at once, so every claim that finds it ready gets it again.
-    const cp = await h.controlPlane({ answersClaimsAtOnce: true, leaseMs: 1 });
-    cp.addRawTextJob('no-id', '{"check":null}');
+    const cp = await h.server({ answersClaimsAtOnce: true, leaseMs: 1 });
+    cp.claimJobText = () => '{"check":null}';
+    await cp.addJob({ id: 'no-id', checkType: 'URL', request: { url: `${h.target.url}/ok` } });
     h.agent(cp, { CLAIM_WAIT_SECONDS: '5' });
     await cp.waitFor(() => cp.claims.length > 0, 15_000, 'the first claim');
     const first = cp.requests.find((r) => r.route === '/v1/agent/claim')?.at as number;

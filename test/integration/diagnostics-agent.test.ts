@@ -1,5 +1,5 @@
 // Agent mode: a URL job to a refused port gets a packet capture
-// and a traceroute, uploaded over protocol v1 to the fake control plane
+// and a traceroute, uploaded over protocol v1 to the real server (behind the fault proxy)
 // before the result is delivered; failed PUTs are retried; a PUT refused for
 // good leaves the result complete, the missing artifact named in its jobLog.
 
@@ -32,10 +32,10 @@ async function closedPort(): Promise<number> {
 
 describe.skipIf(unavailable !== undefined)(`diagnostics in agent mode${unavailable ? ` (skipped: ${unavailable})` : ''}`, () => {
   it('uploads the pcap and the traceroute bundle, retrying failed PUTs, before delivering the result', async () => {
-    const cp = await h.controlPlane();
+    const cp = await h.server();
     const port = await closedPort();
     cp.inject({ route: 'upload', status: 500, count: 2 });
-    const jobId = cp.addJob({ id: 'refused', checkType: 'URL', request: { url: `http://127.0.0.1:${port}/` } });
+    const jobId = await cp.addJob({ id: 'refused', checkType: 'URL', request: { url: `http://127.0.0.1:${port}/` } });
     const state = tempDir();
     const agent = h.agent(cp, { STATE_DIR: state });
     await cp.waitFor(() => cp.resultsFor(jobId).length > 0, 45_000, 'the result');
@@ -43,8 +43,8 @@ describe.skipIf(unavailable !== undefined)(`diagnostics in agent mode${unavailab
     expect(detail.requestError).toMatch(/connection refused \(ECONNREFUSED\)/);
     expect(detail.jobAssets.map((a) => a.name)).toEqual(['capture.pcap', 'traceroute.tar.gz']);
     for (const asset of detail.jobAssets) {
-      expect(asset.url.startsWith(`${cp.url}/artifacts/`)).toBe(true);
-      const stored = cp.artifacts.get(asset.url.slice(`${cp.url}/artifacts/`.length));
+      expect(asset.url.startsWith(`${cp.url}/v1/artifacts/`)).toBe(true);
+      const stored = cp.artifacts.get(asset.url.slice(`${cp.url}/v1/artifacts/`.length));
       expect(stored).toMatchObject({ jobId, name: asset.name, contentType: asset.contentType, size: asset.size, received: asset.size });
       expect(stored?.sha256).toMatch(/^[0-9a-f]{64}$/);
     }
@@ -64,10 +64,10 @@ describe.skipIf(unavailable !== undefined)(`diagnostics in agent mode${unavailab
   }, 60_000);
 
   it('delivers the result when an upload is refused for good, naming the missing artifact', async () => {
-    const cp = await h.controlPlane();
+    const cp = await h.server();
     const port = await closedPort();
     cp.inject({ route: 'upload', status: 400, count: 10 });
-    const jobId = cp.addJob({ id: 'refused', checkType: 'URL', request: { url: `http://127.0.0.1:${port}/` } });
+    const jobId = await cp.addJob({ id: 'refused', checkType: 'URL', request: { url: `http://127.0.0.1:${port}/` } });
     const state = tempDir();
     const agent = h.agent(cp, { STATE_DIR: state });
     await cp.waitFor(() => cp.resultsFor(jobId).length > 0, 45_000, 'the result');

@@ -5,12 +5,12 @@
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type AgentProcess, cleanEnv, startAgent, tempDir } from '../support/agent-process.js';
-import { FakeControlPlane } from '../support/fake-control-plane.js';
+import { ControlPlane } from '../support/control-plane.js';
 import { startTargetServer, type TargetServer } from '../support/target-server.js';
 
 let target: TargetServer;
 const running: AgentProcess[] = [];
-const planes: FakeControlPlane[] = [];
+const planes: ControlPlane[] = [];
 
 beforeAll(async () => {
   target = await startTargetServer();
@@ -52,10 +52,10 @@ function targetData(): string[] {
   ];
 }
 
-async function runFaultyJob(env: Record<string, string>): Promise<{ cp: FakeControlPlane; proc: AgentProcess; jobId: string }> {
-  const cp = await FakeControlPlane.start({ apiKey: API_KEY });
+async function runFaultyJob(env: Record<string, string>): Promise<{ cp: ControlPlane; proc: AgentProcess; jobId: string }> {
+  const cp = await ControlPlane.start({ apiKey: API_KEY });
   planes.push(cp);
-  const jobId = cp.addJob(
+  const jobId = await cp.addJob(
     {
       id: 'event-check-id-marker',
       name: 'event-check-name-marker',

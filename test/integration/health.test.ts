@@ -29,7 +29,7 @@ async function waitUntil(predicate: () => boolean, timeoutMs: number, what: stri
 
 describe('API_URL credentials', () => {
   it('are masked in every log line and absent from /health', async () => {
-    const cp = await h.controlPlane();
+    const cp = await h.server();
     const apiUrl = cp.url.replace('http://', 'http://cp-user:cp-pass-5ecret@');
     const proc = h.start(['agent'], { API_URL: apiUrl, API_KEY: cp.apiKey, CLAIM_WAIT_SECONDS: '1' });
     const port = await proc.healthPort();
@@ -132,7 +132,7 @@ describe('health server limits', () => {
 
 describe('the watchdog behind readiness', () => {
   it('a healthy agent reports no stuck part, and each watched loop in /health', async () => {
-    const cp = await h.controlPlane();
+    const cp = await h.server();
     const proc = h.agent(cp);
     const port = await proc.healthPort();
     await cp.waitFor(() => cp.claims.length > 0, 15_000, 'a claim');
@@ -149,7 +149,7 @@ describe('the watchdog behind readiness', () => {
   });
 
   it('a crashed claim loop is logged, restarted with backoff, and turns readiness 503 naming it', async () => {
-    const cp = await h.controlPlane();
+    const cp = await h.server();
     const proc = h.agent(cp, { OUTPOST_TEST_FAULT: 'claim-loop-throw' });
     const port = await proc.healthPort();
     await proc.waitForLog((l) => l.msg === 'claim-loop crashed; restarting it', 15_000, 'the crash line');

@@ -73,8 +73,8 @@ describe('a catastrophic regular expression', () => {
   });
 
   it('runs in linear time in agent mode: the result comes once, and the probes answer', async () => {
-    const cp = await h.controlPlane({ leaseMs: 5_000 });
-    const id = cp.addJob({
+    const cp = await h.server({ leaseMs: 5_000 });
+    const id = await cp.addJob({
       id: 'redos',
       checkType: 'API',
       request: { url: `${targetUrl}/evil` },
@@ -121,17 +121,18 @@ describe('a deeply nested value', () => {
   });
 
   it('in a claimed job becomes its error result, and the claim loop goes on', async () => {
-    const cp = await h.controlPlane();
+    const cp = await h.server();
     const poisoned = '6d1f6f6e-0000-4000-8000-0000000dee90';
     const check = { id: 'poisoned', name: 'NAME', checkType: 'URL', request: { url: `${targetUrl}/` } };
-    // About 20 KB: well within any size limit.
-    cp.addRawTextJob(poisoned, JSON.stringify({ id: poisoned, leaseExpiresAt: '2030-01-01T00:00:00.000Z', check }).replace('"NAME"', nested(10_000)));
+    // A checks file would never let the server hold this: the proxy writes it into the claim answer. About 20 KB: well within any size limit.
+    cp.claimJobText = (job) => (job.id === poisoned ? JSON.stringify(job).replace('"NAME"', nested(10_000)) : JSON.stringify(job));
+    await cp.addJob(check, { id: poisoned });
     const proc = h.agent(cp);
     await cp.waitFor(() => cp.resultsFor(poisoned).length === 1, 20_000, 'the poisoned job result');
     expect(cp.resultsFor(poisoned)[0]?.result.apiCheckResult?.requestError).toBe(
       'Invalid check definition: check.name: must be a string (got a value nested deeper than 64 levels)',
     );
-    const good = cp.addJob({ id: 'good', checkType: 'URL', request: { url: `${targetUrl}/` } });
+    const good = await cp.addJob({ id: 'good', checkType: 'URL', request: { url: `${targetUrl}/` } });
     await cp.waitFor(() => cp.resultsFor(good).length === 1, 20_000, 'a later job result');
     expect(cp.claims.filter((c) => c.given > 0)).toHaveLength(2);
     proc.kill('SIGTERM');
@@ -142,11 +143,14 @@ describe('a deeply nested value', () => {
 
 describe('a claim answer that is not valid JSON', () => {
   it('runs the good jobs and reports the bad one by id', async () => {
-    const cp = await h.controlPlane();
+    const cp = await h.server();
     const check = (n: number) => ({ id: `check-${n}`, checkType: 'URL', request: { url: `${targetUrl}/` } });
-    const good = [1, 2, 3, 4].map((n) => cp.addJob(check(n)));
+    const good: string[] = [];
+    for (const n of [1, 2, 3, 4]) good.push(await cp.addJob(check(n)));
     const badId = '6d1f6f6e-0000-4000-8000-00000000bad0';
-    cp.addRawTextJob(badId, JSON.stringify({ id: badId, leaseExpiresAt: '2030-01-01T00:00:00.000Z', attempt: 1, check: check(5) }).replace('"attempt":1', '"attempt":NaN'));
+    // The server writes valid JSON: the proxy puts a bare NaN into this job's text in the claim answer.
+    cp.claimJobText = (job) => (job.id === badId ? JSON.stringify({ ...job, attempt: 1 }).replace('"attempt":1', '"attempt":NaN') : JSON.stringify(job));
+    await cp.addJob(check(5), { id: badId });
     h.agent(cp, { JOB_CONCURRENCY: '8' });
     await cp.waitFor(() => [...good, badId].every((id) => cp.resultsFor(id).length === 1), 20_000, 'five results');
     for (const id of good) expect(cp.resultsFor(id)[0]?.result.hasFailures).toBe(false);

@@ -55,8 +55,8 @@ describe('memory for response bodies and results is bounded across concurrent jo
   });
 
   it(`agent: ${JOBS} concurrent 10 MiB NUL bodies with a ${HEAP_MB} MB heap: every result delivered, cuts said, alive`, async () => {
-    const cp = await h.controlPlane();
-    const ids = Array.from({ length: JOBS }, (_, n) => cp.addJob(bigBodyCheck(n)));
+    const cp = await h.server();
+    const ids = await Promise.all(Array.from({ length: JOBS }, (_, n) => cp.addJob(bigBodyCheck(n))));
     const agent = h.agent(cp, agentEnv(tempDir()));
     await cp.waitFor(() => ids.every((id) => cp.resultsFor(id).length === 1) || exited(agent), 240_000, 'every result');
     expect(exited(agent), agent.stderr().slice(-2000)).toBe(false);
@@ -68,8 +68,8 @@ describe('memory for response bodies and results is bounded across concurrent jo
   }, 300_000);
 
   it('agent killed mid-run: the re-queued jobs run on a restarted agent without crashing it', async () => {
-    const cp = await h.controlPlane({ leaseMs: 3_000 });
-    const ids = Array.from({ length: JOBS }, (_, n) => cp.addJob(bigBodyCheck(n)));
+    const cp = await h.server({ leaseMs: 3_000 });
+    const ids = await Promise.all(Array.from({ length: JOBS }, (_, n) => cp.addJob(bigBodyCheck(n))));
     const stateDir = tempDir();
     const hitsBefore = h.target.hits();
     const first = h.agent(cp, agentEnv(stateDir));

@@ -1,5 +1,5 @@
 // A script must not read the agent's secrets nor another job's: the real
-// agent (agent mode, fake control plane, API_KEY and OUTPOST_SECRET_* set)
+// agent (agent mode, the real server, API_KEY and OUTPOST_SECRET_* set)
 // runs two MULTI_STEP jobs at once. The victim holds a secret variable and
 // waits; the attacker scans /proc for every process's environment (the
 // agent's API_KEY, the victim's secret), looks through the temporary
@@ -19,7 +19,7 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AgentProcess, cleanEnv, REPO, startAgent, tempDir } from '../support/agent-process.js';
-import { FakeControlPlane } from '../support/fake-control-plane.js';
+import { ControlPlane } from '../support/control-plane.js';
 import { installRuntime, RUNTIME } from '../support/scripted-run.js';
 
 const API_KEY = 'pl_isolation-KEY-5a4b3c2d1e0f';
@@ -103,7 +103,7 @@ for (const variant of [
   { as: 'an unprivileged user', prefix: AS_NOBODY, mechanism: 'userns' },
 ]) {
   describe(`script isolation, the agent running as ${variant.as}: a script cannot read the agent's nor another job's secrets`, () => {
-    let cp: FakeControlPlane;
+    let cp: ControlPlane;
     let agent: AgentProcess;
     const thiefId = randomUUID();
     let attackerId = '';
@@ -113,7 +113,7 @@ for (const variant of [
 
     beforeAll(async () => {
       await installRuntime();
-      cp = await FakeControlPlane.start({ apiKey: API_KEY, leaseMs: 120_000 });
+      cp = await ControlPlane.start({ apiKey: API_KEY, leaseMs: 120_000 });
       const doneDir = tempDir('outpost-isolation-done-');
       chmodSync(doneDir, 0o777);
       const doneFile = path.join(doneDir, 'done');
@@ -122,11 +122,11 @@ for (const variant of [
         { key: 'CLAIM_URL', value: `${cp.url}/v1/agent/claim`, secret: false },
         { key: 'THIEF_ID', value: thiefId, secret: false },
       ];
-      victimId = cp.addJob(
+      victimId = await cp.addJob(
         { id: 'victim', name: 'victim', checkType: 'MULTI_STEP', runtimeId: RUNTIME, maxResponseTime: 90_000, script: VICTIM_SCRIPT },
         { environmentVariables: [...shared, { key: 'VICTIM_TOKEN', value: VICTIM_SECRET, secret: true }] },
       );
-      attackerId = cp.addJob(
+      attackerId = await cp.addJob(
         { id: 'attacker', name: 'attacker', checkType: 'MULTI_STEP', runtimeId: RUNTIME, maxResponseTime: 90_000, script: ATTACK_SCRIPT },
         { environmentVariables: shared },
       );

@@ -5,7 +5,7 @@
 // redirect's Location, error messages (an unknown host, a refused connection),
 // check names and ids (so they sit in every log line about the job), proxy
 // URLs — and echoed back by the target. The real agent runs them in agent mode
-// against the fake control plane (with agent-wide secrets in its environment:
+// against the real server (test/support/control-plane.ts) (with agent-wide secrets in its environment:
 // API_KEY, OUTPOST_SECRET_*, credentials in HTTP_PROXY, which carries its
 // control-plane traffic through a real proxy), once while the control plane
 // refuses results (so they stay in the spool, and the agent is killed -9),
@@ -25,7 +25,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../src/core/protocol.js';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { type AgentProcess, cleanEnv, startAgent, tempDir } from '../support/agent-process.js';
-import { FakeControlPlane } from '../support/fake-control-plane.js';
+import { ControlPlane } from '../support/control-plane.js';
 import { freePort } from '../support/nginx.js';
 import { startTargetServer, type TargetServer } from '../support/target-server.js';
 import { startTinyproxy, type Tinyproxy } from '../support/tinyproxy.js';
@@ -295,7 +295,7 @@ const PLAIN_VARIABLES = [
   { key: 'PROXYPASS', value: CHECK_PROXY_PASS, secret: false },
 ];
 
-function agentEnv(stateDir: string, cp: FakeControlPlane): NodeJS.ProcessEnv {
+function agentEnv(stateDir: string, cp: ControlPlane): NodeJS.ProcessEnv {
   const proxyPort = new URL(proxy.url).port;
   return cleanEnv({
     API_URL: cp.url,
@@ -341,11 +341,12 @@ afterAll(async () => {
 
 describe('secrets never leave the agent', () => {
   it('agent mode: results, spool (after kill -9), stdout/stderr and events hold no secret in any form', async () => {
-    const cp = await FakeControlPlane.start({ apiKey: API_KEY, leaseMs: 120_000 });
+    const cp = await ControlPlane.start({ apiKey: API_KEY, leaseMs: 120_000 });
     const agents: AgentProcess[] = [];
     try {
       const jobs: string[] = [];
-      const add = (check: Check, variables: Job['environmentVariables']) => jobs.push(cp.addJob(check, { environmentVariables: variables }));
+      const queued: Array<Promise<string>> = [];
+      const add = (check: Check, variables: Job['environmentVariables']) => queued.push(cp.addJob(check, { environmentVariables: variables }));
       SECRETS.forEach((value, i) => {
         for (const check of checksFor(i, value, 'S')) add(check, [{ key: 'S', value, secret: true }, ...PLAIN_VARIABLES]);
       });
@@ -353,6 +354,8 @@ describe('secrets never leave the agent', () => {
       for (const check of agentWideChecks()) add(check, PLAIN_VARIABLES);
       // A short secret: not scrubbed, warned about by name.
       add({ id: 'short-secret', checkType: 'URL', request: { url: `${target.url}/ok` } }, [{ key: 'TOO_SHORT', value: 'q7z', secret: true }]);
+
+      jobs.push(...(await Promise.all(queued)));
 
       // 1. The control plane refuses results: everything stays in the spool; then kill -9.
       cp.inject({ route: 'results', status: 503, count: 100_000 });

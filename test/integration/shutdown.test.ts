@@ -9,7 +9,7 @@ import { useHarness } from '../support/harness.js';
 const h = useHarness();
 
 async function setup(env: Record<string, string> = {}) {
-  const cp = await h.controlPlane();
+  const cp = await h.server();
   const proc = h.agent(cp, env);
   const port = await proc.healthPort();
   return { cp, proc, port };
@@ -33,7 +33,7 @@ describe('probes and shutdown', () => {
     const deadline = Date.now() + 10_000;
     while ((await status(port, '/-/readiness')) !== 200 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     expect(await status(port, '/-/readiness')).toBe(200);
-    const id = cp.addJob(check('/slow/2500'));
+    const id = await cp.addJob(check('/slow/2500'));
     await cp.waitFor(() => cp.jobs.get(id)?.state === 'leased', 10_000, 'the claim');
     await new Promise((r) => setTimeout(r, 200));
     proc.kill('SIGTERM');
@@ -72,7 +72,7 @@ describe('probes and shutdown', () => {
 
   it('aborts jobs still running when the grace time is over and reports them as errors', async () => {
     const { cp, proc } = await setup({ SHUTDOWN_GRACE_SECONDS: '1' });
-    const id = cp.addJob(check('/slow/20000'));
+    const id = await cp.addJob(check('/slow/20000'));
     await cp.waitFor(() => cp.jobs.get(id)?.state === 'leased', 10_000, 'the claim');
     await new Promise((r) => setTimeout(r, 200));
     proc.kill('SIGTERM');
@@ -88,8 +88,8 @@ describe('probes and shutdown', () => {
     const stateDir = tempDir();
     const { cp, proc } = await setup({ STATE_DIR: stateDir, JOB_CONCURRENCY: '2' });
     cp.inject({ route: 'results', status: 503, count: 1_000 });
-    const fast = cp.addJob({ ...check('/ok'), id: 'fast' });
-    const slow = cp.addJob(check('/slow/20000'));
+    const fast = await cp.addJob({ ...check('/ok'), id: 'fast' });
+    const slow = await cp.addJob(check('/slow/20000'));
     await cp.waitFor(() => cp.jobs.get(slow)?.state === 'leased', 10_000, 'the claim');
     await proc.waitForLog((l) => l.status === 503, 10_000, 'a refused results call');
     proc.kill('SIGTERM');
@@ -106,7 +106,7 @@ describe('probes and shutdown', () => {
 
   it('keeps answering probes while hundreds of jobs are in flight', async () => {
     const { cp, port } = await setup({ JOB_CONCURRENCY: '300' });
-    for (let i = 0; i < 300; i++) cp.addJob({ ...check('/slow/4000'), id: `load-${i}` });
+    for (let i = 0; i < 300; i++) await cp.addJob({ ...check('/slow/4000'), id: `load-${i}` });
     let inFlight = 0;
     const deadline = Date.now() + 20_000;
     while (inFlight < 250 && Date.now() < deadline) {
@@ -124,7 +124,7 @@ describe('probes and shutdown', () => {
   });
 
   it('becomes ready on the first answer, without waiting out a long poll on an idle control plane', async () => {
-    const cp = await h.controlPlane();
+    const cp = await h.server();
     const proc = h.agent(cp, { CLAIM_WAIT_SECONDS: '25' });
     const port = await proc.healthPort();
     // Within the first 10 of the 25 seconds a long poll may be held open.

@@ -55,13 +55,13 @@ function urlCheck(url: string) {
 describe('agent with a failing spool', () => {
   it('read-only STATE_DIR mid-run: every result is delivered from memory, not ready, no claims, and it recovers and stops in time', async () => {
     const stateDir = smallDisk();
-    const cp = await h.controlPlane();
+    const cp = await h.server();
     const proc = h.agent(cp, { STATE_DIR: stateDir, JOB_CONCURRENCY: '20', SHUTDOWN_GRACE_SECONDS: '5' });
     const port = await proc.healthPort();
     await until(async () => (await probe(port, '/-/readiness')).status === 200, 'readiness');
     await remount(stateDir, 'ro');
 
-    const ids = Array.from({ length: 20 }, () => cp.addJob(urlCheck(`${h.target.url}/slow/100`)));
+    const ids = await Promise.all(Array.from({ length: 20 }, () => cp.addJob(urlCheck(`${h.target.url}/slow/100`))));
     // Held in memory, the results still reach the control plane.
     await cp.waitFor(() => ids.every((id) => cp.resultsFor(id).length === 1), 30_000, 'all 20 results');
     expect((await probe(port, '/-/readiness')).status).toBe(503);
@@ -71,7 +71,7 @@ describe('agent with a failing spool', () => {
     // No claims while the spool cannot write (one already waiting in a long poll may end first).
     await new Promise((r) => setTimeout(r, 2_000));
     const claimsWhileBroken = cp.claims.length;
-    const late = cp.addJob(urlCheck(`${h.target.url}/ok`));
+    const late = await cp.addJob(urlCheck(`${h.target.url}/ok`));
     await new Promise((r) => setTimeout(r, 1_500));
     expect(cp.claims.length).toBe(claimsWhileBroken);
     expect(cp.resultsFor(late)).toHaveLength(0);
@@ -89,12 +89,12 @@ describe('agent with a failing spool', () => {
 
   it('read-only STATE_DIR at shutdown: results held in memory are delivered and SIGTERM ends the agent with exit 0', async () => {
     const stateDir = smallDisk();
-    const cp = await h.controlPlane();
+    const cp = await h.server();
     const proc = h.agent(cp, { STATE_DIR: stateDir, JOB_CONCURRENCY: '5', SHUTDOWN_GRACE_SECONDS: '5' });
     const port = await proc.healthPort();
     await until(async () => (await probe(port, '/-/readiness')).status === 200, 'readiness');
     await remount(stateDir, 'ro');
-    const ids = Array.from({ length: 5 }, () => cp.addJob(urlCheck(`${h.target.url}/slow/2000`)));
+    const ids = await Promise.all(Array.from({ length: 5 }, () => cp.addJob(urlCheck(`${h.target.url}/slow/2000`))));
     await until(() => ids.every((id) => cp.jobs.get(id)?.state === 'leased'), 'the 5 jobs claimed');
     // SIGTERM while they run and the disk is still read-only.
     proc.kill('SIGTERM');
@@ -108,8 +108,8 @@ describe('agent with a failing spool', () => {
     const spool = path.join(stateDir, 'spool');
     mkdirSync(path.join(spool, 'segment-000000000001.jsonl'), { recursive: true });
     writeFileSync(path.join(spool, 'segment-000000000002.jsonl'), '{}\n{}\n');
-    const cp = await h.controlPlane();
-    const id = cp.addJob(urlCheck(`${h.target.url}/ok`));
+    const cp = await h.server();
+    const id = await cp.addJob(urlCheck(`${h.target.url}/ok`));
     const proc = h.agent(cp, { STATE_DIR: stateDir });
     const port = await proc.healthPort();
     await cp.waitFor(() => cp.resultsFor(id).length === 1, 30_000, 'the result');
@@ -126,16 +126,16 @@ describe('agent with a failing spool', () => {
     mkdirSync(spool, { recursive: true });
     // The quarantine folder's name is taken by a file: writing there fails, as on a read-only disk.
     writeFileSync(path.join(spool, 'quarantine'), 'not a folder');
-    const cp = await h.controlPlane();
+    const cp = await h.server();
     cp.maxResultsBodyBytes = 256 * 1024;
-    const envelope = (nameBytes: number): ResultEnvelope => {
+    const envelope = async (nameBytes: number): Promise<ResultEnvelope> => {
       // Jobs the control plane knows, of a type this agent does not run: never claimed, so only the spooled results arrive.
-      const jobId = cp.addJob({ checkType: 'NOT_A_TYPE' });
+      const jobId = await cp.addJob({ checkType: 'NOT_A_TYPE' });
       const result = errorResult('x'.repeat(nameBytes), { checkRunId: 1, sequenceId: null, runLocation: 'test' }, { id: jobId });
       return { jobId, resultId: result.id, result };
     };
-    const small = [envelope(10), envelope(10)];
-    const big = envelope(512 * 1024);
+    const small = [await envelope(10), await envelope(10)];
+    const big = await envelope(512 * 1024);
     writeFileSync(path.join(spool, 'segment-000000000001.jsonl'), `${[small[0], big, small[1]].map((e) => JSON.stringify(e)).join('\n')}\n`);
     const proc = h.agent(cp, { STATE_DIR: stateDir });
     const port = await proc.healthPort();

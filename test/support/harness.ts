@@ -1,23 +1,25 @@
 // The set-up most integration tests share: a target server for the file, and
-// agent processes and fake control planes that are cleaned up after each test.
+// agent processes and control planes (the real server behind a fault proxy,
+// test/support/control-plane.ts) cleaned up after each test.
 
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { type AgentProcess, cleanEnv, startAgent, tempDir } from './agent-process.js';
-import { FakeControlPlane, type FakeControlPlaneOptions } from './fake-control-plane.js';
+import { ControlPlane, type ControlPlaneOptions } from './control-plane.js';
 import { startTargetServer, type TargetServer } from './target-server.js';
 
 export interface Harness {
   readonly target: TargetServer;
   /** Starts `outpost <args>` with a clean environment and its own STATE_DIR. */
   start(args: string[], env?: Record<string, string>): AgentProcess;
-  controlPlane(options?: FakeControlPlaneOptions): Promise<FakeControlPlane>;
+  /** The real server side in-process, behind a proxy that can inject faults (test/support/control-plane.ts). */
+  server(options?: ControlPlaneOptions): Promise<ControlPlane>;
   /** `outpost agent` against `cp`, with short long polls. */
-  agent(cp: FakeControlPlane, env?: Record<string, string>): AgentProcess;
+  agent(cp: { url: string; apiKey: string }, env?: Record<string, string>): AgentProcess;
 }
 
 export function useHarness(): Harness {
   const running: AgentProcess[] = [];
-  const planes: FakeControlPlane[] = [];
+  const planes: ControlPlane[] = [];
   let target: TargetServer | undefined;
   beforeAll(async () => {
     target = await startTargetServer();
@@ -42,8 +44,8 @@ export function useHarness(): Harness {
       running.push(proc);
       return proc;
     },
-    async controlPlane(options = {}) {
-      const cp = await FakeControlPlane.start(options);
+    async server(options = {}) {
+      const cp = await ControlPlane.start(options);
       planes.push(cp);
       return cp;
     },

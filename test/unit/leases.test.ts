@@ -1,4 +1,4 @@
-// Lease keeping (src/control-plane/leases.ts) against the fake control plane
+// Lease keeping (src/control-plane/leases.ts) against the real server (test/support/control-plane.ts)
 // over real HTTP, with short leases: extended before they expire, a lost
 // lease reported once, a released job no longer extended, a failed call
 // retried, and the loop ending when its signal aborts.
@@ -10,7 +10,7 @@ import { ControlPlaneClient } from '../../src/control-plane/client.js';
 import { LeaseKeeper } from '../../src/control-plane/leases.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { waitFor } from '../support/fake-jobs.js';
-import { FakeControlPlane } from '../support/fake-control-plane.js';
+import { ControlPlane } from '../support/control-plane.js';
 
 const logger = pino({ level: 'silent' });
 const cleanup: Array<() => Promise<void>> = [];
@@ -21,12 +21,12 @@ afterEach(async () => {
 
 /** Leases of `jobs` jobs, claimed by a fresh agent, kept by a running LeaseKeeper. */
 async function setUp(jobs: number, leaseMs = 1_000) {
-  const cp = await FakeControlPlane.start({ leaseMs });
+  const cp = await ControlPlane.start({ leaseMs });
   cleanup.push(() => cp.close());
   const agentId = randomUUID();
   const client = new ControlPlaneClient({ apiUrl: cp.url, apiKey: cp.apiKey, agentId, version: '0.0.0-test', timeoutMs: 10_000, proxy: {} }, createMetrics());
   cleanup.push(() => client.close());
-  for (let i = 0; i < jobs; i++) cp.addJob({ id: `c${i}`, name: 'c', checkType: 'URL', request: {} });
+  for (let i = 0; i < jobs; i++) await cp.addJob({ id: `c${i}`, name: 'c', checkType: 'URL', request: {} });
   const answer = await client.claim({ max: jobs, waitSeconds: 0, agent: { id: agentId, version: '0.0.0-test', checkTypes: ['URL'], runtimes: [] } });
   expect(answer.jobs).toHaveLength(jobs);
   const lost: string[] = [];
@@ -41,13 +41,13 @@ async function setUp(jobs: number, leaseMs = 1_000) {
   return { cp, leases, lost, ids: answer.jobs.map((j) => j.id), stop, loop };
 }
 
-const state = (cp: FakeControlPlane, id: string) => cp.jobs.get(id);
+const state = (cp: ControlPlane, id: string) => cp.jobs.get(id);
 
 describe('LeaseKeeper', () => {
   it('extends every tracked lease before it expires, for as long as the job runs', async () => {
     const { cp, leases, lost, ids } = await setUp(2);
     const first = ids.map((id) => state(cp, id)?.leaseExpiresAt ?? 0);
-    // Three lease spans: without extensions the fake would have expired both (it sweeps every 50 ms).
+    // Three lease spans: without extensions the server would have expired both (it sweeps every 50 ms).
     await new Promise((r) => setTimeout(r, 3_000));
     ids.forEach((id, i) => {
       expect(state(cp, id)?.state, id).toBe('leased');
@@ -60,7 +60,7 @@ describe('LeaseKeeper', () => {
   it('reports a lost lease once, and stops tracking it', async () => {
     const { cp, leases, lost, ids } = await setUp(2);
     const [gone, kept] = ids as [string, string];
-    cp.revokeLease(gone);
+    await cp.revokeLease(gone);
     await waitFor(() => lost.length > 0, 'the lost lease');
     expect(lost).toEqual([gone]);
     expect(leases.size).toBe(1);

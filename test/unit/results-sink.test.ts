@@ -1,4 +1,4 @@
-// The results sink against the fake control plane over real HTTP, with a real
+// The results sink against the real server (test/support/control-plane.ts) over real HTTP, with a real
 // spool: a batch the control plane refuses as a whole for one result's sake
 // must not stop the others.
 
@@ -15,7 +15,7 @@ import { Spool, spoolItem } from '../../src/control-plane/spool.js';
 import type { Heartbeat } from '../../src/health/watchdog.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { errorResult } from '../../src/results/result.js';
-import { FakeControlPlane } from '../support/fake-control-plane.js';
+import { ControlPlane } from '../support/control-plane.js';
 
 const logger = pino({ level: 'silent' });
 const cleanup: Array<() => Promise<void>> = [];
@@ -35,8 +35,8 @@ const SEND_BOUND_MS = 12_345;
 
 async function setUp(
   options: { heartbeat?: Heartbeat; prepare?: (dir: string) => void } = {},
-): Promise<{ cp: FakeControlPlane; spool: Spool; sink: ControlPlaneSink; dir: string; batchErrors: unknown[] }> {
-  const cp = await FakeControlPlane.start();
+): Promise<{ cp: ControlPlane; spool: Spool; sink: ControlPlaneSink; dir: string; batchErrors: unknown[] }> {
+  const cp = await ControlPlane.start();
   cleanup.push(() => cp.close());
   const dir = mkdtempSync(path.join(tmpdir(), 'outpost-sink-'));
   options.prepare?.(dir);
@@ -55,8 +55,8 @@ async function setUp(
 }
 
 /** A result for a job the control plane knows, with `name` as big as asked. */
-function resultFor(cp: FakeControlPlane, nameBytes = 10): ResultEnvelope {
-  const jobId = cp.addJob({ checkType: 'API' });
+async function resultFor(cp: ControlPlane, nameBytes = 10): Promise<ResultEnvelope> {
+  const jobId = await cp.addJob({ checkType: 'API' });
   const result = errorResult('x'.repeat(nameBytes), { checkRunId: 1, sequenceId: null, runLocation: 'test' }, { id: jobId });
   return { jobId, resultId: result.id, result };
 }
@@ -76,8 +76,8 @@ describe('ControlPlaneSink', () => {
   it('delivers the other 199 results when one is over the control plane body limit (413), and quarantines that one', async () => {
     const { cp, spool, sink, dir } = await setUp();
     cp.maxResultsBodyBytes = 1024 * 1024;
-    const results = Array.from({ length: 200 }, () => resultFor(cp));
-    const oversize = resultFor(cp, 2 * 1024 * 1024);
+    const results = await Promise.all(Array.from({ length: 200 }, () => resultFor(cp)));
+    const oversize = await resultFor(cp, 2 * 1024 * 1024);
     results.splice(100, 0, oversize);
     await Promise.all(results.map((e) => spool.append(e)));
     sink.start();
@@ -90,7 +90,7 @@ describe('ControlPlaneSink', () => {
 
   it('delivers the rest when a strict control plane refuses any request that carries one given result (400)', async () => {
     const { cp, spool, sink, dir } = await setUp();
-    const results = Array.from({ length: 50 }, () => resultFor(cp));
+    const results = await Promise.all(Array.from({ length: 50 }, () => resultFor(cp)));
     const poisoned = results[37] as ResultEnvelope;
     cp.refusedResultIds.add(poisoned.resultId);
     await Promise.all(results.map((e) => spool.append(e)));
@@ -103,7 +103,7 @@ describe('ControlPlaneSink', () => {
 
   it('keeps a batch refused whole for another reason (404) in the spool, quarantining nothing', async () => {
     const { cp, spool, sink, dir } = await setUp();
-    await spool.append(resultFor(cp));
+    await spool.append(await resultFor(cp));
     cp.inject({ route: 'results', status: 404, count: 1000 });
     sink.start();
     await cp.waitFor(() => cp.countRequests('results') >= 1, 30_000, 'a results request');
@@ -113,7 +113,7 @@ describe('ControlPlaneSink', () => {
 
   it('quarantines nothing when the control plane refuses every results request with 400: the results stay in the spool', async () => {
     const { cp, spool, sink, dir } = await setUp();
-    await Promise.all(Array.from({ length: 8 }, () => spool.append(resultFor(cp))));
+    await Promise.all(Array.from({ length: 8 }, async () => spool.append(await resultFor(cp))));
     cp.inject({ route: 'results', status: 400, count: 100_000 });
     sink.start();
     await cp.waitFor(() => cp.countRequests('results') >= 15, 30_000, 'a few rounds of results requests');
@@ -127,7 +127,7 @@ describe('ControlPlaneSink', () => {
   it('promises a beat for every request while splitting a refused batch, not one for the whole split', async () => {
     const heartbeat = recordingHeartbeat();
     const { cp, spool, sink } = await setUp({ heartbeat });
-    const results = Array.from({ length: 50 }, () => resultFor(cp));
+    const results = await Promise.all(Array.from({ length: 50 }, () => resultFor(cp)));
     cp.refusedResultIds.add((results[37] as ResultEnvelope).resultId);
     await Promise.all(results.map((e) => spool.append(e)));
     sink.start();
@@ -140,8 +140,8 @@ describe('ControlPlaneSink', () => {
     // The quarantine folder's name is taken by a file: writing there fails, as on a read-only disk.
     const { cp, spool, sink, batchErrors } = await setUp({ prepare: (dir) => writeFileSync(path.join(dir, 'quarantine'), 'not a folder') });
     cp.maxResultsBodyBytes = 256 * 1024;
-    const results = Array.from({ length: 20 }, () => resultFor(cp));
-    const oversize = resultFor(cp, 512 * 1024);
+    const results = await Promise.all(Array.from({ length: 20 }, () => resultFor(cp)));
+    const oversize = await resultFor(cp, 512 * 1024);
     results.splice(10, 0, oversize);
     await Promise.all(results.map((e) => spool.append(e)));
     sink.start();
@@ -175,7 +175,7 @@ describe('ControlPlaneSink', () => {
   it('waits at least 5 s between rounds when every results request is refused (400), and keeps the segment as it is', async () => {
     const heartbeat = recordingHeartbeat();
     const { cp, spool, sink, dir } = await setUp({ heartbeat });
-    await Promise.all(Array.from({ length: 8 }, () => spool.append(resultFor(cp))));
+    await Promise.all(Array.from({ length: 8 }, async () => spool.append(await resultFor(cp))));
     cp.inject({ route: 'results', status: 400, count: 100_000 });
     sink.start();
     await cp.waitFor(() => cp.countRequests('results') >= 1, 30_000, 'the first results request');

@@ -1,4 +1,4 @@
-// The claim loop (src/control-plane/source.ts) against the fake control plane
+// The claim loop (src/control-plane/source.ts) against the real server (test/support/control-plane.ts)
 // over real HTTP, with a real queue and spool and a fake executor: claims
 // only for free slots, every completion handed on once, leases kept while a
 // job runs, claiming paused while the spool is full, and stop().
@@ -20,7 +20,7 @@ import { JobAbortedError } from '../../src/core/errors.js';
 import { type JobCompletion, JobQueue } from '../../src/jobs/queue.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { fakeExecutor, gate, outcome, SETTINGS, waitFor } from '../support/fake-jobs.js';
-import { FakeControlPlane } from '../support/fake-control-plane.js';
+import { ControlPlane } from '../support/control-plane.js';
 
 const logger = pino({ level: 'silent' });
 const cleanup: Array<() => Promise<void>> = [];
@@ -30,7 +30,7 @@ afterEach(async () => {
 });
 
 async function setUp(options: { concurrency: number; executor: Executor; waitSeconds?: number; spoolMaxResults?: number }) {
-  const cp = await FakeControlPlane.start();
+  const cp = await ControlPlane.start();
   cleanup.push(() => cp.close());
   const agentId = randomUUID();
   const client = new ControlPlaneClient(
@@ -107,7 +107,8 @@ describe('ControlPlaneSource', () => {
         return outcome();
       }),
     });
-    const ids = Array.from({ length: 5 }, (_, i) => cp.addJob(check(i)));
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push(await cp.addJob(check(i)));
     source.start();
     await waitFor(() => queue.inFlight === 2, 'two jobs running');
     // Give the loop time to claim more if it wrongly would.
@@ -133,7 +134,7 @@ describe('ControlPlaneSource', () => {
       executor: fakeExecutor(async () => outcome()),
     });
     cp.handsOutUnadvertisedTypes = true;
-    const id = cp.addJob({ id: 'c', name: 'c', checkType: 'TCP', request: {} });
+    const id = await cp.addJob({ id: 'c', name: 'c', checkType: 'TCP', request: {} });
     source.start();
     await waitFor(() => completions.length === 1, 'the completion');
     expect(completions[0]?.jobId).toBe(id);
@@ -147,7 +148,7 @@ describe('ControlPlaneSource', () => {
       executor: fakeExecutor(async () => outcome()),
       spoolMaxResults: 1,
     });
-    const ids = [cp.addJob(check(1)), cp.addJob(check(2)), cp.addJob(check(3))];
+    const ids = [await cp.addJob(check(1)), await cp.addJob(check(2)), await cp.addJob(check(3))];
     source.start();
     await waitFor(() => spool.results === 1, 'one result spooled');
     await new Promise((r) => setTimeout(r, 300));

@@ -319,9 +319,11 @@ describe('claiming and leases', () => {
     expect(await store.requeueExpiredLeases(at(60_000))).toBe(1);
     expect((await store.extendLeases('agent-1', 'loc-a', [j2], LEASE, at(60_001))).lost).toEqual([j2]);
     expect((await claimAll(store, 'loc-a', 'agent-2', at(60_001))).map((j) => j.id)).toEqual([j2]);
-    // A result of the first agent is taken while agent-2's lease is valid? No: 409.
-    const stale = envelope(j2);
-    expect((await store.acceptResults('agent-1', 'loc-a', [stale], at(61_000))).rejected[0]?.statusCode).toBe(409);
+    // A late result of the first agent, while agent-2's lease is valid, is the job's first: it wins
+    // (docs/protocol.md), and agent-2 hears its lease is lost.
+    const late = envelope(j2);
+    expect((await store.acceptResults('agent-1', 'loc-a', [late], at(61_000))).accepted).toEqual([late.resultId]);
+    expect((await store.extendLeases('agent-2', 'loc-a', [j2], LEASE, at(61_001))).lost).toEqual([j2]);
 
     await store.releaseJobs('agent-2', [j1]); // not agent-2's: nothing happens
     expect(await store.hasOpenJob('c1', 'loc-a')).toBe(true);
@@ -373,17 +375,20 @@ describe('results', () => {
     expect(await store.hasOpenJob('c1', 'loc-b')).toBe(true);
   });
 
-  it('a result for a job leased to another agent with a valid lease is 409', async () => {
+  it('the first FINAL wins whichever agent sends it: a successor re-sending a crashed agent\'s spool while the lease is still valid', async () => {
     const store = await openStore();
     const c = check('c1', { locations: ['loc-a'] });
     await store.syncChecks([c], T0);
     const s = await startSession(store, c);
     await claimAll(store, 'loc-a', 'agent-1');
-    const theirs = envelope(s.jobs['loc-a'] as string);
-    expect((await store.acceptResults('agent-2', 'loc-a', [theirs], at(1000))).rejected).toEqual([
-      { resultId: theirs.resultId, statusCode: 409, message: expect.stringContaining('leased to another agent') },
+    const spooled = envelope(s.jobs['loc-a'] as string);
+    expect(await store.acceptResults('agent-2', 'loc-a', [spooled], at(1000))).toEqual({ accepted: [spooled.resultId], rejected: [] });
+    // The lease holder's own, later and different FINAL is the second one.
+    const late = envelope(s.jobs['loc-a'] as string);
+    expect((await store.acceptResults('agent-1', 'loc-a', [late], at(2000))).rejected).toEqual([
+      { resultId: late.resultId, statusCode: 409, message: expect.stringContaining('another FINAL') },
     ]);
-    expect((await store.acceptResults('agent-1', 'loc-a', [theirs], at(1000))).accepted).toEqual([theirs.resultId]);
+    expect((await store.extendLeases('agent-1', 'loc-a', [s.jobs['loc-a'] as string], LEASE, at(2000))).lost).toEqual([s.jobs['loc-a']]);
   });
 
   it('session status follows the FINAL verdicts; stoppedAt and duration when finished', async () => {

@@ -531,7 +531,7 @@ export class SqliteStore implements Store {
 
   // Results
 
-  async acceptResults(agentId: string, location: string, results: readonly ResultEnvelope[], now: Date): Promise<ResultsOutcome> {
+  async acceptResults(_agentId: string, location: string, results: readonly ResultEnvelope[], now: Date): Promise<ResultsOutcome> {
     const outcome: ResultsOutcome = { accepted: [], rejected: [] };
     if (results.length === 0) return outcome;
     const receivedAt = now.getTime();
@@ -554,11 +554,8 @@ export class SqliteStore implements Store {
           reject(409, `job ${jobId} is ${status === 'TIMED_OUT' ? 'timed out' : 'cancelled'}`);
           continue;
         }
-        const lease = numOrNull(job, 'lease_expires_at');
-        if (status === 'LEASED' && job.agent_id !== agentId && lease !== null && lease > receivedAt) {
-          reject(409, `job ${jobId} is leased to another agent`);
-          continue;
-        }
+        // First result wins, whichever agent sends it (docs/protocol.md): a crashed agent's spool comes back
+        // from its successor, under a new x-agent-id, while the job is still leased to the crashed one.
         if (result.resultType !== 'FINAL' && result.resultType !== 'ATTEMPT') {
           reject(400, 'resultType must be FINAL or ATTEMPT');
           continue;

@@ -202,9 +202,10 @@ export interface Store {
   /**
    * Stores results, idempotent by resultId: a result already stored is
    * accepted again; the first FINAL wins, whichever agent sends it (the
-   * lease holder or not: docs/protocol.md); a FINAL for a job that has a
-   * different FINAL, or a result for a job timed out or cancelled is
-   * rejected with 409; an unknown job or one of another location with 404. A
+   * lease holder or not: docs/protocol.md), unless its run began before the
+   * job was handed to the agent holding it now (a late result of an earlier
+   * holder); that, a FINAL for a job that has a different FINAL, or a result
+   * for a job timed out or cancelled is rejected with 409; an unknown job or one of another location with 404. A
    * FINAL closes its job and moves its session on (session-status.ts).
    */
   acceptResults(agentId: string, location: string, results: readonly ResultEnvelope[], now: Date): Promise<ResultsOutcome>;

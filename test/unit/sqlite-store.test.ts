@@ -319,16 +319,30 @@ describe('claiming and leases', () => {
     expect(await store.requeueExpiredLeases(at(60_000))).toBe(1);
     expect((await store.extendLeases('agent-1', 'loc-a', [j2], LEASE, at(60_001))).lost).toEqual([j2]);
     expect((await claimAll(store, 'loc-a', 'agent-2', at(60_001))).map((j) => j.id)).toEqual([j2]);
-    // A late result of the first agent, while agent-2's lease is valid, is the job's first: it wins
-    // (docs/protocol.md), and agent-2 hears its lease is lost.
-    const late = envelope(j2);
-    expect((await store.acceptResults('agent-1', 'loc-a', [late], at(61_000))).accepted).toEqual([late.resultId]);
-    expect((await store.extendLeases('agent-2', 'loc-a', [j2], LEASE, at(61_001))).lost).toEqual([j2]);
+    // A late result of the first agent, from a run that began before the job went to agent-2: rejected,
+    // the job is agent-2's now.
+    const late = envelope(j2, { startedAt: at(1_000).toISOString() });
+    expect(await store.acceptResults('agent-1', 'loc-a', [late], at(61_000))).toEqual({
+      accepted: [],
+      rejected: [{ resultId: late.resultId, statusCode: 409, message: `job ${j2} was handed to another agent after this result's run began` }],
+    });
+    expect((await store.extendLeases('agent-2', 'loc-a', [j2], LEASE, at(61_001))).extended.map((e) => e.jobId)).toEqual([j2]);
 
     await store.releaseJobs('agent-2', [j1]); // not agent-2's: nothing happens
     expect(await store.hasOpenJob('c1', 'loc-a')).toBe(true);
     await store.releaseJobs('agent-1', [j1]);
     expect((await claimAll(store, 'loc-a', 'agent-3', at(62_000))).map((j) => j.id)).toEqual([j1]);
+  });
+
+  it("takes a result re-sent by a crashed agent's successor (a new agent id) while the crashed agent's lease runs", async () => {
+    const store = await openStore();
+    const c = check('c1', { locations: ['loc-a'] });
+    await store.syncChecks([c], T0);
+    const s = await startSession(store, c);
+    await claimAll(store, 'loc-a', 'agent-1');
+    // Its run began after agent-1 got the job: it is agent-1's run, whichever process sends it.
+    const spooled = envelope(s.jobs['loc-a'] as string, { startedAt: at(500).toISOString() });
+    expect((await store.acceptResults('agent-1-restarted', 'loc-a', [spooled], at(5_000))).accepted).toEqual([spooled.resultId]);
   });
 
   it('an expired lease that is not requeued yet still lets another agent report', async () => {

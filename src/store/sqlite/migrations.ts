@@ -133,6 +133,13 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX events_received ON events (received_at);
     `,
   },
+  {
+    version: 2,
+    description: 'when a job was last handed to an agent, to tell a late result of an earlier holder',
+    sql: `
+      ALTER TABLE jobs ADD COLUMN leased_at INTEGER;  -- ms; set at each claim
+    `,
+  },
 ];
 
 /** The schema version this build knows: the last step's. */

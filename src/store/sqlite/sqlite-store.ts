@@ -458,7 +458,13 @@ export class SqliteStore implements Store {
       const expires = query.now.getTime() + query.leaseMs;
       const leaseExpiresAt = new Date(expires).toISOString();
       return rows.map((row): Job => {
-        this.run("UPDATE jobs SET status = 'LEASED', agent_id = ?, lease_expires_at = ? WHERE id = ?", query.agentId, expires, str(row, 'id'));
+        this.run(
+          "UPDATE jobs SET status = 'LEASED', agent_id = ?, lease_expires_at = ?, leased_at = ? WHERE id = ?",
+          query.agentId,
+          expires,
+          query.now.getTime(),
+          str(row, 'id'),
+        );
         const payload = json<{ check: unknown; environmentVariables: Job['environmentVariables'] }>(row, 'payload');
         return {
           id: str(row, 'id'),
@@ -531,7 +537,7 @@ export class SqliteStore implements Store {
 
   // Results
 
-  async acceptResults(_agentId: string, location: string, results: readonly ResultEnvelope[], now: Date): Promise<ResultsOutcome> {
+  async acceptResults(agentId: string, location: string, results: readonly ResultEnvelope[], now: Date): Promise<ResultsOutcome> {
     const outcome: ResultsOutcome = { accepted: [], rejected: [] };
     if (results.length === 0) return outcome;
     const receivedAt = now.getTime();
@@ -555,7 +561,19 @@ export class SqliteStore implements Store {
           continue;
         }
         // First result wins, whichever agent sends it (docs/protocol.md): a crashed agent's spool comes back
-        // from its successor, under a new x-agent-id, while the job is still leased to the crashed one.
+        // from its successor, under a new x-agent-id, while the job is still leased to the crashed one. But a
+        // run that began before the job was handed to another agent is a late result of an earlier holder:
+        // the job is that agent's now, and its result is the one that counts.
+        const leasedAt = job.leased_at;
+        if (
+          status === 'LEASED' &&
+          str(job, 'agent_id') !== agentId &&
+          typeof leasedAt === 'number' &&
+          msOf(result.startedAt, receivedAt) < leasedAt
+        ) {
+          reject(409, `job ${jobId} was handed to another agent after this result's run began`);
+          continue;
+        }
         if (result.resultType !== 'FINAL' && result.resultType !== 'ATTEMPT') {
           reject(400, 'resultType must be FINAL or ATTEMPT');
           continue;

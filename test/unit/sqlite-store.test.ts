@@ -340,8 +340,9 @@ describe('claiming and leases', () => {
     await store.syncChecks([c], T0);
     const s = await startSession(store, c);
     await claimAll(store, 'loc-a', 'agent-1');
-    // Its run began after agent-1 got the job: it is agent-1's run, whichever process sends it.
-    const spooled = envelope(s.jobs['loc-a'] as string, { startedAt: at(500).toISOString() });
+    // Its run began after agent-1 got the job (by the agent's clock, up to 10 s behind the server's):
+    // it is agent-1's run, whichever process sends it.
+    const spooled = envelope(s.jobs['loc-a'] as string, { startedAt: at(-9_000).toISOString() });
     expect((await store.acceptResults('agent-1-restarted', 'loc-a', [spooled], at(5_000))).accepted).toEqual([spooled.resultId]);
   });
 

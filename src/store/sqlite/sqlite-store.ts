@@ -32,6 +32,13 @@ import { migrate, NewerSchemaError } from './migrations.js';
 export type Row = Record<string, SQLOutputValue>;
 
 /**
+ * A result's startedAt is the agent's clock, a job's leased_at the server's:
+ * a run counts as begun before a lease only by more than this, so that a
+ * successor's re-sent spool is not refused for an agent clock a little behind.
+ */
+const CLOCK_SKEW_ALLOWANCE_MS = 10_000;
+
+/**
  * The statements and transactions of one store's connection, for the
  * feature stores that keep their tables in the same database
  * (src/store/sqlite/*-store.ts): they share its cache of prepared
@@ -569,7 +576,7 @@ export class SqliteStore implements Store {
           status === 'LEASED' &&
           str(job, 'agent_id') !== agentId &&
           typeof leasedAt === 'number' &&
-          msOf(result.startedAt, receivedAt) < leasedAt
+          msOf(result.startedAt, receivedAt) < leasedAt - CLOCK_SKEW_ALLOWANCE_MS
         ) {
           reject(409, `job ${jobId} was handed to another agent after this result's run began`);
           continue;

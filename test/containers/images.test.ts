@@ -11,7 +11,7 @@ import { GenericContainer, type StartedTestContainer, Wait } from 'testcontainer
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RECOMMENDED_NODE_OPTIONS } from '../../src/node-options.js';
 import { REPO, tempDir } from '../support/agent-process.js';
-import { FakeControlPlane } from '../support/fake-control-plane.js';
+import { ControlPlane } from '../support/control-plane.js';
 import { startTargetServer, type TargetServer } from '../support/target-server.js';
 import {
   BUILD_ORDER,
@@ -36,7 +36,7 @@ const pkg = JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as
 const WIDE_PING_GROUPS = 'net.ipv4.ping_group_range=0 2147483647';
 
 const built = {} as Record<ImageKey, Built>;
-let cp: FakeControlPlane;
+let cp: ControlPlane;
 let target: TargetServer;
 let cpForward: Forward;
 let targetForward: Forward;
@@ -110,7 +110,7 @@ beforeAll(async () => {
   console.log(`Outpost images:\n${rows.join('\n')}`);
   bridge = await holdPodmanBridge();
   const { gateway } = bridge;
-  cp = await FakeControlPlane.start();
+  cp = await ControlPlane.start();
   target = await startTargetServer();
   cpForward = await forward(cp.port, gateway);
   targetForward = await forward(Number(new URL(target.url).port), gateway);
@@ -222,7 +222,7 @@ describe('the README docker run line (full image)', () => {
     const volumeExisted = (await podman(['volume', 'exists', volume])).code === 0;
     // Readiness waits for the control plane's first answer, a long poll held up to CLAIM_WAIT_SECONDS (25 s)
     // when no job is ready: a job waiting for the agent makes it answer at once.
-    const first = cp.addJob({ id: 'first-in-container', name: 'ok', checkType: 'URL', request: { url: `${targetUrl}/ok` } });
+    const first = await cp.addJob({ id: 'first-in-container', name: 'ok', checkType: 'URL', request: { url: `${targetUrl}/ok` } });
     // The line runs as written, with podman for docker; -e API_KEY and -e API_URL take the values from this environment.
     const started = await podman(words.slice(1), { env: { API_KEY: cp.apiKey, API_URL: cpUrl } });
     expect(started.code, withoutSystemdNoise(started.stderr)).toBe(0);
@@ -253,7 +253,7 @@ describe('the README docker run line (full image)', () => {
       expect(ping.code, ping.stdout + ping.stderr).toBe(0);
 
       // A slow job is running when SIGTERM arrives (podman stop sends the image's STOPSIGNAL).
-      const jobId = cp.addJob({ id: 'slow-in-container', name: 'slow', checkType: 'URL', request: { url: `${targetUrl}/slow/4000` } });
+      const jobId = await cp.addJob({ id: 'slow-in-container', name: 'slow', checkType: 'URL', request: { url: `${targetUrl}/slow/4000` } });
       await cp.waitFor(() => cp.jobs.get(jobId)?.state === 'leased', 30_000, 'the claim of the slow job');
       await sleep(300);
       const polls: Array<{ at: number; readiness: number | 'closed'; liveness: number | 'closed' }> = [];
@@ -396,11 +396,11 @@ describe('uptime image', () => {
     // The image's HEALTHCHECK follows AGENT_HEALTH_PORT.
     const check = await podman(['healthcheck', 'run', agent.getId()]);
     expect(check.code, withoutSystemdNoise(check.stdout + check.stderr)).toBe(0);
-    const urlJob = cp.addJob({ id: 'url-from-uptime', name: 'ok', checkType: 'URL', request: { url: `${targetUrl}/ok` } });
+    const urlJob = await cp.addJob({ id: 'url-from-uptime', name: 'ok', checkType: 'URL', request: { url: `${targetUrl}/ok` } });
     await cp.waitFor(() => cp.resultsFor(urlJob).length === 1, 30_000, 'the URL result');
     expect(cp.resultsFor(urlJob)[0]?.result.hasFailures).toBe(false);
     // A scripted job, with the agent idle and claiming.
-    const scripted = cp.addJob({ id: 'multi-step', name: 'scripted', checkType: 'MULTI_STEP', runtimeId: '2026-04', script: 'console.log(1)' });
+    const scripted = await cp.addJob({ id: 'multi-step', name: 'scripted', checkType: 'MULTI_STEP', runtimeId: '2026-04', script: 'console.log(1)' });
     const claims = cp.claims.length;
     await cp.waitFor(() => cp.claims.length >= claims + 2, 30_000, 'two more claims');
     await agent.stop({ timeout: 10_000 });

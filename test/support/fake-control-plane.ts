@@ -1,14 +1,11 @@
 // A strict, in-memory control plane speaking protocol v1 (docs/protocol.md).
 // Agent tests run against the real server instead (test/support/control-plane.ts,
-// which also injects faults); this one is kept only where an in-memory
-// control plane is the point or the real one cannot be checked yet:
-// - test/bench/bench.test.ts hands 20,000 jobs to the agent and charges the
-//   bench process's own CPU to the control-plane side: held in memory, that
-//   side costs next to nothing, where the real server's SQLite store (a
-//   synced transaction per job and per result) would be measured instead of
-//   the agent;
-// - test/containers/images.test.ts (podman image builds, not run with the
-//   other suites) still uses it until it is moved and run there.
+// which also injects faults); this one is kept only for the benchmarks, where
+// an in-memory control plane is the point: test/bench/bench.test.ts hands
+// 20,000 jobs to the agent and charges the bench process's own CPU to the
+// control-plane side; held in memory, that side costs next to nothing, where
+// the real server's SQLite store (a synced transaction per job and per
+// result) would be measured instead of the agent.
 // Anything the agent sends that the protocol does not allow is answered 400
 // *and* recorded in `violations`, so tests can assert that none happened.
 

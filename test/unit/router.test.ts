@@ -49,6 +49,13 @@ const routes: Route[] = [
   },
   {
     method: 'GET',
+    path: '/ping/:token',
+    auth: 'none',
+    bodyLimit: 0,
+    handle: async (ctx) => ({ status: 200, body: { token: ctx.params.token, principal: ctx.principal.kind } }),
+  },
+  {
+    method: 'GET',
     path: '/v1/broken',
     auth: 'public',
     bodyLimit: 0,
@@ -217,5 +224,16 @@ describe('router', () => {
     expect((await call(`${base}/v1/things/1`)).status).toBe(200);
     expect((await call(`${base}/v1/things/1`, { headers: { authorization: 'Bearer anything' } })).status).toBe(200);
     expect((await call(`${base}/v1/agent/whoami`, { method: 'POST', headers: { 'x-agent-id': 'a' } })).status).toBe(401);
+  });
+
+  it('serves routes without credentials to anyone, any token ignored, limited per client address', async () => {
+    const url = await serve({ anonymousLimiter: new RateLimiter(2, 60) });
+    expect(await call(`${url}/ping/abc`)).toMatchObject({ status: 200, body: { token: 'abc', principal: 'anonymous' } });
+    expect((await call(`${url}/ping/abc`, { headers: { authorization: 'Bearer wrong' } })).status).toBe(200);
+    const limited = await call(`${url}/ping/abc`);
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get('retry-after')).toMatch(/^\d+$/);
+    // The limit of anonymous routes is their own: the public key's budget is untouched.
+    expect((await call(`${url}/v1/things/1`, { headers: pub })).status).toBe(200);
   });
 });

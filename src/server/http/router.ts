@@ -12,7 +12,7 @@ import { ApiError, errorBody, unauthorized } from './api-error.js';
 import { bearerToken, sameKey } from './credentials.js';
 import type { RateLimiter } from './rate-limit.js';
 
-export type Principal = { kind: 'public' } | { kind: 'agent'; key: KeyRecord; agentId: string };
+export type Principal = { kind: 'anonymous' } | { kind: 'public' } | { kind: 'agent'; key: KeyRecord; agentId: string };
 
 export interface RouteContext {
   params: Readonly<Record<string, string>>;
@@ -38,7 +38,12 @@ export interface Route {
   method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   /** `/v2/check-results/:checkId`: `:name` matches one non-empty path segment. */
   path: string;
-  auth: 'public' | 'agent';
+  /**
+   * 'public': the API key (OUTPOST_API_KEY); 'agent': a location's agent key;
+   * 'none': no credentials (heartbeat pings, badges), still rate limited per
+   * client address.
+   */
+  auth: 'public' | 'agent' | 'none';
   /** Largest JSON body in bytes; 0: the body is not read (a streaming handler reads `req` itself). */
   bodyLimit: number;
   /** A JSON answer, or 'streamed' when the handler wrote the response itself. */
@@ -51,6 +56,8 @@ export interface RouterOptions {
   agentKey(token: string): Promise<KeyRecord | undefined>;
   publicLimiter: RateLimiter;
   agentLimiter: RateLimiter;
+  /** Routes without credentials, per client address; the public limiter's limit when absent. */
+  anonymousLimiter?: RateLimiter;
   logger: Logger;
   now?: () => number;
 }
@@ -183,6 +190,10 @@ export class Router {
   private async authenticate(route: Route, req: IncomingMessage): Promise<Principal> {
     const token = bearerToken(req.headers.authorization);
     const now = this.options.now?.() ?? Date.now();
+    if (route.auth === 'none') {
+      this.limit(this.options.anonymousLimiter ?? this.options.publicLimiter, `address:${req.socket.remoteAddress ?? 'unknown'}`, now);
+      return { kind: 'anonymous' };
+    }
     if (route.auth === 'public') {
       const key = this.options.publicKey;
       if (key !== undefined && (token === undefined || !sameKey(token, key))) throw unauthorized();

@@ -148,9 +148,9 @@ describe('claim', () => {
     const { server, keyA } = await serve();
     const cases: Array<[unknown, string]> = [
       [agentBody({ max: 0 }), 'max'],
-      [agentBody({ max: 101 }), 'max'],
+      [agentBody({ max: 1001 }), 'max'],
       [agentBody({ max: 1.5 }), 'max'],
-      [agentBody({ waitSeconds: 31 }), 'waitSeconds'],
+      [agentBody({ waitSeconds: 61 }), 'waitSeconds'],
       [agentBody({ waitSeconds: -1 }), 'waitSeconds'],
       [agentBody({ waitSeconds: '5' }), 'waitSeconds'],
       [agentBody({ agent: undefined }), 'agent'],

@@ -4,6 +4,7 @@
 // store decides what a result, a lease or a claim does; these routes check
 // the bodies, hold the claim long poll, and move artifact bytes to disk.
 
+import { MAX_DOCUMENT_DEPTH, nestedDeeperThan } from '../core/json-depth.js';
 import { randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
@@ -131,6 +132,9 @@ export function envelopeProblem(envelope: unknown): string | undefined {
   if (result.id !== envelope.resultId) return 'result.id must equal resultId';
   if (result.resultType !== 'FINAL' && result.resultType !== 'ATTEMPT') return 'result.resultType must be FINAL or ATTEMPT';
   if (typeof result.startedAt !== 'string' || Number.isNaN(Date.parse(result.startedAt))) return 'result.startedAt must be a date-time';
+  // Storing and serving a result walks it recursively: a value nested thousands deep would fail the whole
+  // batch (a 500 the agent retries for ever) instead of this one result.
+  if (nestedDeeperThan(result, MAX_DOCUMENT_DEPTH)) return `result is nested deeper than ${MAX_DOCUMENT_DEPTH} levels`;
   return undefined;
 }
 
@@ -145,10 +149,20 @@ export function parseEvents(body: unknown): AgentEvent[] {
     nonEmptyString(event.name, `${at}.name`);
     if (typeof event.message !== 'string') throw fieldError(`${at}.message`, 'must be a string');
     nonEmptyString(event.agentVersion, `${at}.agentVersion`);
+    const kept: AgentEvent = {
+      level: event.level as AgentEvent['level'],
+      name: event.name as string,
+      message: event.message,
+      agentVersion: event.agentVersion as string,
+    };
     for (const optional of ['stack', 'nodeVersion', 'origin', 'checkType'] as const) {
-      if (event[optional] !== undefined && typeof event[optional] !== 'string') throw fieldError(`${at}.${optional}`, 'must be a string');
+      const value = event[optional];
+      if (value === undefined) continue;
+      if (typeof value !== 'string') throw fieldError(`${at}.${optional}`, 'must be a string');
+      kept[optional] = value;
     }
-    return event as unknown as AgentEvent;
+    // Only the protocol's fields are kept: anything else an agent adds is not stored (nor walked).
+    return kept;
   });
 }
 

@@ -246,6 +246,26 @@ describe('results', () => {
     expect(session?.results.map((r) => r.id)).toEqual([first.id]);
   });
 
+  it('refuses a result nested too deep on its own, with 400, and stores the rest of the batch', async () => {
+    const { server, keyA } = await serve();
+    await server.queue({ locations: ['loc-a'] });
+    await server.queue({ locations: ['loc-a'] });
+    const [one, two] = (await claim(server, keyA)) as [Job, Job];
+    // JSON.stringify overflows the stack on a value this deep (so the body is written as text): it must not
+    // fail the batch (a 500 an agent retries for ever).
+    const hostile = { ...entry(one), apiCheckResult: { nested: 'DEEP' } } as CheckResultEntry;
+    const fine = entry(two);
+    const text = JSON.stringify({ results: [envelope(one.id, hostile), envelope(two.id, fine)] }).replace(
+      '"DEEP"',
+      `${'{"a":'.repeat(100_000)}1${'}'.repeat(100_000)}`,
+    );
+    const raw = await agentCall(server.url, '/v1/agent/results', keyA, text);
+    expect(raw.status, JSON.stringify(raw.body)).toBe(200);
+    const answer = raw.body as { accepted: string[]; rejected: unknown[] };
+    expect(answer.accepted).toEqual([fine.id]);
+    expect(answer.rejected).toEqual([{ resultId: hostile.id, statusCode: 400, message: 'results[0]: result is nested deeper than 256 levels' }]);
+  });
+
   it('stores ATTEMPT results, then the FINAL that closes the job', async () => {
     const { server, keyA } = await serve();
     const { sessionId } = await server.queue({ locations: ['loc-a'] });
@@ -415,6 +435,12 @@ describe('events', () => {
     expect(answer.status).toBe(202);
     const logged = server.logs.find((l) => l.msg === 'agent event');
     expect(logged).toMatchObject({ level: 40, location: 'loc-a', agentId: 'agent-7', event });
+    // Fields the protocol does not have are not kept, however deep.
+    const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
+    const extra = await agentCall(server.url, '/v1/agent/events', keyA, JSON.stringify({ events: [{ ...event, extra: 'DEEP' }] }).replace('"DEEP"', deep), {
+      agentId: 'agent-7',
+    });
+    expect(extra.status).toBe(202);
     for (const body of [{ events: [] }, { events: [{ ...event, level: 'info' }] }, { events: Array.from({ length: 101 }, () => event) }]) {
       expect((await agentCall(server.url, '/v1/agent/events', keyA, body)).status).toBe(400);
     }

@@ -241,11 +241,12 @@ export function renderBadge(input: BadgeInput): Badge {
 function social(label: Part, msg: Part, layout: Layout, theme: BadgeTheme, status: BadgeStatus, title: string, font: string): Badge {
   const h = layout.height;
   const dark = theme === 'dark';
-  const top = dark ? '#2d333b' : '#fcfcfc';
-  const bottom = dark ? '#22272e' : '#eee';
-  const stroke = dark ? '#545d68' : '#d5d5d5';
-  const text = dark ? '#adbac7' : '#333';
-  const bubble = dark ? '#22272e' : '#fafafa';
+  const light = theme === 'light';
+  const top = dark ? '#2d333b' : light ? '#fff' : '#fcfcfc';
+  const bottom = dark ? '#22272e' : light ? '#f6f8fa' : '#eee';
+  const stroke = dark ? '#545d68' : light ? '#d0d7de' : '#d5d5d5';
+  const text = dark ? '#adbac7' : light ? '#24292f' : '#333';
+  const bubble = dark ? '#22272e' : light ? '#fff' : '#fafafa';
   const statusText: Record<BadgeStatus, string> = dark
     ? { passing: '#57ab5a', degraded: '#c69026', failing: '#e5534b', 'no data': '#adbac7' }
     : { passing: '#1a7f37', degraded: '#7d4e00', failing: '#cf222e', 'no data': '#57606a' };

@@ -19,12 +19,15 @@ export const TABLE_RANGES: ReadonlyArray<readonly [number, number]> = [
   [0x2026, 0x2026],
 ];
 
-interface Page {
+/** What the tests use of playwright-core's Page and Browser. */
+export interface Page {
   setContent(html: string): Promise<void>;
+  goto(url: string): Promise<unknown>;
   evaluate<R, A>(fn: (arg: A) => R, arg: A): Promise<R>;
+  locator(selector: string): { screenshot(): Promise<Buffer> };
 }
-interface Browser {
-  newPage(): Promise<Page>;
+export interface Browser {
+  newPage(options?: { bypassCSP?: boolean }): Promise<Page>;
   close(): Promise<void>;
 }
 /** What the page functions use of the browser's globals (the test tsconfig has no DOM library). */

@@ -26,6 +26,7 @@ import { Scheduler } from './local/scheduler.js';
 import { LocalSink } from './local/sink.js';
 import { StoreSource } from './local/store-source.js';
 import { RateLimiter } from './server/http/rate-limit.js';
+import { badgeRoutes } from './server/badge-api.js';
 import { closeApiServer, Router, startApiServer } from './server/http/router.js';
 import { readRoutes } from './server/read-api.js';
 import { LEASE_MS } from './server/agent-api.js';
@@ -238,11 +239,14 @@ async function runLocalWithStore(
     heartbeat: lifecycle.watchdog.heart('scheduler'),
   });
   const router = new Router(
-    readRoutes({
-      store,
-      ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
-      onCheckDeleted: () => void scheduler.reschedule(),
-    }),
+    [
+      ...readRoutes({
+        store,
+        ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
+        onCheckDeleted: () => void scheduler.reschedule(),
+      }),
+      ...badgeRoutes({ store }),
+    ],
     {
       // Unset: the read API answers without a key; it listens on loopback only.
       publicKey: settings.apiKey,

@@ -13,6 +13,7 @@ import { Lifecycle } from './health/lifecycle.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
 import { agentRoutes } from './server/agent-api.js';
+import { badgeRoutes } from './server/badge-api.js';
 import { keyHash } from './server/http/credentials.js';
 import { RateLimiter } from './server/http/rate-limit.js';
 import { closeApiServer, Router, startApiServer } from './server/http/router.js';
@@ -116,6 +117,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
         ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
         onCheckDeleted: () => void scheduler.reschedule(),
       }),
+      ...badgeRoutes({ store: opened }),
     ],
     {
       publicKey: settings.apiKey,

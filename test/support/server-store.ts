@@ -32,6 +32,8 @@ export interface ResultSpec {
   hasFailures?: boolean;
   startedAt?: Date;
   id?: string;
+  isDegraded?: boolean;
+  responseTime?: number;
 }
 
 /** A result entry for a claimed job, as an agent reports it. */
@@ -47,13 +49,13 @@ export function envelopeFor(job: Job, check: StoredCheck, spec: ResultSpec = {})
     checkType: check.checkType,
     hasFailures: failed,
     hasErrors: false,
-    isDegraded: false,
+    isDegraded: spec.isDegraded ?? false,
     overMaxResponseTime: false,
     runLocation: job.runLocation ?? null,
     startedAt: startedAt.toISOString(),
     stoppedAt: new Date(startedAt.getTime() + 10).toISOString(),
     created_at: new Date(startedAt.getTime() + 10).toISOString(),
-    responseTime: 10,
+    responseTime: spec.responseTime ?? 10,
     checkRunId: job.checkRunId ?? null,
     attempts: 1,
     sequenceId: job.sequenceId ?? null,

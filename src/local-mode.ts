@@ -117,6 +117,9 @@ export async function runLocal(
     const opened = await openLocalStore(config.stateDir);
     if ('store' in opened) return runLocalWithStore(config, registry, logger, flushLogs, secrets, parsed, opened.store, sink);
     withoutStore = opened;
+    if (parsed.heartbeats.length > 0) {
+      withoutStore = { ...opened, reason: `${opened.reason}; its ${parsed.heartbeats.length} HEARTBEAT checks are not served` };
+    }
     checks = parsed.checks.filter((c) => c.locations.includes(LOCAL_LOCATION.id));
   } else {
     checks = await loadChecksFile(config.checksFile as string, registry);

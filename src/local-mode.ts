@@ -21,6 +21,7 @@ import { createMetrics, type Metrics } from './observability/metrics.js';
 import { JobQueue } from './jobs/queue.js';
 import type { SecretPolicy } from './secrets/policy.js';
 import { loadChecksFile, type LocalCheck, type PrivateLocation, parseServerChecksFile, readChecksFileText, type ServerCheck } from './checks/checks-file.js';
+import type { HeartbeatCheck } from './checks/heartbeat-check.js';
 import { AGENT_ROUTE_LIMIT_PER_MINUTE } from './core/protocol.js';
 import { Scheduler } from './local/scheduler.js';
 import { LocalSink } from './local/sink.js';
@@ -31,8 +32,11 @@ import { closeApiServer, Router, startApiServer } from './server/http/router.js'
 import { readRoutes } from './server/read-api.js';
 import { LEASE_MS } from './server/agent-api.js';
 import { SessionScheduler } from './server/scheduler.js';
+import { heartbeatRoutes } from './server/heartbeat-api.js';
+import { HeartbeatWatcher, heartbeatSyncs, storedHeartbeatChecks } from './server/heartbeats.js';
+import { SqliteHeartbeatStore } from './store/sqlite/heartbeats-store.js';
+import type { SqliteStore } from './store/sqlite/sqlite-store.js';
 import { PUBLIC_LIMIT_PER_MINUTE, storedChecks } from './server-mode.js';
-import type { Store } from './store/store.js';
 
 /** The private location local mode implies and runs in this process. */
 export const LOCAL_LOCATION: PrivateLocation = { id: 'local', name: 'This machine (outpost local)' };
@@ -80,7 +84,7 @@ function localQueue(config: Config, metrics: Metrics, logger: Logger, secrets: S
 }
 
 /** STATE_DIR/outpost.db, or why local mode runs without it. */
-async function openLocalStore(stateDir: string): Promise<{ store: Store } | { reason: string; err?: unknown }> {
+async function openLocalStore(stateDir: string): Promise<{ store: SqliteStore } | { reason: string; err?: unknown }> {
   try {
     await import('node:sqlite');
   } catch {
@@ -114,6 +118,9 @@ export async function runLocal(
     const opened = await openLocalStore(config.stateDir);
     if ('store' in opened) return runLocalWithStore(config, registry, logger, flushLogs, secrets, parsed, opened.store, sink);
     withoutStore = opened;
+    if (parsed.heartbeats.length > 0) {
+      withoutStore = { ...opened, reason: `${opened.reason}; its ${parsed.heartbeats.length} HEARTBEAT checks are not served` };
+    }
     checks = parsed.checks.filter((c) => c.locations.includes(LOCAL_LOCATION.id));
   } else {
     checks = await loadChecksFile(config.checksFile as string, registry);
@@ -192,8 +199,8 @@ async function runLocalWithStore(
   logger: Logger,
   flushLogs: () => void,
   secrets: SecretPolicy | undefined,
-  parsed: { checks: ServerCheck[]; privateLocations: PrivateLocation[] },
-  store: Store,
+  parsed: { checks: ServerCheck[]; privateLocations: PrivateLocation[]; heartbeats: HeartbeatCheck[] },
+  store: SqliteStore,
   sink: LocalSink,
 ): Promise<{ done: Promise<number> }> {
   const settings = config.local;
@@ -201,10 +208,12 @@ async function runLocalWithStore(
   const metrics = createMetrics();
   const queue = localQueue(config, metrics, logger, secrets);
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
+  const heartbeatStore = new SqliteHeartbeatStore(store.access);
   try {
     await lifecycle.startHealth(config.healthPort, config.healthHost);
     await store.syncLocations(parsed.privateLocations);
-    await store.syncChecks(storedChecks(parsed.checks), new Date());
+    await store.syncChecks([...storedChecks(parsed.checks), ...storedHeartbeatChecks(parsed.heartbeats)], new Date());
+    await heartbeatStore.sync(heartbeatSyncs(parsed.heartbeats), new Date());
   } catch (error) {
     await store.close().catch(() => undefined);
     throw error;
@@ -238,6 +247,7 @@ async function runLocalWithStore(
     },
     heartbeat: lifecycle.watchdog.heart('scheduler'),
   });
+  const watcher = new HeartbeatWatcher({ store: heartbeatStore, logger, heartbeat: lifecycle.watchdog.heart('heartbeats') });
   const router = new Router(
     [
       ...readRoutes({
@@ -246,6 +256,7 @@ async function runLocalWithStore(
         onCheckDeleted: () => void scheduler.reschedule(),
       }),
       ...badgeRoutes({ store }),
+      ...heartbeatRoutes({ heartbeats: heartbeatStore, logger }),
     ],
     {
       // Unset: the read API answers without a key; it listens on loopback only.
@@ -271,11 +282,13 @@ async function runLocalWithStore(
   }
   source.start();
   await scheduler.start();
+  watcher.start();
   lifecycle.started = true;
   const address = api?.address();
   logger.info(
     {
       checks: local.length,
+      ...(parsed.heartbeats.length > 0 ? { heartbeatChecks: parsed.heartbeats.length } : {}),
       file: config.checksFile,
       resultsFile: config.resultsFile ?? null,
       database: path.join(config.stateDir, 'outpost.db'),
@@ -298,6 +311,7 @@ async function runLocalWithStore(
     });
     source.close();
     await scheduler.stop();
+    await watcher.stop();
     if (api) await closeApiServer(api, API_CLOSE_GRACE_MS);
     await store.close();
     await sink.close();

@@ -18,9 +18,13 @@ import { keyHash } from './server/http/credentials.js';
 import { RateLimiter } from './server/http/rate-limit.js';
 import { closeApiServer, Router, startApiServer } from './server/http/router.js';
 import { JobSignal } from './server/job-signal.js';
+import { heartbeatRoutes } from './server/heartbeat-api.js';
+import { HeartbeatWatcher, heartbeatSyncs, storedHeartbeatChecks } from './server/heartbeats.js';
 import { readRoutes } from './server/read-api.js';
 import { SessionScheduler } from './server/scheduler.js';
-import type { Store, StoredCheck } from './store/store.js';
+import { SqliteHeartbeatStore } from './store/sqlite/heartbeats-store.js';
+import type { SqliteStore } from './store/sqlite/sqlite-store.js';
+import type { StoredCheck } from './store/store.js';
 
 /** The public API's limit per key (the service's, for most routes). */
 export const PUBLIC_LIMIT_PER_MINUTE = 600;
@@ -36,7 +40,7 @@ async function requireSqlite(): Promise<void> {
   }
 }
 
-async function openStore(file: string): Promise<Store> {
+async function openStore(file: string): Promise<SqliteStore> {
   await requireSqlite();
   const { SqliteStore } = await import('./store/sqlite/sqlite-store.js');
   return SqliteStore.open(file);
@@ -82,9 +86,9 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const settings = config.server;
   if (!settings || !config.checksFile) throw new Error('server mode without its settings or checks file');
   const file = config.checksFile;
-  const { checks, privateLocations } = parseServerChecksFile(await readChecksFileText(file), file, definitionRegistry());
+  const { checks, privateLocations, heartbeats } = parseServerChecksFile(await readChecksFileText(file), file, definitionRegistry());
   const metrics = createMetrics();
-  let store: Store | undefined;
+  let store: SqliteStore | undefined;
   const lifecycle = new Lifecycle(
     'server',
     metrics,
@@ -97,7 +101,11 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   store = await openStore(databaseFile(config.stateDir));
   const opened = store;
   await opened.syncLocations(privateLocations satisfies PrivateLocation[]);
-  await opened.syncChecks(storedChecks(checks), new Date());
+  await opened.syncChecks([...storedChecks(checks), ...storedHeartbeatChecks(heartbeats)], new Date());
+  const heartbeatStore = new SqliteHeartbeatStore(opened.access);
+  // Every heartbeat deadline counts from this start (heartbeats.ts, docs/server.md).
+  await heartbeatStore.sync(heartbeatSyncs(heartbeats), new Date());
+  const watcher = new HeartbeatWatcher({ store: heartbeatStore, logger, heartbeat: lifecycle.watchdog.heart('heartbeats') });
 
   const jobSignal = new JobSignal();
   const scheduler = new SessionScheduler({
@@ -118,6 +126,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
         onCheckDeleted: () => void scheduler.reschedule(),
       }),
       ...badgeRoutes({ store: opened }),
+      ...heartbeatRoutes({ heartbeats: heartbeatStore, logger }),
     ],
     {
       publicKey: settings.apiKey,
@@ -134,6 +143,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
     throw error;
   });
   await scheduler.start();
+  watcher.start();
   lifecycle.started = true;
   const address = api.address();
   logger.info(
@@ -142,6 +152,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
       apiHost: settings.apiHost,
       locations: privateLocations.map((l) => l.id),
       checks: checks.length,
+      heartbeatChecks: heartbeats.length,
       retentionDays: settings.retentionDays,
     },
     'outpost server started',
@@ -150,6 +161,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const drain = async (signal: NodeJS.Signals) => {
     logger.info({ signal }, 'shutting down: not ready, no new sessions, finishing requests in flight');
     await scheduler.stop();
+    await watcher.stop();
     await closeApiServer(api, API_CLOSE_GRACE_MS);
     await opened.close();
     await lifecycle.closeHealth();

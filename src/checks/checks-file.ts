@@ -9,6 +9,7 @@ import type { CheckDefinition } from './definition.js';
 import type { Executor } from './executor.js';
 import type { ExecutorRegistry } from './executor-registry.js';
 import { DefinitionError, Fields } from './fields.js';
+import { type HeartbeatCheck, isHeartbeatItem, parseHeartbeatCheck } from './heartbeat-check.js';
 import type { EnvironmentVariable } from '../core/protocol.js';
 
 export interface LocalCheck {
@@ -72,11 +73,12 @@ export function parseServerChecksFile(
   file: string,
   registry: ExecutorRegistry,
   implied?: PrivateLocation,
-): { checks: ServerCheck[]; privateLocations: PrivateLocation[] } {
+): { checks: ServerCheck[]; privateLocations: PrivateLocation[]; heartbeats: HeartbeatCheck[] } {
   const problems: string[] = [];
   let read: ReturnType<typeof readChecks> | undefined;
+  const heartbeats: HeartbeatCheck[] = [];
   try {
-    read = readChecks(text, file, registry);
+    read = readChecks(text, file, registry, heartbeats);
   } catch (error) {
     if (!(error instanceof ChecksFileError)) throw error;
     problems.push(...error.problems);
@@ -124,6 +126,10 @@ export function parseServerChecksFile(
     if (typeof checkId === 'string' || typeof checkId === 'number') definitions.set(String(checkId), definition);
     if (value === undefined) return;
     const path = `$.checks[${index}].locations`;
+    if (isHeartbeatItem(item)) {
+      root.fail(path, 'must be left out of a HEARTBEAT check: its pings come to the server, not to a location');
+      return;
+    }
     if (!Array.isArray(value) || value.length === 0 || value.length > MAX_LOCATIONS_PER_CHECK) {
       root.fail(path, `must be an array of 1 to ${MAX_LOCATIONS_PER_CHECK} location ids, or left out to run in every location`);
       return;
@@ -148,10 +154,12 @@ export function parseServerChecksFile(
       definition: definitions.get(local.check.id),
     })),
     privateLocations,
+    heartbeats,
   };
 }
 
-function readChecks(text: string, file: string, registry: ExecutorRegistry): { checks: LocalCheck[] } {
+/** `heartbeats`: a server's file, whose HEARTBEAT checks are read into it (heartbeat-check.ts) instead of being refused. */
+function readChecks(text: string, file: string, registry: ExecutorRegistry, heartbeats?: HeartbeatCheck[]): { checks: LocalCheck[] } {
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -171,6 +179,20 @@ function readChecks(text: string, file: string, registry: ExecutorRegistry): { c
     const label = (item as { name?: unknown; id?: unknown })?.name ?? (item as { id?: unknown })?.id;
     const prefix = typeof label === 'string' ? `check "${label}" at ` : '';
     try {
+      if (heartbeats && isHeartbeatItem(item)) {
+        const heartbeat = parseHeartbeatCheck(item, `$.checks[${index}]`, globals);
+        const previous = seen.get(heartbeat.id);
+        const sameToken = heartbeats.findIndex((h) => h.token === heartbeat.token);
+        if (previous !== undefined) {
+          problems.push(`${prefix}$.checks[${index}].id: "${heartbeat.id}" is already used by $.checks[${previous}]`);
+        } else if (sameToken >= 0) {
+          problems.push(`${prefix}$.checks[${index}].heartbeat.token: is the token of $.checks[${seen.get((heartbeats[sameToken] as HeartbeatCheck).id)}]; each heartbeat check needs its own`);
+        } else {
+          seen.set(heartbeat.id, index);
+          heartbeats.push(heartbeat);
+        }
+        return;
+      }
       const { check, executor } = parseCheck(item, `$.checks[${index}]`, registry);
       const previous = seen.get(check.id);
       if (previous !== undefined) {
@@ -189,7 +211,7 @@ function readChecks(text: string, file: string, registry: ExecutorRegistry): { c
     }
   });
   if (problems.length > 0) throw new ChecksFileError(file, problems);
-  if (checks.length === 0) throw new ChecksFileError(file, ['$.checks is empty: nothing to run']);
+  if (checks.length === 0 && (heartbeats?.length ?? 0) === 0) throw new ChecksFileError(file, ['$.checks is empty: nothing to run']);
   return { checks };
 }
 

@@ -66,7 +66,8 @@ export function defaultRegistry(setup: ScriptedSetup = {}, isolation?: ScriptIso
 /**
  * Every check type this build can run, whatever this machine has installed:
  * for validating definitions where they are scheduled rather than run (the
- * server). Heartbeats are still refused: they are received, not run.
+ * server). Heartbeats are still refused: they are received, not run (a
+ * server's checks file reads them itself, heartbeat-check.ts).
  */
 export function definitionRegistry(): ExecutorRegistry {
   const executors: Executor[] = [

@@ -143,7 +143,8 @@ export class SessionScheduler {
 
   private async reload(): Promise<void> {
     if (this.stopped) return;
-    const checks = await this.store.activeChecks();
+    // Heartbeat checks are pinged, never run: no session, no job (src/server/heartbeats.ts watches them).
+    const checks = (await this.store.activeChecks()).filter((check) => check.checkType !== 'HEARTBEAT');
     if (this.stopped) return;
     const now = this.now();
     const ids = new Set(checks.map((check) => check.id));
@@ -204,7 +205,7 @@ export class SessionScheduler {
   private async runOnce(checkId: string): Promise<void> {
     // Read again: a check deleted or changed since its timer was armed is run as it is now, or not at all.
     const check = await this.store.check(checkId);
-    if (!check || check.removedAt !== null || this.stopped) return;
+    if (!check || check.removedAt !== null || check.checkType === 'HEARTBEAT' || this.stopped) return;
     const locations: string[] = [];
     for (const location of check.locations) {
       if (await this.store.hasOpenJob(check.id, location)) {

@@ -140,6 +140,34 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE jobs ADD COLUMN leased_at INTEGER;  -- ms; set at each claim
     `,
   },
+  {
+    version: 5,
+    description: 'heartbeat checks (token digests, deadlines) and their pings',
+    sql: `
+      -- One row per HEARTBEAT check of the checks file; the token only as its SHA-256.
+      CREATE TABLE heartbeat_checks (
+        check_id TEXT PRIMARY KEY,
+        token_hash TEXT NOT NULL UNIQUE,
+        period_ms INTEGER NOT NULL,
+        grace_ms INTEGER NOT NULL,
+        created_ms INTEGER NOT NULL,         -- first synced: stats count expected periods from here
+        since_ms INTEGER NOT NULL,           -- the current period began: last ping, server start, or a missed deadline
+        last_ping_ms INTEGER,
+        status TEXT NOT NULL                 -- UNKNOWN, PASSING, FAILING
+      );
+      CREATE TABLE heartbeat_events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        check_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        source TEXT NOT NULL,
+        user_agent TEXT NOT NULL
+      );
+      CREATE INDEX heartbeat_events_by_check ON heartbeat_events (check_id, at_ms);
+      CREATE INDEX heartbeat_events_at ON heartbeat_events (at_ms);
+    `,
+  },
 ];
 
 /** The schema version this build knows: the last step's. */

@@ -1,0 +1,107 @@
+// The heartbeat store on a real SQLite file (src/store/sqlite/heartbeats-store.ts):
+// deadlines, the results a ping and a missed deadline leave, tokens swapped
+// between two syncs, a deleted check, pruning.
+
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { SqliteHeartbeatStore } from '../../src/store/sqlite/heartbeats-store.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { StoredCheck } from '../../src/store/store.js';
+
+let dir: string;
+let store: SqliteStore;
+let heartbeats: SqliteHeartbeatStore;
+const T0 = Date.parse('2026-11-24T00:00:00.000Z');
+const at = (ms: number) => new Date(T0 + ms);
+const check = (id: string): StoredCheck => ({
+  id,
+  name: `Heartbeat ${id}`,
+  checkType: 'HEARTBEAT',
+  frequencySeconds: 10,
+  locations: [],
+  definition: { id },
+  environmentVariables: [],
+  runtimeId: null,
+  capMs: 0,
+});
+const ping = { source: 'GET 127.0.0.1', userAgent: 'test' };
+
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'outpost-hb-store-'));
+  store = await SqliteStore.open(path.join(dir, 'outpost.db'));
+  heartbeats = new SqliteHeartbeatStore(store.access);
+  await store.syncChecks([check('a'), check('b')], at(0));
+  await heartbeats.sync(
+    [
+      { checkId: 'a', tokenHash: 'hash-a', periodMs: 10_000, graceMs: 5_000 },
+      { checkId: 'b', tokenHash: 'hash-b', periodMs: 10_000, graceMs: 0 },
+    ],
+    at(0),
+  );
+});
+
+afterEach(async () => {
+  await store.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('the heartbeat store', () => {
+  it('fails a check at period + grace after start, once a period after that, and passes it on the next ping', async () => {
+    expect(await heartbeats.expire(at(9_999))).toEqual([]);
+    expect((await heartbeats.expire(at(10_000))).map((f) => f.checkId)).toEqual(['b']);
+    expect((await heartbeats.expire(at(15_000))).map((f) => f.checkId)).toEqual(['a']);
+    expect(await heartbeats.expire(at(19_999))).toEqual([]);
+    expect((await heartbeats.expire(at(20_000))).map((f) => f.checkId)).toEqual(['b']);
+    expect((await heartbeats.state('a'))?.status).toBe('FAILING');
+
+    const outcome = await heartbeats.ping('hash-a', ping, at(21_000));
+    expect(outcome).toMatchObject({ checkId: 'a', previous: 'FAILING', event: { state: 'RECEIVED', source: 'GET 127.0.0.1', userAgent: 'test' } });
+    expect((await heartbeats.state('a'))?.status).toBe('PASSING');
+    // The next deadline is period + grace after the ping.
+    expect((await heartbeats.expire(at(35_999))).map((f) => f.checkId)).toEqual(['b']);
+    expect((await heartbeats.expire(at(36_000))).map((f) => f.checkId)).toEqual(['a']);
+
+    const page = await store.listResults({ checkId: 'a', limit: 10, resultType: 'FINAL' });
+    expect(page.entries.map((r) => r.hasFailures)).toEqual([true, false, true]);
+    expect(page.entries[1]).toMatchObject({ checkType: 'HEARTBEAT', runLocation: 'heartbeat', name: 'Heartbeat a', resultType: 'FINAL' });
+    const session = await store.session(page.entries[1]?.sequenceId as string);
+    expect(session).toMatchObject({ checkId: 'a', status: 'PASSED', runLocations: ['heartbeat'] });
+  });
+
+  it('takes no ping for an unknown token or a deleted check, and no longer watches the deleted one', async () => {
+    expect(await heartbeats.ping('no-such-hash', ping, at(1))).toBeUndefined();
+    await store.deleteCheck('a', at(1));
+    expect(await heartbeats.ping('hash-a', ping, at(2))).toBeUndefined();
+    expect((await heartbeats.expire(at(60_000))).map((f) => f.checkId)).toEqual(['b']);
+  });
+
+  it('takes tokens swapped between two syncs, and restarts every deadline at the sync', async () => {
+    await heartbeats.sync(
+      [
+        { checkId: 'a', tokenHash: 'hash-b', periodMs: 10_000, graceMs: 5_000 },
+        { checkId: 'b', tokenHash: 'hash-a', periodMs: 10_000, graceMs: 0 },
+      ],
+      at(50_000),
+    );
+    expect((await heartbeats.ping('hash-a', ping, at(50_001)))?.checkId).toBe('b');
+    // a: from the sync, period + grace; b: from its ping, period (no grace).
+    expect(await heartbeats.expire(at(60_000))).toEqual([]);
+    expect((await heartbeats.expire(at(60_001))).map((f) => f.checkId)).toEqual(['b']);
+    expect((await heartbeats.expire(at(65_000))).map((f) => f.checkId)).toEqual(['a']);
+  });
+
+  it('keeps events with explicit times, reads them back, and prunes old ones in batches', async () => {
+    for (let i = 0; i < 5; i++) {
+      await heartbeats.addEvent('a', { id: `e${i}`, state: 'RECEIVED', timestamp: at(i * 1_000).toISOString(), source: 'GET 192.0.2.1', userAgent: '' });
+    }
+    expect(await heartbeats.event('a', 'e2')).toEqual({ id: 'e2', state: 'RECEIVED', timestamp: at(2_000).toISOString(), source: 'GET 192.0.2.1', userAgent: '' });
+    expect(await heartbeats.event('b', 'e2')).toBeUndefined();
+    expect(await heartbeats.pingTimes('a', T0 + 1_000, T0 + 4_000)).toEqual([T0 + 1_000, T0 + 2_000, T0 + 3_000]);
+    expect(await heartbeats.firstEventMs('a')).toBe(T0);
+    expect(await heartbeats.prune(at(3_000), 2)).toBe(2);
+    expect(await heartbeats.prune(at(3_000), 2)).toBe(1);
+    expect(await heartbeats.firstEventMs('a')).toBe(T0 + 3_000);
+  });
+});

@@ -31,7 +31,11 @@ import { readRoutes } from './server/read-api.js';
 import { LEASE_MS } from './server/agent-api.js';
 import { SessionScheduler } from './server/scheduler.js';
 import { PUBLIC_LIMIT_PER_MINUTE, storedChecks } from './server-mode.js';
-import type { Store } from './store/store.js';
+import { errorGroupRoutes } from './server/error-groups-api.js';
+import { maintenanceRoutes } from './server/maintenance-api.js';
+import { SqliteMaintenanceWindowStore } from './store/sqlite/maintenance-windows-store.js';
+import type { SqliteStore } from './store/sqlite/sqlite-store.js';
+import type { MaintenanceWindowDefinition } from './core/maintenance-window.js';
 
 /** The private location local mode implies and runs in this process. */
 export const LOCAL_LOCATION: PrivateLocation = { id: 'local', name: 'This machine (outpost local)' };
@@ -79,7 +83,7 @@ function localQueue(config: Config, metrics: Metrics, logger: Logger, secrets: S
 }
 
 /** STATE_DIR/outpost.db, or why local mode runs without it. */
-async function openLocalStore(stateDir: string): Promise<{ store: Store } | { reason: string; err?: unknown }> {
+async function openLocalStore(stateDir: string): Promise<{ store: SqliteStore } | { reason: string; err?: unknown }> {
   try {
     await import('node:sqlite');
   } catch {
@@ -191,8 +195,8 @@ async function runLocalWithStore(
   logger: Logger,
   flushLogs: () => void,
   secrets: SecretPolicy | undefined,
-  parsed: { checks: ServerCheck[]; privateLocations: PrivateLocation[] },
-  store: Store,
+  parsed: { checks: ServerCheck[]; privateLocations: PrivateLocation[]; maintenanceWindows: MaintenanceWindowDefinition[] },
+  store: SqliteStore,
   sink: LocalSink,
 ): Promise<{ done: Promise<number> }> {
   const settings = config.local;
@@ -204,6 +208,7 @@ async function runLocalWithStore(
     await lifecycle.startHealth(config.healthPort, config.healthHost);
     await store.syncLocations(parsed.privateLocations);
     await store.syncChecks(storedChecks(parsed.checks), new Date());
+    await new SqliteMaintenanceWindowStore(store.access).sync(parsed.maintenanceWindows, new Date());
   } catch (error) {
     await store.close().catch(() => undefined);
     throw error;
@@ -238,11 +243,15 @@ async function runLocalWithStore(
     heartbeat: lifecycle.watchdog.heart('scheduler'),
   });
   const router = new Router(
-    readRoutes({
-      store,
-      ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
-      onCheckDeleted: () => void scheduler.reschedule(),
-    }),
+    [
+      ...readRoutes({
+        store,
+        ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
+        onCheckDeleted: () => void scheduler.reschedule(),
+      }),
+      ...errorGroupRoutes({ errorGroups: store.errorGroups }),
+      ...maintenanceRoutes({ windows: new SqliteMaintenanceWindowStore(store.access) }),
+    ],
     {
       // Unset: the read API answers without a key; it listens on loopback only.
       publicKey: settings.apiKey,

@@ -19,7 +19,11 @@ import { closeApiServer, Router, startApiServer } from './server/http/router.js'
 import { JobSignal } from './server/job-signal.js';
 import { readRoutes } from './server/read-api.js';
 import { SessionScheduler } from './server/scheduler.js';
-import type { Store, StoredCheck } from './store/store.js';
+import { errorGroupRoutes } from './server/error-groups-api.js';
+import { maintenanceRoutes } from './server/maintenance-api.js';
+import { SqliteMaintenanceWindowStore } from './store/sqlite/maintenance-windows-store.js';
+import type { SqliteStore } from './store/sqlite/sqlite-store.js';
+import type { StoredCheck } from './store/store.js';
 
 /** The public API's limit per key (the service's, for most routes). */
 export const PUBLIC_LIMIT_PER_MINUTE = 600;
@@ -35,7 +39,7 @@ async function requireSqlite(): Promise<void> {
   }
 }
 
-async function openStore(file: string): Promise<Store> {
+async function openStore(file: string): Promise<SqliteStore> {
   await requireSqlite();
   const { SqliteStore } = await import('./store/sqlite/sqlite-store.js');
   return SqliteStore.open(file);
@@ -81,9 +85,9 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const settings = config.server;
   if (!settings || !config.checksFile) throw new Error('server mode without its settings or checks file');
   const file = config.checksFile;
-  const { checks, privateLocations } = parseServerChecksFile(await readChecksFileText(file), file, definitionRegistry());
+  const { checks, privateLocations, maintenanceWindows } = parseServerChecksFile(await readChecksFileText(file), file, definitionRegistry());
   const metrics = createMetrics();
-  let store: Store | undefined;
+  let store: SqliteStore | undefined;
   const lifecycle = new Lifecycle(
     'server',
     metrics,
@@ -97,6 +101,8 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const opened = store;
   await opened.syncLocations(privateLocations satisfies PrivateLocation[]);
   await opened.syncChecks(storedChecks(checks), new Date());
+  const windows = new SqliteMaintenanceWindowStore(opened.access);
+  await windows.sync(maintenanceWindows, new Date());
 
   const jobSignal = new JobSignal();
   const scheduler = new SessionScheduler({
@@ -116,6 +122,8 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
         ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
         onCheckDeleted: () => void scheduler.reschedule(),
       }),
+      ...errorGroupRoutes({ errorGroups: opened.errorGroups }),
+      ...maintenanceRoutes({ windows }),
     ],
     {
       publicKey: settings.apiKey,

@@ -63,6 +63,23 @@ describe('cleanErrorMessage', () => {
     expect(errorHash(cleanErrorMessage('got 500'))).toBe(errorHash(cleanErrorMessage('got 502')));
   });
 
+  it('cleans hostile messages quickly', () => {
+    const hostile = [
+      'a'.repeat(2_000),
+      `${'a1'.repeat(999)}!`,
+      ':'.repeat(2_000),
+      '1:'.repeat(1_000),
+      '1.'.repeat(1_000),
+      'f'.repeat(2_000),
+      `${'0-'.repeat(999)}x`,
+      '[::1]:'.repeat(300),
+      '2026-11-24T'.repeat(180),
+    ];
+    const started = performance.now();
+    for (const message of hostile) cleanErrorMessage(message);
+    expect(performance.now() - started).toBeLessThan(2_000);
+  });
+
   it('cleans only the first 2,000 characters', () => {
     expect(cleanErrorMessage(`x${'a '.repeat(5_000)}`).length).toBeLessThanOrEqual(2_000);
   });

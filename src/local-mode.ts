@@ -37,6 +37,10 @@ import { HeartbeatWatcher, heartbeatSyncs, storedHeartbeatChecks } from './serve
 import { SqliteHeartbeatStore } from './store/sqlite/heartbeats-store.js';
 import type { SqliteStore } from './store/sqlite/sqlite-store.js';
 import { PUBLIC_LIMIT_PER_MINUTE, storedChecks } from './server-mode.js';
+import { errorGroupRoutes } from './server/error-groups-api.js';
+import { maintenanceRoutes } from './server/maintenance-api.js';
+import { SqliteMaintenanceWindowStore } from './store/sqlite/maintenance-windows-store.js';
+import type { MaintenanceWindowDefinition } from './core/maintenance-window.js';
 
 /** The private location local mode implies and runs in this process. */
 export const LOCAL_LOCATION: PrivateLocation = { id: 'local', name: 'This machine (outpost local)' };
@@ -199,7 +203,7 @@ async function runLocalWithStore(
   logger: Logger,
   flushLogs: () => void,
   secrets: SecretPolicy | undefined,
-  parsed: { checks: ServerCheck[]; privateLocations: PrivateLocation[]; heartbeats: HeartbeatCheck[] },
+  parsed: { checks: ServerCheck[]; privateLocations: PrivateLocation[]; heartbeats: HeartbeatCheck[]; maintenanceWindows: MaintenanceWindowDefinition[] },
   store: SqliteStore,
   sink: LocalSink,
 ): Promise<{ done: Promise<number> }> {
@@ -214,6 +218,7 @@ async function runLocalWithStore(
     await store.syncLocations(parsed.privateLocations);
     await store.syncChecks([...storedChecks(parsed.checks), ...storedHeartbeatChecks(parsed.heartbeats)], new Date());
     await heartbeatStore.sync(heartbeatSyncs(parsed.heartbeats), new Date());
+    await new SqliteMaintenanceWindowStore(store.access).sync(parsed.maintenanceWindows, new Date());
   } catch (error) {
     await store.close().catch(() => undefined);
     throw error;
@@ -257,6 +262,8 @@ async function runLocalWithStore(
       }),
       ...badgeRoutes({ store }),
       ...heartbeatRoutes({ heartbeats: heartbeatStore, logger }),
+      ...errorGroupRoutes({ errorGroups: store.errorGroups }),
+      ...maintenanceRoutes({ windows: new SqliteMaintenanceWindowStore(store.access) }),
     ],
     {
       // Unset: the read API answers without a key; it listens on loopback only.

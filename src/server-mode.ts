@@ -23,6 +23,9 @@ import { HeartbeatWatcher, heartbeatSyncs, storedHeartbeatChecks } from './serve
 import { readRoutes } from './server/read-api.js';
 import { SessionScheduler } from './server/scheduler.js';
 import { SqliteHeartbeatStore } from './store/sqlite/heartbeats-store.js';
+import { errorGroupRoutes } from './server/error-groups-api.js';
+import { maintenanceRoutes } from './server/maintenance-api.js';
+import { SqliteMaintenanceWindowStore } from './store/sqlite/maintenance-windows-store.js';
 import type { SqliteStore } from './store/sqlite/sqlite-store.js';
 import type { StoredCheck } from './store/store.js';
 
@@ -86,7 +89,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const settings = config.server;
   if (!settings || !config.checksFile) throw new Error('server mode without its settings or checks file');
   const file = config.checksFile;
-  const { checks, privateLocations, heartbeats } = parseServerChecksFile(await readChecksFileText(file), file, definitionRegistry());
+  const { checks, privateLocations, heartbeats, maintenanceWindows } = parseServerChecksFile(await readChecksFileText(file), file, definitionRegistry());
   const metrics = createMetrics();
   let store: SqliteStore | undefined;
   const lifecycle = new Lifecycle(
@@ -106,6 +109,8 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   // Every heartbeat deadline counts from this start (heartbeats.ts, docs/server.md).
   await heartbeatStore.sync(heartbeatSyncs(heartbeats), new Date());
   const watcher = new HeartbeatWatcher({ store: heartbeatStore, logger, heartbeat: lifecycle.watchdog.heart('heartbeats') });
+  const windows = new SqliteMaintenanceWindowStore(opened.access);
+  await windows.sync(maintenanceWindows, new Date());
 
   const jobSignal = new JobSignal();
   const scheduler = new SessionScheduler({
@@ -127,6 +132,8 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
       }),
       ...badgeRoutes({ store: opened }),
       ...heartbeatRoutes({ heartbeats: heartbeatStore, logger }),
+      ...errorGroupRoutes({ errorGroups: opened.errorGroups }),
+      ...maintenanceRoutes({ windows }),
     ],
     {
       publicKey: settings.apiKey,

@@ -10,6 +10,8 @@ import type { Executor } from './executor.js';
 import type { ExecutorRegistry } from './executor-registry.js';
 import { DefinitionError, Fields } from './fields.js';
 import { type HeartbeatCheck, isHeartbeatItem, parseHeartbeatCheck } from './heartbeat-check.js';
+import { parseMaintenanceWindows, parseTags } from './maintenance-windows.js';
+import type { MaintenanceWindowDefinition } from '../core/maintenance-window.js';
 import type { EnvironmentVariable } from '../core/protocol.js';
 
 export interface LocalCheck {
@@ -73,7 +75,7 @@ export function parseServerChecksFile(
   file: string,
   registry: ExecutorRegistry,
   implied?: PrivateLocation,
-): { checks: ServerCheck[]; privateLocations: PrivateLocation[]; heartbeats: HeartbeatCheck[] } {
+): { checks: ServerCheck[]; privateLocations: PrivateLocation[]; heartbeats: HeartbeatCheck[]; maintenanceWindows: MaintenanceWindowDefinition[] } {
   const problems: string[] = [];
   let read: ReturnType<typeof readChecks> | undefined;
   const heartbeats: HeartbeatCheck[] = [];
@@ -116,11 +118,14 @@ export function parseServerChecksFile(
   if (privateLocations.length === 0 && root.issues.length === 0) {
     root.fail('$.privateLocations', 'is required in server mode: at least one private location ({"id": "lab", "name": "Lab network"})');
   }
+  const maintenanceWindows = parseMaintenanceWindows(root);
   const raw = Array.isArray(root.raw('checks')) ? (root.raw('checks') as unknown[]) : [];
   const locationsOf = new Map<string, string[]>();
   const definitions = new Map<string, unknown>();
   raw.forEach((item, index) => {
     if (item === null || typeof item !== 'object') return;
+    // Tags stay in the definition (maintenance windows match them); only their shape is checked here.
+    if (!Array.isArray(item)) parseTags(new Fields(item, `$.checks[${index}]`, root.issues));
     const { locations: value, ...definition } = item as Record<string, unknown>;
     const checkId = (item as { id?: unknown }).id;
     if (typeof checkId === 'string' || typeof checkId === 'number') definitions.set(String(checkId), definition);
@@ -155,6 +160,7 @@ export function parseServerChecksFile(
     })),
     privateLocations,
     heartbeats,
+    maintenanceWindows,
   };
 }
 

@@ -31,6 +31,8 @@ export interface CheckResultEntry {
   checkRunId: number | null;
   attempts: number;
   sequenceId: string | null;
+  /** Set by the server when it stores the result: the error groups it joined ([] when it passed). */
+  errorGroupIds?: string[];
   apiCheckResult?: Record<string, unknown>;
   tcpCheckResult?: Record<string, unknown>;
   dnsCheckResult?: Record<string, unknown>;

@@ -384,7 +384,7 @@ describe('results', () => {
     const session = await store.session(s.session.id);
     expect(session?.results.map((r) => r.id)).toEqual([attempt.resultId, final.resultId]);
     expect(session?.status).toBe('PROGRESS_FAILED');
-    expect(await store.result('c1', final.resultId)).toEqual(final.result);
+    expect(await store.result('c1', final.resultId)).toEqual({ ...final.result, errorGroupIds: [expect.any(String)] });
     expect(await store.result('other-check', final.resultId)).toBeUndefined();
     expect(await store.hasOpenJob('c1', 'loc-a')).toBe(false);
     expect(await store.hasOpenJob('c1', 'loc-b')).toBe(true);

@@ -35,7 +35,7 @@ export interface JsonAnswer {
 }
 
 export interface Route {
-  method: 'GET' | 'HEAD' | 'POST' | 'PUT' | 'DELETE';
+  method: 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   /** `/v2/check-results/:checkId`: `:name` matches one non-empty path segment. */
   path: string;
   /**

@@ -141,6 +141,32 @@ export const MIGRATIONS: readonly Migration[] = [
     `,
   },
   {
+    version: 4,
+    description: 'maintenance windows (from the checks file) and error groups (per check, by cleaned message)',
+    sql: `
+      CREATE TABLE maintenance_windows (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        definition TEXT NOT NULL,             -- JSON MaintenanceWindowDefinition, as the file has it
+        created_at TEXT NOT NULL,
+        updated_at TEXT
+      );
+      CREATE TABLE error_groups (
+        id TEXT PRIMARY KEY,
+        check_id TEXT NOT NULL,
+        error_hash TEXT NOT NULL,
+        raw_message TEXT,
+        cleaned_message TEXT NOT NULL,
+        first_seen INTEGER NOT NULL,          -- ms
+        last_seen INTEGER NOT NULL,           -- ms
+        archive_state TEXT NOT NULL,          -- OPEN, UNTIL_NEXT_EVENT, FOREVER
+        UNIQUE (check_id, error_hash)
+      );
+      CREATE INDEX error_groups_by_check ON error_groups (check_id, last_seen DESC);
+      CREATE INDEX error_groups_last_seen ON error_groups (last_seen);
+    `,
+  },
+  {
     version: 5,
     description: 'heartbeat checks (token digests, deadlines) and their pings',
     sql: `

@@ -27,6 +27,7 @@ import {
   type Store,
   type StoredCheck,
 } from '../store.js';
+import { SqliteErrorGroupStore } from './error-groups-store.js';
 import { migrate, NewerSchemaError } from './migrations.js';
 
 export type Row = Record<string, SQLOutputValue>;
@@ -222,6 +223,9 @@ export class SqliteStore implements Store {
     all: (sql, ...params) => this.all(sql, ...params),
     tx: (work) => this.tx(work),
   };
+
+  /** Error groups of failing results, kept by acceptResults. */
+  readonly errorGroups = new SqliteErrorGroupStore(this.access);
 
   /** Runs `work` in one write transaction; the caller's promise resolves after COMMIT. A nested call joins the outer one. */
   private tx<T>(work: () => T): T {
@@ -592,6 +596,8 @@ export class SqliteStore implements Store {
           continue;
         }
         const sessionId = str(job, 'session_id');
+        // A failing result joins its check's error groups in this same transaction (error-groups-store.ts).
+        const errorGroupIds = this.errorGroups.recordFailures(str(job, 'check_id'), result, now);
         this.run(
           `INSERT INTO results (id, check_id, job_id, session_id, location, result_type, has_failures, started_at, check_type, received_at, body)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -605,7 +611,7 @@ export class SqliteStore implements Store {
           msOf(result.startedAt, receivedAt),
           str(job, 'check_type'),
           receivedAt,
-          JSON.stringify(result),
+          JSON.stringify({ ...result, errorGroupIds }),
         );
         if (isFinal) {
           this.run("UPDATE jobs SET status = 'DONE', final_result_id = ?, lease_expires_at = NULL WHERE id = ?", resultId, jobId);

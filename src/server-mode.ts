@@ -4,6 +4,7 @@
 // ordered shutdown.
 
 import { existsSync } from 'node:fs';
+import { hostname } from 'node:os';
 import path from 'node:path';
 import { type PrivateLocation, parseServerChecksFile, readChecksFileText, type ServerCheck } from './checks/checks-file.js';
 import { definitionRegistry } from './checks/registry.js';
@@ -12,13 +13,19 @@ import { AGENT_ROUTE_LIMIT_PER_MINUTE } from './core/protocol.js';
 import { Lifecycle } from './health/lifecycle.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
+import { Scrubber } from './secrets/scrubber.js';
 import { agentRoutes } from './server/agent-api.js';
+import { AlertDeliverer } from './server/alert-delivery.js';
+import { AlertEvaluator } from './server/alert-evaluator.js';
+import { alertsRoutes } from './server/alerts-api.js';
 import { keyHash } from './server/http/credentials.js';
 import { RateLimiter } from './server/http/rate-limit.js';
 import { closeApiServer, Router, startApiServer } from './server/http/router.js';
 import { JobSignal } from './server/job-signal.js';
 import { readRoutes } from './server/read-api.js';
 import { SessionScheduler } from './server/scheduler.js';
+import type { AlertStore } from './store/alerts.js';
+import type { SqliteAccess } from './store/sqlite/sqlite-store.js';
 import type { Store, StoredCheck } from './store/store.js';
 
 /** The public API's limit per key (the service's, for most routes). */
@@ -35,7 +42,7 @@ async function requireSqlite(): Promise<void> {
   }
 }
 
-async function openStore(file: string): Promise<Store> {
+async function openStore(file: string): Promise<Store & { access: SqliteAccess }> {
   await requireSqlite();
   const { SqliteStore } = await import('./store/sqlite/sqlite-store.js');
   return SqliteStore.open(file);
@@ -73,6 +80,35 @@ export function storedChecks(checks: readonly ServerCheck[]): StoredCheck[] {
   });
 }
 
+/** The API's base URL for links in notifications: the address it listens on (this host's name for a wildcard). */
+export function apiOrigin(host: string, port: number): string {
+  const named = host === '0.0.0.0' || host === '::' || host === '' ? hostname() : host;
+  return `http://${named.includes(':') ? `[${named}]` : named}:${port}`;
+}
+
+/** The alerts' evaluator and deliverer on an open store, the checks file's channels synced first (docs/server.md, "Alerts"). */
+export async function startAlerts(
+  store: Store,
+  alerts: AlertStore,
+  options: { logger: Logger; origin: string; checks: readonly ServerCheck[]; channels: ReturnType<typeof parseServerChecksFile>['alertChannels'] },
+): Promise<{ evaluator: AlertEvaluator; deliverer: AlertDeliverer; stop(): Promise<void> }> {
+  await alerts.syncFileChannels(options.channels, new Date());
+  // Payloads never carry the checks file's secrets.
+  const scrubber = Scrubber.of(options.checks.flatMap((c) => c.variables.filter((v) => v.secret === true).map((v) => v.value)));
+  const deliverer = new AlertDeliverer({ alerts, logger: options.logger });
+  const evaluator = new AlertEvaluator({ store, alerts, logger: options.logger, origin: options.origin, scrubber, onQueued: () => deliverer.wake() });
+  deliverer.start();
+  evaluator.start();
+  return {
+    evaluator,
+    deliverer,
+    async stop() {
+      await evaluator.stop();
+      await deliverer.stop();
+    },
+  };
+}
+
 export interface RunningServer {
   done: Promise<number>;
 }
@@ -81,7 +117,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const settings = config.server;
   if (!settings || !config.checksFile) throw new Error('server mode without its settings or checks file');
   const file = config.checksFile;
-  const { checks, privateLocations } = parseServerChecksFile(await readChecksFileText(file), file, definitionRegistry());
+  const { checks, privateLocations, alertChannels } = parseServerChecksFile(await readChecksFileText(file), file, definitionRegistry());
   const metrics = createMetrics();
   let store: Store | undefined;
   const lifecycle = new Lifecycle(
@@ -93,10 +129,12 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   // Not ready until the database is open and migrated.
   lifecycle.modeReady = () => store !== undefined;
   await lifecycle.startHealth(config.healthPort, config.healthHost);
-  store = await openStore(databaseFile(config.stateDir));
-  const opened = store;
+  const opened = await openStore(databaseFile(config.stateDir));
+  store = opened;
   await opened.syncLocations(privateLocations satisfies PrivateLocation[]);
   await opened.syncChecks(storedChecks(checks), new Date());
+  const { SqliteAlertStore } = await import('./store/sqlite/alerts-store.js');
+  const alertStore = new SqliteAlertStore(opened.access);
 
   const jobSignal = new JobSignal();
   const scheduler = new SessionScheduler({
@@ -116,6 +154,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
         ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
         onCheckDeleted: () => void scheduler.reschedule(),
       }),
+      ...alertsRoutes({ store: opened, alerts: alertStore }),
     ],
     {
       publicKey: settings.apiKey,
@@ -132,8 +171,14 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
     throw error;
   });
   await scheduler.start();
-  lifecycle.started = true;
   const address = api.address();
+  const alerting = await startAlerts(opened, alertStore, {
+    logger,
+    origin: apiOrigin(settings.apiHost, typeof address === 'object' && address ? address.port : settings.apiPort),
+    checks,
+    channels: alertChannels,
+  });
+  lifecycle.started = true;
   logger.info(
     {
       apiPort: typeof address === 'object' && address ? address.port : settings.apiPort,
@@ -149,6 +194,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
     logger.info({ signal }, 'shutting down: not ready, no new sessions, finishing requests in flight');
     await scheduler.stop();
     await closeApiServer(api, API_CLOSE_GRACE_MS);
+    await alerting.stop();
     await opened.close();
     await lifecycle.closeHealth();
     logger.info('outpost server stopped');

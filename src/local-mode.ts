@@ -28,9 +28,12 @@ import { StoreSource } from './local/store-source.js';
 import { RateLimiter } from './server/http/rate-limit.js';
 import { closeApiServer, Router, startApiServer } from './server/http/router.js';
 import { readRoutes } from './server/read-api.js';
+import { alertsRoutes } from './server/alerts-api.js';
 import { LEASE_MS } from './server/agent-api.js';
 import { SessionScheduler } from './server/scheduler.js';
-import { PUBLIC_LIMIT_PER_MINUTE, storedChecks } from './server-mode.js';
+import { apiOrigin, PUBLIC_LIMIT_PER_MINUTE, startAlerts, storedChecks } from './server-mode.js';
+import type { FileAlertChannel } from './checks/alert-channel-fields.js';
+import type { SqliteAccess } from './store/sqlite/sqlite-store.js';
 import type { Store } from './store/store.js';
 
 /** The private location local mode implies and runs in this process. */
@@ -79,7 +82,7 @@ function localQueue(config: Config, metrics: Metrics, logger: Logger, secrets: S
 }
 
 /** STATE_DIR/outpost.db, or why local mode runs without it. */
-async function openLocalStore(stateDir: string): Promise<{ store: Store } | { reason: string; err?: unknown }> {
+async function openLocalStore(stateDir: string): Promise<{ store: Store & { access: SqliteAccess } } | { reason: string; err?: unknown }> {
   try {
     await import('node:sqlite');
   } catch {
@@ -191,8 +194,8 @@ async function runLocalWithStore(
   logger: Logger,
   flushLogs: () => void,
   secrets: SecretPolicy | undefined,
-  parsed: { checks: ServerCheck[]; privateLocations: PrivateLocation[] },
-  store: Store,
+  parsed: { checks: ServerCheck[]; privateLocations: PrivateLocation[]; alertChannels: FileAlertChannel[] },
+  store: Store & { access: SqliteAccess },
   sink: LocalSink,
 ): Promise<{ done: Promise<number> }> {
   const settings = config.local;
@@ -237,12 +240,17 @@ async function runLocalWithStore(
     },
     heartbeat: lifecycle.watchdog.heart('scheduler'),
   });
+  const { SqliteAlertStore } = await import('./store/sqlite/alerts-store.js');
+  const alertStore = new SqliteAlertStore(store.access);
   const router = new Router(
-    readRoutes({
-      store,
-      ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
-      onCheckDeleted: () => void scheduler.reschedule(),
-    }),
+    [
+      ...readRoutes({
+        store,
+        ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
+        onCheckDeleted: () => void scheduler.reschedule(),
+      }),
+      ...alertsRoutes({ store, alerts: alertStore }),
+    ],
     {
       // Unset: the read API answers without a key; it listens on loopback only.
       publicKey: settings.apiKey,
@@ -267,8 +275,14 @@ async function runLocalWithStore(
   }
   source.start();
   await scheduler.start();
-  lifecycle.started = true;
   const address = api?.address();
+  const alerting = await startAlerts(store, alertStore, {
+    logger,
+    origin: apiOrigin(LOCAL_API_HOST, typeof address === 'object' && address ? address.port : settings.apiPort),
+    checks: parsed.checks,
+    channels: parsed.alertChannels,
+  });
+  lifecycle.started = true;
   logger.info(
     {
       checks: local.length,
@@ -295,6 +309,7 @@ async function runLocalWithStore(
     source.close();
     await scheduler.stop();
     if (api) await closeApiServer(api, API_CLOSE_GRACE_MS);
+    await alerting.stop();
     await store.close();
     await sink.close();
     await lifecycle.closeHealth();

@@ -111,14 +111,14 @@ export class AlertDeliverer {
     const started = this.now();
     const fields = { notificationId: notification.id, channelId: notification.channelId, kind: notification.kind, checkId: notification.checkId };
     if (!channel) {
-      await alerts.recordAttempt(notification.id, { at: started.toISOString(), status: null, error: null, durationMs: -1 }, { kind: 'cancelled', reason: 'the channel no longer exists' });
+      await alerts.recordAttempt(notification.id, null, { kind: 'cancelled', reason: 'the channel no longer exists' });
       return;
     }
     const request = channelRequest(channel, notification.body as AlertEvent, notification.id);
     if (!request) {
       const reason = undeliveredReason(channel.type) ?? 'not deliverable';
       logger.warn(fields, `alert notification not delivered: ${reason}`);
-      await alerts.recordAttempt(notification.id, { at: started.toISOString(), status: null, error: null, durationMs: -1 }, { kind: 'cancelled', reason });
+      await alerts.recordAttempt(notification.id, null, { kind: 'cancelled', reason });
       return;
     }
     const { status, error, retryAfterMs } = await this.send(request);

@@ -6,6 +6,7 @@
 // and none is skipped. Results arrive the same way in server and local mode,
 // so both get the same alerts.
 
+import type { CheckResultEntry } from '../core/result-entry.js';
 import type { Logger } from '../observability/logger.js';
 import type { Scrubber } from '../secrets/scrubber.js';
 import type { AlertChannel, AlertStore, LocationStatus, NewNotification, TailedResult } from '../store/alerts.js';
@@ -131,15 +132,16 @@ export class AlertEvaluator {
       return found;
     };
     for (const row of rows) {
-      if (row.resultType !== 'FINAL') continue;
+      const entry = row.entry;
+      if (row.resultType !== 'FINAL' || !entry) continue;
       const check = await info(row.checkId);
-      const at = Number.isNaN(Date.parse(row.entry.stoppedAt)) ? row.receivedAt : Date.parse(row.entry.stoppedAt);
+      const at = Number.isNaN(Date.parse(entry.stoppedAt)) ? row.receivedAt : Date.parse(entry.stoppedAt);
       const k = key(row.checkId, row.location);
-      const { next, transition } = step(states.get(k), { checkId: row.checkId, location: row.location }, resultStatus(row.entry), check.alertAfter, at);
+      const { next, transition } = step(states.get(k), { checkId: row.checkId, location: row.location }, resultStatus(entry), check.alertAfter, at);
       states.set(k, next);
       changed.add(k);
       const subscribed = channels.filter((c) => c.autoSubscribe || c.subscriptions.includes(row.checkId));
-      const tls = tlsOf(row.entry);
+      const tls = tlsOf(entry);
       const wantsCertificate = tls ? subscribed.filter((c) => c.sslExpiry && tls.daysToExpiry <= c.sslExpiryThreshold) : [];
       const wantsTransition = transition ? subscribed.filter((c) => notifies(c, transition)) : [];
       if (wantsCertificate.length === 0 && wantsTransition.length === 0) continue;
@@ -147,13 +149,14 @@ export class AlertEvaluator {
         this.options.logger.info({ checkId: row.checkId, location: row.location, resultId: row.id }, 'alert suppressed: a maintenance window is in effect');
         continue;
       }
+      const read = { ...row, entry };
       const overall = overallStatus([...states.values()].filter((s) => s.checkId === row.checkId));
       if (transition) {
-        const event = this.event(row, check, overall, { event: transition.to === 'FAILING' ? 'FAILURE' : transition.to === 'DEGRADED' ? 'DEGRADED' : 'RECOVERY', status: { previous: transition.from, current: transition.to } });
+        const event = this.event(read, check, overall, { event: transition.to === 'FAILING' ? 'FAILURE' : transition.to === 'DEGRADED' ? 'DEGRADED' : 'RECOVERY', status: { previous: transition.from, current: transition.to } });
         for (const channel of wantsTransition) notifications.push(this.notification(channel, row, event));
       }
       if (tls) {
-        const event = this.event(row, check, overall, { event: 'SSL_EXPIRY', status: null, certificate: tls });
+        const event = this.event(read, check, overall, { event: 'SSL_EXPIRY', status: null, certificate: tls });
         const certificate = `${tls.subject ?? ''}|${tls.issuer ?? ''}|${tls.validTo ?? ''}`;
         const day = new Date(at).toISOString().slice(0, 10);
         for (const channel of wantsCertificate) notifications.push({ ...this.notification(channel, row, event), sslNotice: { certificate, day } });
@@ -171,7 +174,7 @@ export class AlertEvaluator {
   }
 
   private event(
-    row: TailedResult,
+    row: TailedResult & { entry: CheckResultEntry },
     check: CheckInfo,
     overall: AlertEvent['overallStatus'],
     what: Pick<AlertEvent, 'event' | 'status'> & { certificate?: AlertEvent['certificate'] },

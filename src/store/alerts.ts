@@ -50,7 +50,8 @@ export interface TailedResult {
   location: string;
   resultType: string;
   receivedAt: number;
-  entry: CheckResultEntry;
+  /** null when the stored body cannot be read: the evaluator passes over it. */
+  entry: CheckResultEntry | null;
 }
 
 export type NotificationKind = 'FAILURE' | 'DEGRADED' | 'RECOVERY' | 'SSL_EXPIRY';
@@ -124,7 +125,8 @@ export interface AlertStore {
   dueNotifications(now: Date, limit: number): Promise<Notification[]>;
   /** When the next pending notification is due; undefined when none is pending. */
   nextDue(): Promise<Date | undefined>;
-  recordAttempt(id: number, attempt: DeliveryAttempt, outcome: AttemptOutcome): Promise<void>;
+  /** `attempt` null: the notification was cancelled without a request (its channel is gone or not delivered). */
+  recordAttempt(id: number, attempt: DeliveryAttempt | null, outcome: AttemptOutcome): Promise<void>;
   notifications(channelId: number, limit: number): Promise<NotificationWithAttempts[]>;
   /** Deletes delivered and cancelled notifications created before `before`, at most `batch`; answers how many. */
   prune(before: Date, batch: number): Promise<number>;

@@ -265,3 +265,50 @@ describe('alerts', () => {
     ]);
   });
 });
+
+describe('the evaluator', () => {
+  it('queues nothing while suppressed(), and still keeps the results and the status', { timeout: 60_000 }, async () => {
+    const own = await SqliteStore.open(`${tempDir('outpost-alerts-suppressed-')}/outpost.db`);
+    try {
+      const check = storedCheck({ id: 'window', locations: ['lab'] });
+      await own.syncLocations([{ id: 'lab', name: 'Lab' }]);
+      await own.syncChecks([check], new Date());
+      const ownAlerts = new SqliteAlertStore(own.access);
+      await ownAlerts.createChannel(
+        { type: 'WEBHOOK', config: { url: 'http://127.0.0.1:9/' }, subscriptions: [], autoSubscribe: true, sendFailure: true, sendRecovery: true, sendDegraded: false, sslExpiry: false, sslExpiryThreshold: 30 },
+        new Date(),
+      );
+      let inWindow = true;
+      const asked: string[] = [];
+      const ownEvaluator = new AlertEvaluator({
+        store: own,
+        alerts: ownAlerts,
+        logger: pino({ level: 'silent' }),
+        origin: 'http://127.0.0.1:1',
+        suppressed: async (checkId) => {
+          asked.push(checkId);
+          return inWindow;
+        },
+      });
+      expect(await ownAlerts.cursor(EVALUATOR_CURSOR)).toBe(0);
+      const fail = async () => {
+        await queueSessions(own, check, ['lab'], 1);
+        const [job] = await claimAll(own, 'lab', ['API']);
+        await own.acceptResults('agent-lab', 'lab', [envelopeFor(job as never, check, { hasFailures: true })], new Date());
+      };
+      await fail();
+      await ownEvaluator.tick();
+      expect(asked).toEqual(['window']);
+      expect(await ownAlerts.nextDue()).toBeUndefined();
+      expect((await ownAlerts.statuses('window')).map((s) => s.status)).toEqual(['FAILING']);
+      expect((await own.listResults({ checkId: 'window', limit: 10, resultType: 'FINAL' })).entries).toHaveLength(1);
+      // Out of the window the status is already FAILING: no change, nothing to send.
+      inWindow = false;
+      await fail();
+      await ownEvaluator.tick();
+      expect(await ownAlerts.nextDue()).toBeUndefined();
+    } finally {
+      await own.close();
+    }
+  });
+});

@@ -93,6 +93,15 @@ function notificationOf(row: Row): Notification {
   };
 }
 
+function readEntry(body: string): CheckResultEntry | null {
+  try {
+    const entry = JSON.parse(body) as unknown;
+    return entry !== null && typeof entry === 'object' ? (entry as CheckResultEntry) : null;
+  } catch {
+    return null;
+  }
+}
+
 export class SqliteAlertStore implements AlertStore {
   constructor(private readonly db: SqliteAccess) {}
 
@@ -166,7 +175,7 @@ export class SqliteAlertStore implements AlertStore {
         location: str(row, 'location'),
         resultType: str(row, 'result_type'),
         receivedAt: num(row, 'received_at'),
-        entry: JSON.parse(str(row, 'body')) as CheckResultEntry,
+        entry: readEntry(str(row, 'body')),
       }));
   }
 
@@ -235,16 +244,16 @@ export class SqliteAlertStore implements AlertStore {
     return at === null ? undefined : new Date(at);
   }
 
-  async recordAttempt(id: number, attempt: DeliveryAttempt, outcome: AttemptOutcome): Promise<void> {
-    const at = Date.parse(attempt.at);
+  async recordAttempt(id: number, attempt: DeliveryAttempt | null, outcome: AttemptOutcome): Promise<void> {
+    const at = attempt ? Date.parse(attempt.at) : Date.now();
     this.db.tx(() => {
-      if (attempt.durationMs >= 0 && (attempt.status !== null || attempt.error !== null)) {
+      if (attempt) {
         this.db.run('INSERT INTO notification_attempts (notification_id, at, status, error, duration_ms) VALUES (?, ?, ?, ?, ?)', id, at, attempt.status, attempt.error, attempt.durationMs);
       }
       if (outcome.kind === 'delivered') {
         this.db.run("UPDATE notifications SET state = 'DELIVERED', attempts = attempts + 1, delivered_at = ?, last_error = NULL WHERE id = ?", at, id);
       } else if (outcome.kind === 'retry') {
-        this.db.run('UPDATE notifications SET attempts = attempts + 1, next_at = ?, last_error = ? WHERE id = ?', outcome.nextAt.getTime(), attempt.error, id);
+        this.db.run('UPDATE notifications SET attempts = attempts + 1, next_at = ?, last_error = ? WHERE id = ?', outcome.nextAt.getTime(), attempt?.error ?? null, id);
       } else {
         this.db.run("UPDATE notifications SET state = 'CANCELLED', last_error = ? WHERE id = ?", outcome.reason, id);
       }

@@ -3,7 +3,7 @@
 // Retry-After, until an answer in 2xx. Every attempt is recorded. A request
 // is bounded: a timeout, no redirects followed, and only the first bytes of
 // the answer kept for the attempt log. A restart finds the pending rows and
-// goes on.
+// goes on. Each channel gets its notifications in order, one at a time.
 
 import { Backoff, parseRetryAfter } from '../core/backoff.js';
 import type { Logger } from '../observability/logger.js';
@@ -80,12 +80,10 @@ export class AlertDeliverer {
     while (!this.stopping.signal.aborted) {
       this.woken = false;
       try {
+        // One per channel (the store keeps each channel's order): channels are served side by side, so a slow one holds up only itself.
         const due = await alerts.dueNotifications(this.now(), BATCH);
-        for (const notification of due) {
-          if (this.stopping.signal.aborted) return;
-          await this.deliver(notification);
-        }
-        if (due.length === BATCH) continue;
+        await Promise.all(due.map((notification) => this.deliver(notification)));
+        if (due.length > 0) continue;
       } catch (error) {
         logger.error({ err: error }, 'alert delivery failed; retrying at the next poll');
       }

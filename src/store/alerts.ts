@@ -121,9 +121,9 @@ export interface AlertStore {
    */
   commitEvaluation(name: string, seq: number, statuses: readonly LocationStatus[], notifications: readonly NewNotification[], now: Date): Promise<number>;
 
-  /** Pending notifications due at `now`, oldest first. */
+  /** Pending notifications due at `now`, oldest first: at most one per channel, its oldest pending (a channel's order is kept). */
   dueNotifications(now: Date, limit: number): Promise<Notification[]>;
-  /** When the next pending notification is due; undefined when none is pending. */
+  /** When the next notification dueNotifications would answer is due; undefined when none is pending. */
   nextDue(): Promise<Date | undefined>;
   /** `attempt` null: the notification was cancelled without a request (its channel is gone or not delivered). */
   recordAttempt(id: number, attempt: DeliveryAttempt | null, outcome: AttemptOutcome): Promise<void>;

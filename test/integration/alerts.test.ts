@@ -56,6 +56,7 @@ const checks: Record<string, StoredCheck> = {
   }),
   retry: storedCheck({ id: 'retry', locations: ['lab'] }),
   tls: storedCheck({ id: 'tls', locations: ['lab'] }),
+  order: storedCheck({ id: 'order', locations: ['lab'] }),
 };
 
 type Outcome = 'PASS' | 'FAIL' | 'DEGRADED';
@@ -247,6 +248,15 @@ describe('alerts', () => {
     expect(notification).toMatchObject({ state: 'DELIVERED', attempts: 4, kind: 'FAILURE', checkId: 'retry' });
     expect(notification?.attemptLog.map((a) => a.status)).toEqual([500, 500, 500, 200]);
     expect((await call('GET', `/v1/alert-channels/${id}/notifications?limit=0`)).status).toBe(400);
+  });
+
+  it('keeps a channel\'s order: a recovery waits for the failure being retried', { timeout: 120_000 }, async () => {
+    plan.set('/order', [500, 500]);
+    await createChannel({ type: 'WEBHOOK', config: { url: `${receiverUrl}/order` }, subscriptions: ['order'] });
+    await report(checks.order as StoredCheck, 'FAIL');
+    await report(checks.order as StoredCheck, 'PASS');
+    await settle();
+    expect(events('/order')).toEqual(['FAILURE', 'FAILURE', 'FAILURE', 'RECOVERY']);
   });
 
   it('tells of a certificate at the threshold once per certificate per day', { timeout: 120_000 }, async () => {

@@ -93,6 +93,13 @@ function notificationOf(row: Row): Notification {
   };
 }
 
+/**
+ * A channel's notifications go out in the order they were queued: only the
+ * oldest pending one of a channel is due, so a recovery never overtakes the
+ * failure it ends while that one waits for a retry.
+ */
+const HEAD = "NOT EXISTS (SELECT 1 FROM notifications e WHERE e.channel_id = n.channel_id AND e.state = 'PENDING' AND e.id < n.id)";
+
 function readEntry(body: string): CheckResultEntry | null {
   try {
     const entry = JSON.parse(body) as unknown;
@@ -235,11 +242,11 @@ export class SqliteAlertStore implements AlertStore {
   }
 
   async dueNotifications(now: Date, limit: number): Promise<Notification[]> {
-    return this.db.all("SELECT * FROM notifications WHERE state = 'PENDING' AND next_at <= ? ORDER BY next_at, id LIMIT ?", now.getTime(), limit).map(notificationOf);
+    return this.db.all(`SELECT * FROM notifications n WHERE state = 'PENDING' AND next_at <= ? AND ${HEAD} ORDER BY next_at, id LIMIT ?`, now.getTime(), limit).map(notificationOf);
   }
 
   async nextDue(): Promise<Date | undefined> {
-    const row = this.db.get("SELECT MIN(next_at) AS next_at FROM notifications WHERE state = 'PENDING'");
+    const row = this.db.get(`SELECT MIN(next_at) AS next_at FROM notifications n WHERE state = 'PENDING' AND ${HEAD}`);
     const at = row ? numOrNull(row, 'next_at') : null;
     return at === null ? undefined : new Date(at);
   }

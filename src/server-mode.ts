@@ -90,13 +90,28 @@ export function apiOrigin(host: string, port: number): string {
 export async function startAlerts(
   store: Store,
   alerts: AlertStore,
-  options: { logger: Logger; origin: string; checks: readonly ServerCheck[]; channels: ReturnType<typeof parseServerChecksFile>['alertChannels'] },
+  options: {
+    logger: Logger;
+    origin: string;
+    checks: readonly ServerCheck[];
+    channels: ReturnType<typeof parseServerChecksFile>['alertChannels'];
+    /** Maintenance windows: true holds back the notifications of this check at this time. */
+    suppressed?: (checkId: string, at: Date) => Promise<boolean>;
+  },
 ): Promise<{ evaluator: AlertEvaluator; deliverer: AlertDeliverer; stop(): Promise<void> }> {
   await alerts.syncFileChannels(options.channels, new Date());
   // Payloads never carry the checks file's secrets.
   const scrubber = Scrubber.of(options.checks.flatMap((c) => c.variables.filter((v) => v.secret === true).map((v) => v.value)));
   const deliverer = new AlertDeliverer({ alerts, logger: options.logger });
-  const evaluator = new AlertEvaluator({ store, alerts, logger: options.logger, origin: options.origin, scrubber, onQueued: () => deliverer.wake() });
+  const evaluator = new AlertEvaluator({
+    store,
+    alerts,
+    logger: options.logger,
+    origin: options.origin,
+    scrubber,
+    onQueued: () => deliverer.wake(),
+    ...(options.suppressed ? { suppressed: options.suppressed } : {}),
+  });
   deliverer.start();
   evaluator.start();
   return {

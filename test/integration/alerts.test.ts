@@ -57,6 +57,7 @@ const checks: Record<string, StoredCheck> = {
   retry: storedCheck({ id: 'retry', locations: ['lab'] }),
   tls: storedCheck({ id: 'tls', locations: ['lab'] }),
   order: storedCheck({ id: 'order', locations: ['lab'] }),
+  paged: storedCheck({ id: 'paged', locations: ['lab'] }),
 };
 
 type Outcome = 'PASS' | 'FAIL' | 'DEGRADED';
@@ -257,6 +258,28 @@ describe('alerts', () => {
     await report(checks.order as StoredCheck, 'PASS');
     await settle();
     expect(events('/order')).toEqual(['FAILURE', 'FAILURE', 'FAILURE', 'RECOVERY']);
+  });
+
+  it('sends PagerDuty events (trigger, then resolve with the same dedup key) and Slack messages', { timeout: 120_000 }, async () => {
+    const pd = await createChannel({ type: 'PAGERDUTY', config: { routingKey: 'routing-key-0123', url: `${receiverUrl}/pd` }, subscriptions: ['paged'] });
+    await createChannel({ type: 'SLACK', config: { url: `${receiverUrl}/slack` }, subscriptions: ['paged'] });
+    expect(JSON.stringify((await call('GET', `/v1/alert-channels/${pd}`)).body)).not.toContain('routing-key-0123');
+    await report(checks.paged as StoredCheck, 'FAIL');
+    await report(checks.paged as StoredCheck, 'PASS');
+    await settle();
+    const paged = at('/pd').map((r) => JSON.parse(r.body) as { routing_key: string; event_action: string; dedup_key: string; payload?: { severity: string } });
+    expect(paged.map((e) => [e.routing_key, e.event_action, e.dedup_key])).toEqual([
+      ['routing-key-0123', 'trigger', 'outpost:paged:lab'],
+      ['routing-key-0123', 'resolve', 'outpost:paged:lab'],
+    ]);
+    expect(paged[0]?.payload?.severity).toBe('critical');
+    const slack = at('/slack').map((r) => JSON.parse(r.body) as { text: string; blocks: unknown[] });
+    expect(slack.map((m) => m.text)).toEqual(['check paged is FAILING in lab', 'check paged recovered in lab (PASSING)']);
+    expect(slack.every((m) => m.blocks.length === 2)).toBe(true);
+    // The outbox keeps the event, not the routing key.
+    const listed = await call('GET', `/v1/alert-channels/${pd}/notifications`);
+    expect(JSON.stringify(listed.body)).not.toContain('routing-key-0123');
+    expect((listed.body as { state: string }[]).map((n) => n.state)).toEqual(['DELIVERED', 'DELIVERED']);
   });
 
   it('tells of a certificate at the threshold once per certificate per day', { timeout: 120_000 }, async () => {

@@ -30,17 +30,20 @@ import { RateLimiter } from './server/http/rate-limit.js';
 import { badgeRoutes } from './server/badge-api.js';
 import { closeApiServer, Router, startApiServer } from './server/http/router.js';
 import { readRoutes } from './server/read-api.js';
+import { alertsRoutes } from './server/alerts-api.js';
 import { LEASE_MS } from './server/agent-api.js';
 import { SessionScheduler } from './server/scheduler.js';
 import { heartbeatRoutes } from './server/heartbeat-api.js';
 import { HeartbeatWatcher, heartbeatSyncs, storedHeartbeatChecks } from './server/heartbeats.js';
 import { SqliteHeartbeatStore } from './store/sqlite/heartbeats-store.js';
 import type { SqliteStore } from './store/sqlite/sqlite-store.js';
-import { PUBLIC_LIMIT_PER_MINUTE, storedChecks } from './server-mode.js';
+import { apiOrigin, featurePruners, PUBLIC_LIMIT_PER_MINUTE, startAlerts, storedChecks } from './server-mode.js';
+import { suppressed } from './server/maintenance.js';
 import { errorGroupRoutes } from './server/error-groups-api.js';
 import { maintenanceRoutes } from './server/maintenance-api.js';
 import { SqliteMaintenanceWindowStore } from './store/sqlite/maintenance-windows-store.js';
 import type { MaintenanceWindowDefinition } from './core/maintenance-window.js';
+import type { FileAlertChannel } from './checks/alert-channel-fields.js';
 
 /** The private location local mode implies and runs in this process. */
 export const LOCAL_LOCATION: PrivateLocation = { id: 'local', name: 'This machine (outpost local)' };
@@ -203,7 +206,7 @@ async function runLocalWithStore(
   logger: Logger,
   flushLogs: () => void,
   secrets: SecretPolicy | undefined,
-  parsed: { checks: ServerCheck[]; privateLocations: PrivateLocation[]; heartbeats: HeartbeatCheck[]; maintenanceWindows: MaintenanceWindowDefinition[] },
+  parsed: { checks: ServerCheck[]; privateLocations: PrivateLocation[]; heartbeats: HeartbeatCheck[]; maintenanceWindows: MaintenanceWindowDefinition[]; alertChannels: FileAlertChannel[] },
   store: SqliteStore,
   sink: LocalSink,
 ): Promise<{ done: Promise<number> }> {
@@ -213,12 +216,13 @@ async function runLocalWithStore(
   const queue = localQueue(config, metrics, logger, secrets);
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
   const heartbeatStore = new SqliteHeartbeatStore(store.access);
+  const windows = new SqliteMaintenanceWindowStore(store.access);
   try {
     await lifecycle.startHealth(config.healthPort, config.healthHost);
     await store.syncLocations(parsed.privateLocations);
     await store.syncChecks([...storedChecks(parsed.checks), ...storedHeartbeatChecks(parsed.heartbeats)], new Date());
     await heartbeatStore.sync(heartbeatSyncs(parsed.heartbeats), new Date());
-    await new SqliteMaintenanceWindowStore(store.access).sync(parsed.maintenanceWindows, new Date());
+    await windows.sync(parsed.maintenanceWindows, new Date());
   } catch (error) {
     await store.close().catch(() => undefined);
     throw error;
@@ -242,11 +246,14 @@ async function runLocalWithStore(
     leaseMs: LEASE_MS,
     deliver: (result) => sink.deliver(result),
   });
+  const { SqliteAlertStore } = await import('./store/sqlite/alerts-store.js');
+  const alertStore = new SqliteAlertStore(store.access);
   const scheduler = new SessionScheduler({
     store,
     logger,
     stateDir: config.stateDir,
     retentionDays: settings.retentionDays,
+    pruners: featurePruners({ alerts: alertStore, errorGroups: store.errorGroups, heartbeats: heartbeatStore }),
     onQueued: (location) => {
       if (location === LOCAL_LOCATION.id) source.wake();
     },
@@ -263,7 +270,8 @@ async function runLocalWithStore(
       ...badgeRoutes({ store }),
       ...heartbeatRoutes({ heartbeats: heartbeatStore, logger }),
       ...errorGroupRoutes({ errorGroups: store.errorGroups }),
-      ...maintenanceRoutes({ windows: new SqliteMaintenanceWindowStore(store.access) }),
+      ...maintenanceRoutes({ windows }),
+      ...alertsRoutes({ store, alerts: alertStore }),
     ],
     {
       // Unset: the read API answers without a key; it listens on loopback only.
@@ -290,8 +298,15 @@ async function runLocalWithStore(
   source.start();
   await scheduler.start();
   watcher.start();
-  lifecycle.started = true;
   const address = api?.address();
+  const alerting = await startAlerts(store, alertStore, {
+    logger,
+    origin: apiOrigin(LOCAL_API_HOST, typeof address === 'object' && address ? address.port : settings.apiPort),
+    checks: parsed.checks,
+    channels: parsed.alertChannels,
+    suppressed: (checkId, at) => suppressed({ store, windows }, checkId, at),
+  });
+  lifecycle.started = true;
   logger.info(
     {
       checks: local.length,
@@ -320,6 +335,7 @@ async function runLocalWithStore(
     await scheduler.stop();
     await watcher.stop();
     if (api) await closeApiServer(api, API_CLOSE_GRACE_MS);
+    await alerting.stop();
     await store.close();
     await sink.close();
     await lifecycle.closeHealth();

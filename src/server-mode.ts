@@ -4,6 +4,7 @@
 // ordered shutdown.
 
 import { existsSync } from 'node:fs';
+import { hostname } from 'node:os';
 import path from 'node:path';
 import { type PrivateLocation, parseServerChecksFile, readChecksFileText, type ServerCheck } from './checks/checks-file.js';
 import { definitionRegistry } from './checks/registry.js';
@@ -12,8 +13,12 @@ import { AGENT_ROUTE_LIMIT_PER_MINUTE } from './core/protocol.js';
 import { Lifecycle } from './health/lifecycle.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
+import { Scrubber } from './secrets/scrubber.js';
 import { agentRoutes } from './server/agent-api.js';
 import { badgeRoutes } from './server/badge-api.js';
+import { AlertDeliverer } from './server/alert-delivery.js';
+import { AlertEvaluator } from './server/alert-evaluator.js';
+import { alertsRoutes } from './server/alerts-api.js';
 import { keyHash } from './server/http/credentials.js';
 import { RateLimiter } from './server/http/rate-limit.js';
 import { closeApiServer, Router, startApiServer } from './server/http/router.js';
@@ -27,7 +32,9 @@ import { errorGroupRoutes } from './server/error-groups-api.js';
 import { maintenanceRoutes } from './server/maintenance-api.js';
 import { SqliteMaintenanceWindowStore } from './store/sqlite/maintenance-windows-store.js';
 import type { SqliteStore } from './store/sqlite/sqlite-store.js';
-import type { StoredCheck } from './store/store.js';
+import type { Store, StoredCheck } from './store/store.js';
+import type { AlertStore } from './store/alerts.js';
+import { suppressed } from './server/maintenance.js';
 
 /** The public API's limit per key (the service's, for most routes). */
 export const PUBLIC_LIMIT_PER_MINUTE = 600;
@@ -81,6 +88,55 @@ export function storedChecks(checks: readonly ServerCheck[]): StoredCheck[] {
   });
 }
 
+/** The API's base URL for links in notifications: the address it listens on (this host's name for a wildcard). */
+export function apiOrigin(host: string, port: number): string {
+  const named = host === '0.0.0.0' || host === '::' || host === '' ? hostname() : host;
+  return `http://${named.includes(':') ? `[${named}]` : named}:${port}`;
+}
+
+/** What the retention loop prunes besides results: the feature stores that keep growing tables. */
+export function featurePruners(stores: Record<string, { prune(before: Date, batch: number): Promise<number> }>): Record<string, (before: Date, batch: number) => Promise<number>> {
+  return Object.fromEntries(Object.entries(stores).map(([name, store]) => [name, (before: Date, batch: number) => store.prune(before, batch)]));
+}
+
+/** The alerts' evaluator and deliverer on an open store, the checks file's channels synced first (docs/server.md, "Alerts"). */
+export async function startAlerts(
+  store: Store,
+  alerts: AlertStore,
+  options: {
+    logger: Logger;
+    origin: string;
+    checks: readonly ServerCheck[];
+    channels: ReturnType<typeof parseServerChecksFile>['alertChannels'];
+    /** Maintenance windows: true holds back the notifications of this check at this time. */
+    suppressed?: (checkId: string, at: Date) => Promise<boolean>;
+  },
+): Promise<{ evaluator: AlertEvaluator; deliverer: AlertDeliverer; stop(): Promise<void> }> {
+  await alerts.syncFileChannels(options.channels, new Date());
+  // Payloads never carry the checks file's secrets.
+  const scrubber = Scrubber.of(options.checks.flatMap((c) => c.variables.filter((v) => v.secret === true).map((v) => v.value)));
+  const deliverer = new AlertDeliverer({ alerts, logger: options.logger });
+  const evaluator = new AlertEvaluator({
+    store,
+    alerts,
+    logger: options.logger,
+    origin: options.origin,
+    scrubber,
+    onQueued: () => deliverer.wake(),
+    ...(options.suppressed ? { suppressed: options.suppressed } : {}),
+  });
+  deliverer.start();
+  evaluator.start();
+  return {
+    evaluator,
+    deliverer,
+    async stop() {
+      await evaluator.stop();
+      await deliverer.stop();
+    },
+  };
+}
+
 export interface RunningServer {
   done: Promise<number>;
 }
@@ -89,7 +145,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const settings = config.server;
   if (!settings || !config.checksFile) throw new Error('server mode without its settings or checks file');
   const file = config.checksFile;
-  const { checks, privateLocations, heartbeats, maintenanceWindows } = parseServerChecksFile(await readChecksFileText(file), file, definitionRegistry());
+  const { checks, privateLocations, heartbeats, maintenanceWindows, alertChannels } = parseServerChecksFile(await readChecksFileText(file), file, definitionRegistry());
   const metrics = createMetrics();
   let store: SqliteStore | undefined;
   const lifecycle = new Lifecycle(
@@ -101,8 +157,8 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   // Not ready until the database is open and migrated.
   lifecycle.modeReady = () => store !== undefined;
   await lifecycle.startHealth(config.healthPort, config.healthHost);
-  store = await openStore(databaseFile(config.stateDir));
-  const opened = store;
+  const opened = await openStore(databaseFile(config.stateDir));
+  store = opened;
   await opened.syncLocations(privateLocations satisfies PrivateLocation[]);
   await opened.syncChecks([...storedChecks(checks), ...storedHeartbeatChecks(heartbeats)], new Date());
   const heartbeatStore = new SqliteHeartbeatStore(opened.access);
@@ -111,6 +167,8 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const watcher = new HeartbeatWatcher({ store: heartbeatStore, logger, heartbeat: lifecycle.watchdog.heart('heartbeats') });
   const windows = new SqliteMaintenanceWindowStore(opened.access);
   await windows.sync(maintenanceWindows, new Date());
+  const { SqliteAlertStore } = await import('./store/sqlite/alerts-store.js');
+  const alertStore = new SqliteAlertStore(opened.access);
 
   const jobSignal = new JobSignal();
   const scheduler = new SessionScheduler({
@@ -118,6 +176,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
     logger,
     stateDir: config.stateDir,
     retentionDays: settings.retentionDays,
+    pruners: featurePruners({ alerts: alertStore, errorGroups: opened.errorGroups, heartbeats: heartbeatStore }),
     leaseMs: settings.leaseSeconds * 1000,
     onQueued: (location) => jobSignal.notify(location),
     heartbeat: lifecycle.watchdog.heart('scheduler'),
@@ -134,6 +193,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
       ...heartbeatRoutes({ heartbeats: heartbeatStore, logger }),
       ...errorGroupRoutes({ errorGroups: opened.errorGroups }),
       ...maintenanceRoutes({ windows }),
+      ...alertsRoutes({ store: opened, alerts: alertStore }),
     ],
     {
       publicKey: settings.apiKey,
@@ -151,8 +211,15 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   });
   await scheduler.start();
   watcher.start();
-  lifecycle.started = true;
   const address = api.address();
+  const alerting = await startAlerts(opened, alertStore, {
+    logger,
+    origin: apiOrigin(settings.apiHost, typeof address === 'object' && address ? address.port : settings.apiPort),
+    checks,
+    channels: alertChannels,
+    suppressed: (checkId, at) => suppressed({ store: opened, windows }, checkId, at),
+  });
+  lifecycle.started = true;
   logger.info(
     {
       apiPort: typeof address === 'object' && address ? address.port : settings.apiPort,
@@ -170,6 +237,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
     await scheduler.stop();
     await watcher.stop();
     await closeApiServer(api, API_CLOSE_GRACE_MS);
+    await alerting.stop();
     await opened.close();
     await lifecycle.closeHealth();
     logger.info('outpost server stopped');

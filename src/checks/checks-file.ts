@@ -4,6 +4,7 @@
 
 import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
+import { alertAfterProblem, type FileAlertChannel, parseAlertChannels } from './alert-channel-fields.js';
 import { parseCheck, parseEnvironmentVariables } from './parse-definition.js';
 import type { CheckDefinition } from './definition.js';
 import type { Executor } from './executor.js';
@@ -75,7 +76,7 @@ export function parseServerChecksFile(
   file: string,
   registry: ExecutorRegistry,
   implied?: PrivateLocation,
-): { checks: ServerCheck[]; privateLocations: PrivateLocation[]; heartbeats: HeartbeatCheck[]; maintenanceWindows: MaintenanceWindowDefinition[] } {
+): { checks: ServerCheck[]; privateLocations: PrivateLocation[]; heartbeats: HeartbeatCheck[]; maintenanceWindows: MaintenanceWindowDefinition[]; alertChannels: FileAlertChannel[] } {
   const problems: string[] = [];
   let read: ReturnType<typeof readChecks> | undefined;
   const heartbeats: HeartbeatCheck[] = [];
@@ -129,6 +130,8 @@ export function parseServerChecksFile(
     const { locations: value, ...definition } = item as Record<string, unknown>;
     const checkId = (item as { id?: unknown }).id;
     if (typeof checkId === 'string' || typeof checkId === 'number') definitions.set(String(checkId), definition);
+    const alertAfter = alertAfterProblem((item as { alertAfter?: unknown }).alertAfter);
+    if (alertAfter) root.fail(`$.checks[${index}].alertAfter`, alertAfter);
     if (value === undefined) return;
     const path = `$.checks[${index}].locations`;
     if (isHeartbeatItem(item)) {
@@ -150,6 +153,7 @@ export function parseServerChecksFile(
     if (typeof checkId === 'string' || typeof checkId === 'number') locationsOf.set(String(checkId), locations);
   });
   problems.push(...root.issues.map((i) => `${i.path}: ${i.problem}`));
+  const alertChannels = parseAlertChannels(root.raw('alertChannels'), problems);
   if (problems.length > 0 || !read) throw new ChecksFileError(file, problems);
   const every = implied ? [implied.id] : privateLocations.map((l) => l.id);
   return {
@@ -161,6 +165,7 @@ export function parseServerChecksFile(
     privateLocations,
     heartbeats,
     maintenanceWindows,
+    alertChannels,
   };
 }
 

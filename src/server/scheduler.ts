@@ -37,6 +37,12 @@ export interface SessionSchedulerOptions {
   stateDir: string;
   /** RESULTS_RETENTION_DAYS: results, finished sessions and artifacts older than this are deleted. */
   retentionDays: number;
+  /**
+   * The feature stores' own pruning (alerts' outbox, error groups, heartbeat
+   * events), by name: each deletes at most `batch` rows older than `before`
+   * per call and says how many it deleted.
+   */
+  pruners?: Readonly<Record<string, (before: Date, batch: number) => Promise<number>>>;
   /** A job was queued for the location: wake its waiting claims (job-signal.ts JobSignal.notify). */
   onQueued?: (location: string) => void;
   leaseMs?: number;
@@ -283,6 +289,16 @@ export class SessionScheduler {
       await new Promise((resolve) => setImmediate(resolve));
     }
     if (results > 0 || files > 0) this.logger.info({ results, artifactFiles: files, before: before.toISOString() }, 'old results deleted');
+    for (const [name, prune] of Object.entries(this.options.pruners ?? {})) {
+      let rows = 0;
+      for (let round = 0; round < MAX_PRUNE_BATCHES_PER_ROUND && !this.stopped; round++) {
+        const deleted = await prune(before, this.pruneBatch);
+        rows += deleted;
+        if (deleted < this.pruneBatch) break;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      if (rows > 0) this.logger.info({ [name]: rows, before: before.toISOString() }, `old ${name} deleted`);
+    }
   }
 
   /** Removes an artifact's file and any unfinished upload of it; 1 when a file went. */

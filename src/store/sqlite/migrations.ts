@@ -141,6 +141,71 @@ export const MIGRATIONS: readonly Migration[] = [
     `,
   },
   {
+    version: 3,
+    description: 'alert channels, check status per location, the alerts cursor, the notification outbox and its attempts',
+    sql: `
+      -- A channel of the checks file keeps the file's id (source 'file'); one made through the API gets the next id.
+      CREATE TABLE alert_channels (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        source TEXT NOT NULL,                 -- 'file' | 'api'
+        type TEXT NOT NULL,
+        record TEXT NOT NULL,                 -- JSON: config, send flags, subscriptions
+        created_at TEXT NOT NULL,
+        updated_at TEXT
+      );
+      -- The confirmed status of a check in a location, and the one waiting to hold for alertAfter results.
+      CREATE TABLE check_status (
+        check_id TEXT NOT NULL,
+        location TEXT NOT NULL,
+        status TEXT NOT NULL,
+        since INTEGER NOT NULL,
+        candidate TEXT,
+        streak INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (check_id, location)
+      );
+      -- The evaluator's position in results (results.seq), written with the outbox rows it led to.
+      CREATE TABLE alert_cursor (
+        name TEXT PRIMARY KEY,
+        seq INTEGER NOT NULL
+      );
+      -- One certificate notice per channel, check, certificate and UTC day.
+      CREATE TABLE ssl_notices (
+        channel_id INTEGER NOT NULL,
+        check_id TEXT NOT NULL,
+        certificate TEXT NOT NULL,
+        day TEXT NOT NULL,
+        PRIMARY KEY (channel_id, check_id, certificate, day)
+      );
+      CREATE TABLE notifications (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        channel_id INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        check_id TEXT NOT NULL,
+        location TEXT,
+        result_id TEXT,
+        body TEXT NOT NULL,                   -- JSON payload, scrubbed; headers and signature are made at delivery
+        state TEXT NOT NULL,                  -- PENDING | DELIVERED | CANCELLED
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_at INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        delivered_at INTEGER,
+        last_error TEXT
+      );
+      CREATE INDEX notifications_due ON notifications (next_at) WHERE state = 'PENDING';
+      CREATE INDEX notifications_by_channel ON notifications (channel_id, id DESC);
+      CREATE INDEX notifications_created ON notifications (created_at);
+      CREATE TABLE notification_attempts (
+        notification_id INTEGER NOT NULL REFERENCES notifications (id) ON DELETE CASCADE,
+        at INTEGER NOT NULL,
+        status INTEGER,                       -- HTTP status; null when no answer came
+        error TEXT,
+        duration_ms INTEGER NOT NULL
+      );
+      CREATE INDEX notification_attempts_by_notification ON notification_attempts (notification_id, at);
+    `,
+  },
+  {
     version: 4,
     description: 'maintenance windows (from the checks file) and error groups (per check, by cleaned message)',
     sql: `

@@ -1,0 +1,159 @@
+// Delivers the outbox (alerts-store.ts): each pending notification is sent
+// to its channel, and kept, retried with backoff (core/backoff.ts) and
+// Retry-After, until an answer in 2xx. Every attempt is recorded. A request
+// is bounded: a timeout, no redirects followed, and only the first bytes of
+// the answer kept for the attempt log. A restart finds the pending rows and
+// goes on. Each channel gets its notifications in order, one at a time.
+
+import { Backoff, parseRetryAfter } from '../core/backoff.js';
+import type { Logger } from '../observability/logger.js';
+import type { AlertStore, DeliveryAttempt, Notification } from '../store/alerts.js';
+import { type AlertEvent, channelRequest, type OutgoingRequest, undeliveredReason } from './alert-payloads.js';
+
+export interface AlertDelivererOptions {
+  alerts: AlertStore;
+  logger: Logger;
+  /** One request's limit. */
+  timeoutMs?: number;
+  /** Backoff between attempts of one notification: full jitter from baseMs, doubling up to capMs. */
+  baseMs?: number;
+  capMs?: number;
+  /** Longest sleep when nothing is due (a notification queued meanwhile wakes the loop). */
+  pollMs?: number;
+  /** Bytes of an answer kept in the attempt log. */
+  maxResponseBytes?: number;
+  now?: () => Date;
+  random?: () => number;
+}
+
+const BATCH = 20;
+
+/** Reads at most `limit` bytes of a body, then lets the rest go. */
+async function boundedText(response: Response, limit: number): Promise<string> {
+  const reader = response.body?.getReader();
+  if (!reader) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    while (size < limit) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.length;
+    }
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  return Buffer.concat(chunks).subarray(0, limit).toString('utf8');
+}
+
+export class AlertDeliverer {
+  private running: Promise<void> | undefined;
+  private readonly stopping = new AbortController();
+  private wakeUp: (() => void) | undefined;
+  private woken = false;
+  private readonly now: () => Date;
+
+  constructor(private readonly options: AlertDelivererOptions) {
+    this.now = options.now ?? (() => new Date());
+  }
+
+  start(): void {
+    this.running ??= this.loop();
+  }
+
+  /** Stops; a request in flight is cut and stays pending (sent again after the restart). */
+  async stop(): Promise<void> {
+    this.stopping.abort(new Error('the server is stopping'));
+    this.wakeUp?.();
+    await this.running;
+  }
+
+  wake(): void {
+    this.woken = true;
+    this.wakeUp?.();
+  }
+
+  private async loop(): Promise<void> {
+    const { alerts, logger } = this.options;
+    const pollMs = this.options.pollMs ?? 5_000;
+    while (!this.stopping.signal.aborted) {
+      this.woken = false;
+      try {
+        // One per channel (the store keeps each channel's order): channels are served side by side, so a slow one holds up only itself.
+        const due = await alerts.dueNotifications(this.now(), BATCH);
+        await Promise.all(due.map((notification) => this.deliver(notification)));
+        if (due.length > 0) continue;
+      } catch (error) {
+        logger.error({ err: error }, 'alert delivery failed; retrying at the next poll');
+      }
+      if (this.woken || this.stopping.signal.aborted) continue;
+      const next = await alerts.nextDue().catch(() => undefined);
+      const wait = Math.max(10, Math.min(pollMs, next ? next.getTime() - this.now().getTime() : pollMs));
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, wait);
+        function done() {
+          clearTimeout(timer);
+          resolve();
+        }
+        this.wakeUp = done;
+      });
+      this.wakeUp = undefined;
+    }
+  }
+
+  /** One attempt at one notification. */
+  async deliver(notification: Notification): Promise<void> {
+    const { alerts, logger } = this.options;
+    const channel = await alerts.channel(notification.channelId);
+    const started = this.now();
+    const fields = { notificationId: notification.id, channelId: notification.channelId, kind: notification.kind, checkId: notification.checkId };
+    if (!channel) {
+      await alerts.recordAttempt(notification.id, null, { kind: 'cancelled', reason: 'the channel no longer exists' });
+      return;
+    }
+    const request = channelRequest(channel, notification.body as AlertEvent, notification.id);
+    if (!request) {
+      const reason = undeliveredReason(channel.type) ?? 'not deliverable';
+      logger.warn(fields, `alert notification not delivered: ${reason}`);
+      await alerts.recordAttempt(notification.id, null, { kind: 'cancelled', reason });
+      return;
+    }
+    const { status, error, retryAfterMs } = await this.send(request);
+    const attempt: DeliveryAttempt = { at: started.toISOString(), status, error, durationMs: Math.max(0, this.now().getTime() - started.getTime()) };
+    if (this.stopping.signal.aborted && status === null) return;
+    if (status !== null && status >= 200 && status < 300) {
+      await alerts.recordAttempt(notification.id, attempt, { kind: 'delivered' });
+      logger.info({ ...fields, attempts: notification.attempts + 1 }, 'alert notification delivered');
+      return;
+    }
+    const backoff = new Backoff(this.options.baseMs ?? 1_000, this.options.capMs ?? 300_000, this.options.random);
+    let delay = 0;
+    for (let i = 0; i <= Math.min(notification.attempts, 30); i++) delay = backoff.next();
+    delay = Math.max(delay, retryAfterMs ?? 0);
+    const nextAt = new Date(this.now().getTime() + delay);
+    await alerts.recordAttempt(notification.id, attempt, { kind: 'retry', nextAt });
+    logger.warn({ ...fields, attempts: notification.attempts + 1, status, error, nextAttemptAt: nextAt.toISOString() }, 'alert notification not delivered; it will be retried');
+  }
+
+  private async send(request: OutgoingRequest): Promise<{ status: number | null; error: string | null; retryAfterMs?: number }> {
+    const limit = this.options.maxResponseBytes ?? 2_048;
+    try {
+      const response = await fetch(request.url, {
+        method: 'POST',
+        headers: request.headers,
+        body: request.body,
+        redirect: 'manual',
+        signal: AbortSignal.any([AbortSignal.timeout(this.options.timeoutMs ?? 10_000), this.stopping.signal]),
+      });
+      const text = await boundedText(response, limit).catch(() => '');
+      if (response.status >= 200 && response.status < 300) return { status: response.status, error: null };
+      const retryAfterMs = parseRetryAfter(response.headers.get('retry-after') ?? undefined);
+      return { status: response.status, error: `HTTP ${response.status}${text ? `: ${text.slice(0, 200)}` : ''}`, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+    } catch (error) {
+      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+      const message = (error as Error).name === 'TimeoutError' ? 'timed out' : (cause?.code ?? cause?.message ?? (error as Error).message);
+      return { status: null, error: String(message).slice(0, 200) };
+    }
+  }
+}

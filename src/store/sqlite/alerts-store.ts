@@ -1,0 +1,295 @@
+// The alerts' tables (migrations.ts version 3) on the store's connection.
+// Every method is one synchronous transaction, like sqlite-store.ts: the
+// evaluator's statuses, outbox rows and cursor commit together, so a kill
+// between two batches neither loses a notification nor queues one twice.
+
+import type { SQLOutputValue } from 'node:sqlite';
+import type { CheckResultEntry } from '../../core/result-entry.js';
+import type {
+  AlertChannel,
+  AlertStore,
+  AttemptOutcome,
+  CheckStatus,
+  DeliveryAttempt,
+  LocationStatus,
+  NewAlertChannel,
+  NewNotification,
+  Notification,
+  NotificationKind,
+  NotificationState,
+  NotificationWithAttempts,
+  TailedResult,
+} from '../alerts.js';
+import type { SqliteAccess } from './sqlite-store.js';
+
+type Row = Record<string, SQLOutputValue>;
+
+function num(row: Row, column: string): number {
+  const value = row[column];
+  if (typeof value === 'number') return value;
+  if (typeof value === 'bigint') return Number(value);
+  throw new Error(`column ${column} is ${value === null ? 'null' : typeof value}, not a number`);
+}
+function numOrNull(row: Row, column: string): number | null {
+  return row[column] === null || row[column] === undefined ? null : num(row, column);
+}
+function str(row: Row, column: string): string {
+  const value = row[column];
+  if (typeof value !== 'string') throw new Error(`column ${column} is ${value === null ? 'null' : typeof value}, not text`);
+  return value;
+}
+function strOrNull(row: Row, column: string): string | null {
+  const value = row[column];
+  return typeof value === 'string' ? value : null;
+}
+const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+
+function channelOf(row: Row): AlertChannel {
+  const record = JSON.parse(str(row, 'record')) as NewAlertChannel;
+  return {
+    ...record,
+    id: num(row, 'id'),
+    source: str(row, 'source') === 'file' ? 'file' : 'api',
+    type: str(row, 'type'),
+    created_at: str(row, 'created_at'),
+    updated_at: strOrNull(row, 'updated_at'),
+  };
+}
+
+function recordOf(channel: NewAlertChannel): string {
+  // The id and type have their own columns.
+  const { type: _type, id: _id, ...rest } = channel as NewAlertChannel & { id?: number };
+  return JSON.stringify(rest);
+}
+
+function statusOf(row: Row): LocationStatus {
+  return {
+    checkId: str(row, 'check_id'),
+    location: str(row, 'location'),
+    status: str(row, 'status') as CheckStatus,
+    since: num(row, 'since'),
+    candidate: strOrNull(row, 'candidate') as CheckStatus | null,
+    streak: num(row, 'streak'),
+    updatedAt: num(row, 'updated_at'),
+  };
+}
+
+function notificationOf(row: Row): Notification {
+  const state = str(row, 'state') as NotificationState;
+  return {
+    id: num(row, 'id'),
+    channelId: num(row, 'channel_id'),
+    kind: str(row, 'kind') as NotificationKind,
+    checkId: str(row, 'check_id'),
+    location: strOrNull(row, 'location'),
+    resultId: strOrNull(row, 'result_id'),
+    body: JSON.parse(str(row, 'body')) as unknown,
+    state,
+    attempts: num(row, 'attempts'),
+    nextAttemptAt: state === 'PENDING' ? iso(num(row, 'next_at')) : null,
+    createdAt: iso(num(row, 'created_at')) as string,
+    deliveredAt: iso(numOrNull(row, 'delivered_at')),
+    lastError: strOrNull(row, 'last_error'),
+  };
+}
+
+/**
+ * A channel's notifications go out in the order they were queued: only the
+ * oldest pending one of a channel is due, so a recovery never overtakes the
+ * failure it ends while that one waits for a retry.
+ */
+const HEAD = "NOT EXISTS (SELECT 1 FROM notifications e WHERE e.channel_id = n.channel_id AND e.state = 'PENDING' AND e.id < n.id)";
+
+function readEntry(body: string): CheckResultEntry | null {
+  try {
+    const entry = JSON.parse(body) as unknown;
+    return entry !== null && typeof entry === 'object' ? (entry as CheckResultEntry) : null;
+  } catch {
+    return null;
+  }
+}
+
+export class SqliteAlertStore implements AlertStore {
+  constructor(private readonly db: SqliteAccess) {}
+
+  async syncFileChannels(channels: ReadonlyArray<NewAlertChannel & { id: number }>, now: Date): Promise<void> {
+    const at = now.toISOString();
+    this.db.tx(() => {
+      const keep = new Set(channels.map((c) => c.id));
+      for (const row of this.db.all("SELECT id FROM alert_channels WHERE source = 'file'")) {
+        const id = num(row, 'id');
+        if (!keep.has(id)) this.removeChannel(id, now);
+      }
+      for (const channel of channels) {
+        const existing = this.db.get('SELECT record, type, source FROM alert_channels WHERE id = ?', channel.id);
+        const record = recordOf(channel);
+        if (!existing) {
+          this.db.run("INSERT INTO alert_channels (id, source, type, record, created_at, updated_at) VALUES (?, 'file', ?, ?, ?, NULL)", channel.id, channel.type, record, at);
+        } else if (str(existing, 'record') !== record || str(existing, 'type') !== channel.type || str(existing, 'source') !== 'file') {
+          this.db.run("UPDATE alert_channels SET source = 'file', type = ?, record = ?, updated_at = ? WHERE id = ?", channel.type, record, at, channel.id);
+        }
+      }
+    });
+  }
+
+  async createChannel(channel: NewAlertChannel, now: Date): Promise<AlertChannel> {
+    return this.db.tx(() => {
+      const at = now.toISOString();
+      this.db.run("INSERT INTO alert_channels (source, type, record, created_at, updated_at) VALUES ('api', ?, ?, ?, NULL)", channel.type, recordOf(channel), at);
+      const row = this.db.get('SELECT * FROM alert_channels WHERE rowid = last_insert_rowid()');
+      if (!row) throw new Error('the channel just inserted is missing');
+      return channelOf(row);
+    });
+  }
+
+  private removeChannel(id: number, now: Date): boolean {
+    const removed = this.db.run('DELETE FROM alert_channels WHERE id = ?', id) > 0;
+    this.db.run("UPDATE notifications SET state = 'CANCELLED', last_error = ? WHERE channel_id = ? AND state = 'PENDING'", `the channel was deleted at ${now.toISOString()}`, id);
+    return removed;
+  }
+
+  async deleteChannel(id: number, now: Date): Promise<boolean> {
+    return this.db.tx(() => this.removeChannel(id, now));
+  }
+
+  async channel(id: number): Promise<AlertChannel | undefined> {
+    const row = this.db.get('SELECT * FROM alert_channels WHERE id = ?', id);
+    return row ? channelOf(row) : undefined;
+  }
+
+  async channels(): Promise<AlertChannel[]> {
+    return this.db.all('SELECT * FROM alert_channels ORDER BY id').map(channelOf);
+  }
+
+  async cursor(name: string): Promise<number> {
+    return this.db.tx(() => {
+      const row = this.db.get('SELECT seq FROM alert_cursor WHERE name = ?', name);
+      if (row) return num(row, 'seq');
+      const newest = this.db.get('SELECT COALESCE(MAX(seq), 0) AS seq FROM results');
+      const seq = newest ? num(newest, 'seq') : 0;
+      this.db.run('INSERT INTO alert_cursor (name, seq) VALUES (?, ?)', name, seq);
+      return seq;
+    });
+  }
+
+  async resultsAfter(after: number, limit: number): Promise<TailedResult[]> {
+    return this.db
+      .all('SELECT seq, id, check_id, location, result_type, received_at, body FROM results WHERE seq > ? ORDER BY seq LIMIT ?', after, limit)
+      .map((row) => ({
+        seq: num(row, 'seq'),
+        id: str(row, 'id'),
+        checkId: str(row, 'check_id'),
+        location: str(row, 'location'),
+        resultType: str(row, 'result_type'),
+        receivedAt: num(row, 'received_at'),
+        entry: readEntry(str(row, 'body')),
+      }));
+  }
+
+  async statuses(checkId?: string): Promise<LocationStatus[]> {
+    const rows =
+      checkId === undefined
+        ? this.db.all('SELECT * FROM check_status ORDER BY check_id, location')
+        : this.db.all('SELECT * FROM check_status WHERE check_id = ? ORDER BY location', checkId);
+    return rows.map(statusOf);
+  }
+
+  async commitEvaluation(name: string, seq: number, statuses: readonly LocationStatus[], notifications: readonly NewNotification[], now: Date): Promise<number> {
+    const at = now.getTime();
+    return this.db.tx(() => {
+      for (const s of statuses) {
+        this.db.run(
+          `INSERT INTO check_status (check_id, location, status, since, candidate, streak, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (check_id, location) DO UPDATE SET status = excluded.status, since = excluded.since, candidate = excluded.candidate,
+             streak = excluded.streak, updated_at = excluded.updated_at`,
+          s.checkId,
+          s.location,
+          s.status,
+          s.since,
+          s.candidate,
+          s.streak,
+          s.updatedAt,
+        );
+      }
+      let queued = 0;
+      for (const n of notifications) {
+        if (n.sslNotice) {
+          const fresh = this.db.run(
+            'INSERT OR IGNORE INTO ssl_notices (channel_id, check_id, certificate, day) VALUES (?, ?, ?, ?)',
+            n.channelId,
+            n.checkId,
+            n.sslNotice.certificate,
+            n.sslNotice.day,
+          );
+          if (fresh === 0) continue;
+        }
+        this.db.run(
+          "INSERT INTO notifications (channel_id, kind, check_id, location, result_id, body, state, attempts, next_at, created_at) VALUES (?, ?, ?, ?, ?, ?, 'PENDING', 0, ?, ?)",
+          n.channelId,
+          n.kind,
+          n.checkId,
+          n.location,
+          n.resultId,
+          JSON.stringify(n.body),
+          at,
+          at,
+        );
+        queued++;
+      }
+      this.db.run('INSERT INTO alert_cursor (name, seq) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET seq = excluded.seq', name, seq);
+      return queued;
+    });
+  }
+
+  async dueNotifications(now: Date, limit: number): Promise<Notification[]> {
+    return this.db.all(`SELECT * FROM notifications n WHERE state = 'PENDING' AND next_at <= ? AND ${HEAD} ORDER BY next_at, id LIMIT ?`, now.getTime(), limit).map(notificationOf);
+  }
+
+  async nextDue(): Promise<Date | undefined> {
+    const row = this.db.get(`SELECT MIN(next_at) AS next_at FROM notifications n WHERE state = 'PENDING' AND ${HEAD}`);
+    const at = row ? numOrNull(row, 'next_at') : null;
+    return at === null ? undefined : new Date(at);
+  }
+
+  async recordAttempt(id: number, attempt: DeliveryAttempt | null, outcome: AttemptOutcome): Promise<void> {
+    const at = attempt ? Date.parse(attempt.at) : Date.now();
+    this.db.tx(() => {
+      if (attempt) {
+        this.db.run('INSERT INTO notification_attempts (notification_id, at, status, error, duration_ms) VALUES (?, ?, ?, ?, ?)', id, at, attempt.status, attempt.error, attempt.durationMs);
+      }
+      if (outcome.kind === 'delivered') {
+        this.db.run("UPDATE notifications SET state = 'DELIVERED', attempts = attempts + 1, delivered_at = ?, last_error = NULL WHERE id = ?", at, id);
+      } else if (outcome.kind === 'retry') {
+        this.db.run('UPDATE notifications SET attempts = attempts + 1, next_at = ?, last_error = ? WHERE id = ?', outcome.nextAt.getTime(), attempt?.error ?? null, id);
+      } else {
+        this.db.run("UPDATE notifications SET state = 'CANCELLED', last_error = ? WHERE id = ?", outcome.reason, id);
+      }
+    });
+  }
+
+  async notifications(channelId: number, limit: number): Promise<NotificationWithAttempts[]> {
+    return this.db.all('SELECT * FROM notifications WHERE channel_id = ? ORDER BY id DESC LIMIT ?', channelId, limit).map((row) => {
+      const n = notificationOf(row);
+      const attemptLog = this.db.all('SELECT at, status, error, duration_ms FROM notification_attempts WHERE notification_id = ? ORDER BY at, rowid', n.id).map((a) => ({
+        at: iso(num(a, 'at')) as string,
+        status: numOrNull(a, 'status'),
+        error: strOrNull(a, 'error'),
+        durationMs: num(a, 'duration_ms'),
+      }));
+      return { ...n, attemptLog };
+    });
+  }
+
+  async prune(before: Date, batch: number): Promise<number> {
+    return this.db.tx(() => {
+      const cutoff = before.getTime();
+      const deleted = this.db.run(
+        "DELETE FROM notifications WHERE id IN (SELECT id FROM notifications WHERE state != 'PENDING' AND created_at < ? ORDER BY id LIMIT ?)",
+        cutoff,
+        batch,
+      );
+      this.db.run('DELETE FROM ssl_notices WHERE day < ?', before.toISOString().slice(0, 10));
+      return deleted;
+    });
+  }
+}

@@ -221,6 +221,28 @@ describe('SessionScheduler', () => {
     await s.stop();
   });
 
+  it("runs the feature stores' pruners in the retention round, batch by batch, with the same cutoff", async () => {
+    const calls: Array<{ before: number; batch: number }> = [];
+    let left = 5;
+    const started = Date.now();
+    const s = await start([], {
+      pruneBatch: 2,
+      pruners: {
+        outbox: async (before, batch) => {
+          calls.push({ before: before.getTime(), batch });
+          const deleted = Math.min(batch, left);
+          left -= deleted;
+          return deleted;
+        },
+      },
+    });
+    await eventually(() => expect(logs.find((l) => l.msg === 'old outbox deleted')).toMatchObject({ outbox: 5 }));
+    // 2 + 2 + 1: it stops at the first batch that is not full.
+    expect(calls.map((c) => c.batch)).toEqual([2, 2, 2]);
+    for (const call of calls) expect(Math.abs(call.before - (started - 86_400_000))).toBeLessThan(60_000);
+    await s.stop();
+  });
+
   it('leaves out a check whose frequency is not a whole number of seconds, and says so', async () => {
     const broken = storedCheck({ id: 'broken', locations: [A], frequencySeconds: 0 });
     const fine = storedCheck({ id: 'fine', locations: [A], frequencySeconds: 60 });

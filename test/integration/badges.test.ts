@@ -85,7 +85,11 @@ beforeAll(async () => {
   await store.syncChecks(checks, new Date());
   // passing: failed in A first, then recovered; the latest FINAL of each location counts.
   await runSessions(store, passing, [A, B], 1, () => [{ hasFailures: true, responseTime: 900 }]);
-  await runSessions(store, passing, [A, B], 1, (job) => [{ responseTime: job.runLocation === A ? 123.4 : 77 }]);
+  // B's result is the newest (by its stoppedAt), whatever order the two are stored in.
+  const stopped = Date.now();
+  await runSessions(store, passing, [A, B], 1, (job) => [
+    job.runLocation === A ? { responseTime: 123.4, stoppedAt: new Date(stopped - 1_000).toISOString() } : { responseTime: 77, stoppedAt: new Date(stopped).toISOString() },
+  ]);
   await runSessions(store, degraded, [A, B], 1, (job) => [{ isDegraded: job.runLocation === B, responseTime: 2500 }]);
   // failing: one location fails, the other is degraded; an ATTEMPT is not a FINAL.
   await runSessions(store, failing, [A, B], 1, (job) =>
@@ -257,7 +261,7 @@ function pngSize(png: Buffer): { width: number; height: number } {
 }
 
 async function openBrowser(): Promise<Page> {
-  browser ??= await chromium().launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_FLAGS, headless: true });
+  browser ??= await (await chromium()).launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_FLAGS, headless: true });
   // The badge's CSP sandboxes it when opened on its own; the test reads its geometry all the same.
   return browser.newPage({ bypassCSP: true });
 }

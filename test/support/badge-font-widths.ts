@@ -9,6 +9,7 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { installRuntime } from './scripted-run.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -38,8 +39,9 @@ export interface Chromium {
   launch(options: { executablePath: string; args: string[]; headless: boolean }): Promise<Browser>;
 }
 
-/** playwright-core of the runtime the repository ships (runtimes/2026-04). */
-export function chromium(): Chromium {
+/** playwright-core of the runtime the repository ships (runtimes/2026-04), installed first on a fresh clone. */
+export async function chromium(): Promise<Chromium> {
+  await installRuntime();
   const require = createRequire(path.join(REPO, 'runtimes', '2026-04', 'node_modules', 'x.js'));
   return (require('playwright-core') as { chromium: Chromium }).chromium;
 }
@@ -48,7 +50,7 @@ export const CHROMIUM_FLAGS = ['--no-sandbox', '--disable-gpu', '--font-render-h
 
 /** Rendered advance of each code point, in px at 11px, from Chromium. */
 export async function measureWidths(family: string, codePoints: readonly number[]): Promise<Map<number, number>> {
-  const browser = await chromium().launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_FLAGS, headless: true });
+  const browser = await (await chromium()).launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_FLAGS, headless: true });
   try {
     const page = await browser.newPage();
     await page.setContent(`<svg xmlns="http://www.w3.org/2000/svg"><text id="t" x="0" y="20" font-family="${family}" font-size="11" style="font-kerning:none;white-space:pre"></text></svg>`);

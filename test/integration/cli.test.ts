@@ -150,7 +150,8 @@ describe('outpost CLI', () => {
     const unsupported = CHECK_TYPES.find((t) => !registry.has(t)) as string;
     const reason = registry.whyUnsupported(unsupported as CheckType);
     const file = checksFile({ checks: [{ id: 'a', checkType: unsupported }, { id: 'b', checkType: 'URL', request: {} }] });
-    const proc = run(['local', file]);
+    // Once mode runs every check itself (local mode serves HEARTBEAT checks, which may be the unsupported type here).
+    const proc = run(['once', file]);
     expect((await proc.exit).code).toBe(78);
     const lines = stderrLines(proc);
     expect(lines[0]).toBe(`outpost: ${file}: 2 problems:`);

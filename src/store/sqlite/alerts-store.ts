@@ -3,7 +3,6 @@
 // evaluator's statuses, outbox rows and cursor commit together, so a kill
 // between two batches neither loses a notification nor queues one twice.
 
-import type { SQLOutputValue } from 'node:sqlite';
 import type { CheckResultEntry } from '../../core/result-entry.js';
 import type {
   AlertChannel,
@@ -21,27 +20,9 @@ import type {
   TailedResult,
 } from '../alerts.js';
 import type { SqliteAccess } from './sqlite-store.js';
+import { num, numOrNull, type Row, str, strOrNull } from './rows.js';
 
-type Row = Record<string, SQLOutputValue>;
 
-function num(row: Row, column: string): number {
-  const value = row[column];
-  if (typeof value === 'number') return value;
-  if (typeof value === 'bigint') return Number(value);
-  throw new Error(`column ${column} is ${value === null ? 'null' : typeof value}, not a number`);
-}
-function numOrNull(row: Row, column: string): number | null {
-  return row[column] === null || row[column] === undefined ? null : num(row, column);
-}
-function str(row: Row, column: string): string {
-  const value = row[column];
-  if (typeof value !== 'string') throw new Error(`column ${column} is ${value === null ? 'null' : typeof value}, not text`);
-  return value;
-}
-function strOrNull(row: Row, column: string): string | null {
-  const value = row[column];
-  return typeof value === 'string' ? value : null;
-}
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
 function channelOf(row: Row): AlertChannel {

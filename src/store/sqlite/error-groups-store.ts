@@ -3,7 +3,7 @@
 // result and its groups are stored together or not at all.
 
 import { randomUUID } from 'node:crypto';
-import type { SQLInputValue, SQLOutputValue } from 'node:sqlite';
+import type { SQLInputValue } from 'node:sqlite';
 import type { CheckResultEntry } from '../../core/result-entry.js';
 import {
   cleanErrorMessage,
@@ -15,8 +15,7 @@ import {
   MAX_ERROR_MESSAGE_LENGTH,
   MAX_GROUPS_PER_RESULT,
 } from '../error-groups.js';
-
-type Row = Record<string, SQLOutputValue>;
+import type { Row } from './rows.js';
 
 /**
  * sqlite-store.ts's SqliteAccess, restated: that file calls this one from

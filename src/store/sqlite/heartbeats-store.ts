@@ -15,19 +15,9 @@ import {
   type HeartbeatSync,
   type PingOutcome,
 } from '../heartbeats.js';
-import type { Row, SqliteAccess } from './sqlite-store.js';
+import { num, type Row, str as text } from './rows.js';
+import type { SqliteAccess } from './sqlite-store.js';
 
-function num(row: Row, column: string): number {
-  const value = row[column];
-  if (typeof value === 'number') return value;
-  if (typeof value === 'bigint') return Number(value);
-  throw new Error(`column ${column} is not a number`);
-}
-function text(row: Row, column: string): string {
-  const value = row[column];
-  if (typeof value !== 'string') throw new Error(`column ${column} is not text`);
-  return value;
-}
 
 function eventFromRow(row: Row): HeartbeatEvent {
   return {

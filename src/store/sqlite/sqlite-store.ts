@@ -6,7 +6,7 @@
 // what lets a route answer "accepted" (store.ts). The schema is migrations.ts.
 
 import { closeSync, existsSync, openSync } from 'node:fs';
-import type { DatabaseSync, SQLInputValue, SQLOutputValue, StatementSync } from 'node:sqlite';
+import type { DatabaseSync, SQLInputValue, StatementSync } from 'node:sqlite';
 import type { AgentEvent, Job, ResultEnvelope } from '../../core/protocol.js';
 import type { CheckResultEntry } from '../../core/result-entry.js';
 import { FINISHED_STATUSES, type FinalOutcome, finalOutcome, sessionStatus } from '../session-status.js';
@@ -29,8 +29,9 @@ import {
 } from '../store.js';
 import { SqliteErrorGroupStore } from './error-groups-store.js';
 import { migrate, NewerSchemaError } from './migrations.js';
+import { json, num, numOrNull, type Row, str, strOrNull } from './rows.js';
 
-export type Row = Record<string, SQLOutputValue>;
+export type { Row } from './rows.js';
 
 /**
  * A result's startedAt is the agent's clock, a job's leased_at the server's:
@@ -55,27 +56,6 @@ export interface SqliteAccess {
 
 const BUSY_TIMEOUT_MS = 5000;
 
-function str(row: Row, column: string): string {
-  const value = row[column];
-  if (typeof value !== 'string') throw new Error(`column ${column} is ${value === null ? 'null' : typeof value}, not text`);
-  return value;
-}
-function strOrNull(row: Row, column: string): string | null {
-  const value = row[column];
-  return typeof value === 'string' ? value : null;
-}
-function num(row: Row, column: string): number {
-  const value = row[column];
-  if (typeof value === 'number') return value;
-  if (typeof value === 'bigint') return Number(value);
-  throw new Error(`column ${column} is ${value === null ? 'null' : typeof value}, not a number`);
-}
-function numOrNull(row: Row, column: string): number | null {
-  return row[column] === null || row[column] === undefined ? null : num(row, column);
-}
-function json<T>(row: Row, column: string): T {
-  return JSON.parse(str(row, column)) as T;
-}
 function placeholders(n: number): string {
   return Array.from({ length: n }, () => '?').join(', ');
 }

@@ -12,8 +12,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type AgentProcess, cleanEnv, probe, startAgent, tempDir } from '../support/agent-process.js';
-import { READY_DEADLINE_MS, retryUntil } from '../support/daemon.js';
+import { type AgentProcess, cleanEnv, startAgent, tempDir } from '../support/agent-process.js';
+import { retryUntil } from '../support/daemon.js';
+import { apiCall, serverReady, startServerProcess } from '../support/server-process.js';
 
 const API_KEY = 'alerts-restart-public-key-0123456789';
 const HOOK_SECRET = 'restart-hook-secret-0123';
@@ -27,26 +28,12 @@ let checksFile: string;
 let port = 0;
 
 function startServer(apiPort: number): AgentProcess {
-  const proc = startAgent(
-    ['server', checksFile],
-    cleanEnv({ OUTPOST_API_KEY: API_KEY, API_PORT: String(apiPort), API_HOST: '127.0.0.1', STATE_DIR: path.join(dir, 'server') }),
-  );
+  const proc = startServerProcess({ checksFile, stateDir: path.join(dir, 'server'), apiKey: API_KEY, apiPort });
   processes.push(proc);
   return proc;
 }
 
-async function serverReady(proc: AgentProcess): Promise<number> {
-  const started = await proc.waitForLog((l) => l.msg === 'outpost server started', READY_DEADLINE_MS, 'the server to start');
-  const health = await proc.healthPort();
-  expect(await retryUntil(READY_DEADLINE_MS, async () => (await probe(health, '/-/readiness')).status === 200)).toBe(true);
-  return Number(started.apiPort);
-}
-
-async function api(method: string, route: string): Promise<{ status: number; body: unknown }> {
-  const response = await fetch(`http://127.0.0.1:${port}${route}`, { method, headers: { authorization: `Bearer ${API_KEY}` } });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : undefined };
-}
+const api = (method: string, route: string) => apiCall(port, API_KEY, method, route);
 
 interface Listed {
   state: string;

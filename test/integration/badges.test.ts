@@ -85,10 +85,10 @@ beforeAll(async () => {
   await store.syncChecks(checks, new Date());
   // passing: failed in A first, then recovered; the latest FINAL of each location counts.
   await runSessions(store, passing, [A, B], 1, () => [{ hasFailures: true, responseTime: 900 }]);
-  // B's result is the newest (by its stoppedAt), whatever order the two are stored in.
+  // B's result is the newest (it stopped last), whatever order the two are stored in.
   const stopped = Date.now();
   await runSessions(store, passing, [A, B], 1, (job) => [
-    job.runLocation === A ? { responseTime: 123.4, stoppedAt: new Date(stopped - 1_000).toISOString() } : { responseTime: 77, stoppedAt: new Date(stopped).toISOString() },
+    job.runLocation === A ? { responseTime: 123.4, startedAt: new Date(stopped - 1_000) } : { responseTime: 77, startedAt: new Date(stopped) },
   ]);
   await runSessions(store, degraded, [A, B], 1, (job) => [{ isDegraded: job.runLocation === B, responseTime: 2500 }]);
   // failing: one location fails, the other is degraded; an ATTEMPT is not a FINAL.

@@ -236,4 +236,17 @@ describe('router', () => {
     // The limit of anonymous routes is their own: the public key's budget is untouched.
     expect((await call(`${url}/v1/things/1`, { headers: pub })).status).toBe(200);
   });
+
+  it('cuts a client whose JSON body trickles in past the deadline, and serves the next one', async () => {
+    const url = new URL(await serve({ bodyDeadlineMs: 300 }));
+    const { connect } = await import('node:net');
+    const socket = connect(Number(url.port), url.hostname);
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.on('error', () => undefined);
+    socket.write(`POST /v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${PUBLIC_KEY}\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{"a":`);
+    const started = Date.now();
+    await closed;
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect((await call(`${url.origin}/v1/echo`, { method: 'POST', headers: { ...pub, 'content-type': 'application/json' }, body: '{"a":1}' })).status).toBe(200);
+  });
 });

@@ -60,6 +60,8 @@ export interface RouterOptions {
   anonymousLimiter?: RateLimiter;
   logger: Logger;
   now?: () => number;
+  /** How long a JSON body may take to arrive (JSON_BODY_DEADLINE_MS). */
+  bodyDeadlineMs?: number;
 }
 
 interface CompiledRoute {
@@ -89,17 +91,33 @@ function match(compiled: CompiledRoute, parts: readonly string[]): Record<string
   return params;
 }
 
-/** Reads at most `limit` bytes of JSON; more is a 413, and what is not JSON a 400. */
-export async function readJsonBody(req: IncomingMessage, limit: number): Promise<unknown> {
+/** A JSON body must arrive within this long: a client trickling one byte at a time does not hold a connection for ever. */
+export const JSON_BODY_DEADLINE_MS = 30_000;
+
+/** Reads at most `limit` bytes of JSON within `deadlineMs`; more is a 413, slower a 408, and what is not JSON a 400. */
+export async function readJsonBody(req: IncomingMessage, limit: number, deadlineMs = JSON_BODY_DEADLINE_MS): Promise<unknown> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) throw new ApiError(413, `the body is larger than ${limit} bytes`, { limit });
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) throw new ApiError(413, `the body is larger than ${limit} bytes`, { limit });
-    chunks.push(chunk);
+  let late = false;
+  const timer = setTimeout(() => {
+    late = true;
+    // Ends the iteration below by cutting the connection: a client this slow gets no answer, only its socket back.
+    req.destroy();
+  }, deadlineMs);
+  try {
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > limit) throw new ApiError(413, `the body is larger than ${limit} bytes`, { limit });
+      chunks.push(chunk);
+    }
+  } catch (error) {
+    if (!late) throw error;
+  } finally {
+    clearTimeout(timer);
   }
+  if (late) throw new ApiError(408, `the body did not arrive within ${deadlineMs / 1000} s`);
   if (size === 0) return undefined;
   try {
     return JSON.parse(Buffer.concat(chunks, size).toString('utf8'));
@@ -178,7 +196,7 @@ export class Router {
         continue;
       }
       const principal = await this.authenticate(compiled.route, req);
-      const body = compiled.route.bodyLimit > 0 ? await readJsonBody(req, compiled.route.bodyLimit) : undefined;
+      const body = compiled.route.bodyLimit > 0 ? await readJsonBody(req, compiled.route.bodyLimit, this.options.bodyDeadlineMs) : undefined;
       const host = req.headers.host ?? `${req.socket.localAddress}:${req.socket.localPort}`;
       return compiled.route.handle({ params, query: url.searchParams, body, principal, req, res, signal, origin: `http://${host}` });
     }
@@ -229,9 +247,10 @@ export interface ApiServerOptions {
 export async function startApiServer(router: Router, options: ApiServerOptions): Promise<Server> {
   const server = createServer(
     {
-      // Headers must arrive promptly; bodies are bounded per route, and long polls and uploads end themselves.
+      // Headers must arrive promptly; JSON bodies within JSON_BODY_DEADLINE_MS; a whole request (an artifact's
+      // 150 MB upload the longest) within 15 minutes. Long polls end themselves: their request is small.
       headersTimeout: 10_000,
-      requestTimeout: 0,
+      requestTimeout: 15 * 60_000,
       keepAliveTimeout: 5_000,
     },
     router.listener,

@@ -163,8 +163,11 @@ export async function runLocal(
       await sink.close();
       const { passed, degraded, failed, error } = sink.counts;
       const total = passed + degraded + failed + error;
+      const retries = sink.retries;
+      // Only FINAL results are checks; a retried attempt is reported as a retry, and its failure does not decide the exit code.
+      const retried = retries > 0 ? ` (${retries} ${retries === 1 ? 'retry' : 'retries'})` : '';
       process.stderr.write(
-        `outpost once: ${total} checks: ${passed} passed, ${degraded} degraded, ${failed} failed, ${error} errors${interrupted ? ' (interrupted)' : ''}\n`,
+        `outpost once: ${total} ${total === 1 ? 'check' : 'checks'}: ${passed} passed, ${degraded} degraded, ${failed} failed, ${error} errors${retried}${interrupted ? ' (interrupted)' : ''}\n`,
       );
       return failed + error === 0 && !interrupted ? 0 : 1;
     });
@@ -193,9 +196,9 @@ export async function runLocal(
     });
     await sink.close();
     await lifecycle.closeHealth();
-    logger.info(sink.counts, 'outpost local mode stopped');
+    logger.info({ ...sink.counts, retries: sink.retries }, 'outpost local mode stopped');
   };
-  const done = lifecycle.shutdownOnSignals(drain, () => ({ ...sink.counts }), flushLogs);
+  const done = lifecycle.shutdownOnSignals(drain, () => ({ ...sink.counts, retries: sink.retries }), flushLogs);
   return { done };
 }
 
@@ -339,8 +342,8 @@ async function runLocalWithStore(
     await store.close();
     await sink.close();
     await lifecycle.closeHealth();
-    logger.info(sink.counts, 'outpost local mode stopped');
+    logger.info({ ...sink.counts, retries: sink.retries }, 'outpost local mode stopped');
   };
-  const done = lifecycle.shutdownOnSignals(drain, () => ({ ...sink.counts }), flushLogs);
+  const done = lifecycle.shutdownOnSignals(drain, () => ({ ...sink.counts, retries: sink.retries }), flushLogs);
   return { done };
 }

@@ -30,7 +30,10 @@ export class LocalSink {
   private file: WriteStream | undefined;
   /** The first write error is the one reported: later ones (ERR_STREAM_DESTROYED) only echo it. */
   private failed = false;
+  /** FINAL results by outcome: one per check run. */
   readonly counts = { passed: 0, degraded: 0, failed: 0, error: 0 };
+  /** ATTEMPT results: failed attempts that were retried, not checks of their own. */
+  retries = 0;
 
   constructor(
     private readonly out: NodeJS.WriteStream,
@@ -53,7 +56,8 @@ export class LocalSink {
    * of stdout holds it back), so that what is buffered counts until then.
    */
   deliver(result: CheckResultEntry): Promise<void> {
-    this.counts[resultOutcome(result)]++;
+    if (result.resultType === 'ATTEMPT') this.retries++;
+    else this.counts[resultOutcome(result)]++;
     const json = `${JSON.stringify(result)}\n`;
     const written = (stream: NodeJS.WritableStream, text: string) =>
       new Promise<void>((resolve) => {

@@ -3,6 +3,7 @@
 // logs on stderr, the health server, hanging-job warnings and shutdown.
 
 import { readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -119,6 +120,31 @@ describe('once mode', () => {
     expect(proc.stderr()).toContain('0 passed, 0 degraded, 0 failed, 1 errors');
   });
 
+  it('counts FINAL results only: a check that fails its first attempt and passes on retry is one passed check and one retry, exit 0', async () => {
+    let requests = 0;
+    const flaky = http.createServer((_req, res) => {
+      requests++;
+      res.writeHead(requests === 1 ? 503 : 200).end();
+    });
+    await new Promise<void>((resolve) => flaky.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = flaky.address() as net.AddressInfo;
+      const file = writeChecks([
+        { id: 'flaky', checkType: 'URL', request: { url: `http://127.0.0.1:${port}/` }, retryStrategy: { type: 'FIXED', baseBackoffSeconds: 0, maxRetries: 2 } },
+      ]);
+      const proc = start(['once', file]);
+      expect((await proc.exit).code, proc.stderr()).toBe(0);
+      expect(requests).toBe(2);
+      expect(results(proc).map((r) => [r.resultType, r.hasFailures])).toEqual([
+        ['ATTEMPT', true],
+        ['FINAL', false],
+      ]);
+      expect(proc.stderr()).toContain('outpost once: 1 check: 1 passed, 0 degraded, 0 failed, 0 errors (1 retry)\n');
+    } finally {
+      await new Promise((resolve) => flaky.close(resolve));
+    }
+  });
+
   it('--results writes the same lines to a JSONL file', async () => {
     const dir = tempDir();
     const resultsFile = path.join(dir, 'results.jsonl');
@@ -159,7 +185,7 @@ describe('once mode interrupted', () => {
     const [result] = results(proc);
     expect(result).toMatchObject({ checkId: 'long', hasErrors: true });
     expect(result?.apiCheckResult?.requestError).toBe('Aborted: interrupted');
-    expect(proc.stderr()).toContain('outpost once: 1 checks: 0 passed, 0 degraded, 0 failed, 1 errors (interrupted)\n');
+    expect(proc.stderr()).toContain('outpost once: 1 check: 0 passed, 0 degraded, 0 failed, 1 errors (interrupted)\n');
   });
 
   it('SIGINT with checks still queued behind the running one never exits 0, and prints the summary', async () => {
@@ -173,7 +199,7 @@ describe('once mode interrupted', () => {
     const { code } = await proc.exit;
     expect(code, `stderr: ${proc.stderr()}`).not.toBe(0);
     expect(code).toBe(1);
-    expect(proc.stderr()).toMatch(/outpost once: \d+ checks: .*\(interrupted\)\n/);
+    expect(proc.stderr()).toMatch(/outpost once: \d+ checks?: .*\(interrupted\)\n/);
   });
 });
 

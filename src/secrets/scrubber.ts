@@ -195,7 +195,8 @@ function base64Forms(secret: string): string[] {
 /**
  * Every form in which `secret` is looked for (docs/secrets.md): raw and
  * lower-cased (host names are lower-cased by URL parsing); URL-encoded
- * (encodeURIComponent, form encoding with `+`, the WHATWG URL path, query,
+ * (encodeURIComponent, the same with `!'()*` encoded too (RFC 3986),
+ * form encoding with `+`, the WHATWG URL path, query,
  * userinfo and fragment encodings, upper- and lower-case hex); base64 and
  * base64url (see base64Forms); JSON-escaped (as JSON.stringify writes it,
  * ASCII-only with \u escapes, with `\/`, and JSON inside JSON); HTML-escaped;
@@ -213,7 +214,9 @@ export function secretForms(secret: string): string[] {
   if (component !== undefined) {
     const plus = component.replace(/%20/g, '+');
     const twice = encodeURIComponent(component);
-    forms.push(component, lowerHex(component), plus, lowerHex(plus), twice, lowerHex(twice));
+    // RFC 3986 strict (`!'()*` encoded too): how a `{{NAME}}` lands in a URL's path or query (src/checks/variables.ts).
+    const strict = component.replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+    forms.push(component, lowerHex(component), plus, lowerHex(plus), twice, lowerHex(twice), strict, lowerHex(strict));
     try {
       const uri = encodeURI(secret);
       forms.push(uri, lowerHex(uri));

@@ -125,7 +125,7 @@ async function runApi(check: CheckDefinition<ApiRequest>, ctx: ExecutionContext)
   let built: { body?: string; contentType?: string };
   let proxyUrl: string | undefined;
   try {
-    let baseUrl = variables.interpolate(spec.url, 'request.url');
+    let baseUrl = variables.interpolateUrl(spec.url, 'request.url');
     headers = spec.headers.map((h, i) => [
       variables.interpolate(h.key, `request.headers[${i}].key`),
       variables.interpolate(h.value, `request.headers[${i}].value`),

@@ -123,7 +123,7 @@ async function runUrl(check: CheckDefinition<UrlRequest>, ctx: ExecutionContext)
   };
   let url: string;
   try {
-    url = ctx.variables.interpolate(spec.url, 'request.url');
+    url = ctx.variables.interpolateUrl(spec.url, 'request.url');
     new URL(url);
     for (const credential of urlCredentials(url)) ctx.secrets?.add(credential, 'request.url credentials');
   } catch (error) {

@@ -1,0 +1,119 @@
+// Client certificates (mutual TLS) end to end: `outpost once` (the real
+// process) against nginx with `ssl_verify_client on` and a throwaway CA.
+
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
+import { cleanEnv, startAgent, tempDir } from '../support/agent-process.js';
+import { type Nginx, startNginx } from '../support/nginx.js';
+import { type ClientCertificateFiles, createTestPki, issueClientCertificate, type TestPki } from '../support/tls.js';
+
+let pki: TestPki;
+let client: ClientCertificateFiles;
+let nginx: Nginx;
+let results: Map<string, CheckResultEntry>;
+let output: string;
+let key: string;
+let encryptedKey: string;
+
+const api = (id: string) => results.get(id)?.apiCheckResult as {
+  response: { status: number } | null;
+  requestError: string | null;
+  jobLog: string[];
+};
+
+beforeAll(async () => {
+  pki = createTestPki();
+  client = issueClientCertificate(pki);
+  nginx = await startNginx({
+    tls: pki.valid,
+    serverConfig: `
+    ssl_client_certificate ${pki.caCert};
+    ssl_verify_client on;
+    ssl_verify_depth 2;`,
+  });
+  const read = (file: string) => readFileSync(file, 'utf8');
+  const cert = read(client.cert);
+  key = read(client.key);
+  encryptedKey = read(client.encryptedKey);
+  const ca = read(pki.caCert);
+  const url = `${nginx.url}/health`;
+  const checks = [
+    { id: 'right', checkType: 'URL', request: { url }, clientCertificates: [{ host: '127.0.0.1', cert, key: encryptedKey, passphrase: client.passphrase, ca }] },
+    {
+      id: 'api-right',
+      checkType: 'API',
+      request: { url },
+      clientCertificates: [
+        { host: '*.internal.example', cert: read(pki.wrongName.cert), key: read(pki.wrongName.key) },
+        { host: '127.0.0.1', cert, key, ca },
+      ],
+      assertions: [{ source: 'STATUS_CODE', comparison: 'EQUALS', target: '200' }],
+    },
+    { id: 'none', checkType: 'URL', request: { url, skipSSL: true } },
+    { id: 'other-host', checkType: 'URL', request: { url, skipSSL: true }, clientCertificates: [{ host: '*.internal.example', cert, key }] },
+    { id: 'wrong-passphrase', checkType: 'URL', request: { url }, clientCertificates: [{ host: '127.0.0.1', cert, key: encryptedKey, passphrase: 'not-the-passphrase-9', ca }] },
+    { id: 'mismatch', checkType: 'URL', request: { url }, clientCertificates: [{ host: '127.0.0.1', cert, key: read(pki.valid.key), ca }] },
+    { id: 'untrusted', checkType: 'URL', request: { url, skipSSL: true }, clientCertificates: [{ host: '127.0.0.1', cert: read(client.selfSigned.cert), key: read(client.selfSigned.key), ca: null }] },
+  ];
+  const dir = tempDir();
+  const file = path.join(dir, 'checks.json');
+  writeFileSync(file, JSON.stringify({ checks }));
+  const out = path.join(dir, 'out.jsonl');
+  const proc = startAgent(['once', file, '--results', out], cleanEnv({ JOB_CONCURRENCY: '4', LOG_LEVEL: 'debug' }));
+  await proc.exit;
+  results = new Map(proc.stdoutLines.filter(Boolean).map((l) => {
+    const r = JSON.parse(l) as CheckResultEntry;
+    return [r.checkId as string, r];
+  }));
+  output = `${proc.stdoutLines.join('\n')}\n${proc.stderr()}\n${readFileSync(out, 'utf8')}`;
+}, 60_000);
+
+afterAll(async () => {
+  await nginx?.stop();
+});
+
+describe('client certificates against nginx with ssl_verify_client on', () => {
+  it('passes with the right certificate (encrypted key and passphrase, the CA trusted for the server)', () => {
+    expect(api('right').requestError).toBeNull();
+    expect(api('right').response?.status).toBe(200);
+    expect(results.get('right')?.hasFailures).toBe(false);
+    expect(api('right').jobLog.join('\n')).toContain('Presenting the client certificate for 127.0.0.1');
+  });
+
+  it('an API check picks the entry for its host among several', () => {
+    expect(api('api-right').requestError).toBeNull();
+    expect(api('api-right').response?.status).toBe(200);
+    expect(results.get('api-right')?.hasFailures).toBe(false);
+  });
+
+  it('without a certificate, or with none for the host, fails with a clear error', () => {
+    for (const id of ['none', 'other-host']) {
+      expect(results.get(id)?.hasFailures).toBe(true);
+      expect(api(id).requestError).toMatch(/the server requires a client certificate and none was presented/);
+    }
+  });
+
+  it('a wrong passphrase and a key of another certificate are clear errors, nothing sent', () => {
+    expect(api('wrong-passphrase').requestError).toMatch(/clientCertificates\[0\] \(host 127\.0\.0\.1\): the key cannot be read: wrong passphrase/);
+    expect(api('mismatch').requestError).toMatch(/clientCertificates\[0\] \(host 127\.0\.0\.1\): the key does not belong to the certificate/);
+    expect(api('wrong-passphrase').response).toBeNull();
+  });
+
+  it('a certificate the server does not trust is a clear error', () => {
+    expect(results.get('untrusted')?.hasFailures).toBe(true);
+    expect(api('untrusted').requestError).toMatch(/the server rejected the client certificate/);
+  });
+
+  it('no key or passphrase appears in stdout, stderr or the results file', () => {
+    expect(output.length).toBeGreaterThan(1000);
+    expect(output).not.toContain(client.passphrase);
+    expect(output).not.toContain('not-the-passphrase-9');
+    for (const pem of [key, encryptedKey, readFileSync(pki.valid.key, 'utf8'), readFileSync(client.selfSigned.key, 'utf8')]) {
+      for (const line of pem.split('\n')) {
+        if (line && !line.startsWith('-----')) expect(output).not.toContain(line);
+      }
+    }
+  });
+});

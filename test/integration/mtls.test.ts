@@ -40,11 +40,12 @@ beforeAll(async () => {
   const ca = read(pki.caCert);
   const url = `${nginx.url}/health`;
   const checks = [
-    { id: 'right', checkType: 'URL', request: { url }, clientCertificates: [{ host: '127.0.0.1', cert, key: encryptedKey, passphrase: client.passphrase, ca }] },
+    // The passphrase and a line of the key also land where a result shows them (the URL, a header): scrubbed there too.
+    { id: 'right', checkType: 'URL', request: { url: `${url}?echo=${client.passphrase}` }, clientCertificates: [{ host: '127.0.0.1', cert, key: encryptedKey, passphrase: client.passphrase, ca }] },
     {
       id: 'api-right',
       checkType: 'API',
-      request: { url },
+      request: { url, headers: [{ key: 'x-echo', value: key.split('\n')[1] }] },
       clientCertificates: [
         { host: '*.internal.example', cert: read(pki.wrongName.cert), key: read(pki.wrongName.key) },
         { host: '127.0.0.1', cert, key, ca },
@@ -108,6 +109,8 @@ describe('client certificates against nginx with ssl_verify_client on', () => {
 
   it('no key or passphrase appears in stdout, stderr or the results file', () => {
     expect(output.length).toBeGreaterThan(1000);
+    expect(JSON.stringify(results.get('right'))).toContain('echo=');
+    expect(JSON.stringify(results.get('api-right'))).toContain('x-echo');
     expect(output).not.toContain(client.passphrase);
     expect(output).not.toContain('not-the-passphrase-9');
     for (const pem of [key, encryptedKey, readFileSync(pki.valid.key, 'utf8'), readFileSync(client.selfSigned.key, 'utf8')]) {

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ExecutionContext } from '../../src/checks/executor.js';
 import { DefinitionError } from '../../src/checks/fields.js';
-import { type ClientCertificate, certificateFor, ClientCertificateError, hostMatches, prepareClientCertificates } from '../../src/checks/http/client-certificates.js';
+import { type ClientCertificate, certificateFor, ClientCertificateError, hostMatches, literalSecrets, prepareClientCertificates } from '../../src/checks/http/client-certificates.js';
 import { parseCheck } from '../../src/checks/parse-definition.js';
 import { defaultRegistry } from '../../src/checks/registry.js';
 import { Variables } from '../../src/checks/variables.js';
@@ -63,5 +63,17 @@ describe('preparing client certificates', () => {
     expect(() => prepareClientCertificates([{ host: 'x', cert: 'not a pem', key, passphrase: '{{PASS}}' }], variables, ctx)).toThrow(ClientCertificateError);
     expect(added.map(([value]) => value)).toEqual([key, 'AAAABBBBCCCCDDDD', 'EEEEFFFF', 'pass-phrase-from-variable']);
     expect(added.every(([, name]) => name?.startsWith('clientCertificates[0].'))).toBe(true);
+  });
+});
+
+describe('secrets known from the definition', () => {
+  it('are the key, its body lines and the passphrase as written; values with variables wait for the run', () => {
+    const key = '-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAABBBBCCCCDDDD\n-----END ENCRYPTED PRIVATE KEY-----';
+    expect(literalSecrets([{ host: 'x', cert: 'C', key, passphrase: 'literal-passphrase' }, { host: 'y', cert: 'C', key: '{{KEY}}', passphrase: '{{PASS}}' }])).toEqual([
+      { name: 'clientCertificates[0].key', value: key },
+      { name: 'clientCertificates[0].key', value: 'AAAABBBBCCCCDDDD' },
+      { name: 'clientCertificates[0].passphrase', value: 'literal-passphrase' },
+    ]);
+    expect(literalSecrets(undefined)).toEqual([]);
   });
 });

@@ -23,7 +23,7 @@ import {
 } from './request.js';
 import { exchangeOutcome, notSentOutcome } from './url.js';
 import { urlCredentials } from '../../secrets/policy.js';
-import { type ClientCertificate, ClientCertificateError, type ClientTls, parseClientCertificates, prepareClientCertificates } from './client-certificates.js';
+import { type ClientCertificate, ClientCertificateError, type ClientTls, literalSecrets, parseClientCertificates, prepareClientCertificates } from './client-certificates.js';
 import { UnknownVariableError, Variables } from '../variables.js';
 import { resolveRuntime, type Runtime, RuntimeError, runtimesDir } from '../scripted/runtimes.js';
 import { MAX_SCRIPT_LENGTH } from '../scripted/executors.js';
@@ -247,6 +247,7 @@ export const apiExecutor: Executor<ApiRequest> = {
   limits: { degradedMs: 10_000, maxMs: 20_000, capMs: 30_000 },
   assertionSources: HTTP_ASSERTION_SOURCES,
   parseRequest: parseApiRequest,
+  definitionSecrets: (request) => literalSecrets(request.clientCertificates),
   target: (request) => `${request.method} ${displayUrl(request.url)}`,
   run: runApi,
 };

@@ -47,6 +47,28 @@ export function parseClientCertificates(check: Fields): ClientCertificate[] {
   });
 }
 
+/** The key (whole and line by line) and the passphrase as written, when no variable is left to fill in. */
+export function literalSecrets(entries: readonly ClientCertificate[] | undefined): Array<{ name: string; value: string }> {
+  const found: Array<{ name: string; value: string }> = [];
+  (entries ?? []).forEach((entry, i) => {
+    const at = `clientCertificates[${i}]`;
+    if (!entry.key.includes('{{')) {
+      found.push({ name: `${at}.key`, value: entry.key });
+      for (const line of keyLines(entry.key)) found.push({ name: `${at}.key`, value: line });
+    }
+    if (entry.passphrase && !entry.passphrase.includes('{{')) found.push({ name: `${at}.passphrase`, value: entry.passphrase });
+  });
+  return found;
+}
+
+/** The lines of a PEM key's body: each is as secret as the whole. */
+function keyLines(key: string): string[] {
+  return key
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter((line) => line && !line.startsWith('-----') && !/^[A-Za-z-]+:/.test(line));
+}
+
 /** Whether `pattern` (an entry's host) covers `hostname`: equal, or `*.` standing for exactly one label. */
 export function hostMatches(pattern: string, hostname: string): boolean {
   const host = hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase().replace(/\.$/, '');
@@ -91,8 +113,7 @@ export function prepareClientCertificates(entries: readonly ClientCertificate[],
     const key = variables.interpolate(entry.key, `${at}.key`);
     // Key and passphrase are secrets whatever the variables say (docs/checks/http.md).
     ctx.secrets?.add(key, `${at}.key`);
-    // A line of the key's body is as secret as the whole.
-    for (const line of key.split(/\r?\n/)) if (line.trim() && !line.startsWith('-----')) ctx.secrets?.add(line.trim(), `${at}.key`);
+    for (const line of keyLines(key)) ctx.secrets?.add(line, `${at}.key`);
     const passphrase = entry.passphrase === undefined ? undefined : variables.interpolate(entry.passphrase, `${at}.passphrase`);
     if (passphrase) ctx.secrets?.add(passphrase, `${at}.passphrase`);
     const prepared: ClientTls = {

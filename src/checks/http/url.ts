@@ -12,7 +12,7 @@ import type { Outcome } from '../../core/outcome.js';
 import type { Fields } from '../fields.js';
 import { urlCredentials } from '../../secrets/policy.js';
 import { UnknownVariableError } from '../variables.js';
-import { type ClientCertificate, ClientCertificateError, type ClientTls, parseClientCertificates, prepareClientCertificates } from './client-certificates.js';
+import { type ClientCertificate, ClientCertificateError, type ClientTls, literalSecrets, parseClientCertificates, prepareClientCertificates } from './client-certificates.js';
 
 export interface UrlRequest {
   url: string;
@@ -165,6 +165,7 @@ export const urlExecutor: Executor<UrlRequest> = {
   limits: { degradedMs: 3000, maxMs: 5000, capMs: 30_000 },
   assertionSources: ['STATUS_CODE'],
   parseRequest: parseUrlRequest,
+  definitionSecrets: (request) => literalSecrets(request.clientCertificates),
   target: (request) => displayUrl(request.url),
   run: runUrl,
 };

@@ -1,14 +1,17 @@
 // Client certificates (mutual TLS) end to end: `outpost once` (the real
-// process) against nginx with `ssl_verify_client on` and a throwaway CA.
+// process) and agent mode (a job from the real server) against nginx with
+// `ssl_verify_client on` and a throwaway CA.
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { cleanEnv, startAgent, tempDir } from '../support/agent-process.js';
+import { useHarness } from '../support/harness.js';
 import { type Nginx, startNginx } from '../support/nginx.js';
 import { type ClientCertificateFiles, createTestPki, issueClientCertificate, type TestPki } from '../support/tls.js';
 
+const h = useHarness();
 let pki: TestPki;
 let client: ClientCertificateFiles;
 let nginx: Nginx;
@@ -118,5 +121,29 @@ describe('client certificates against nginx with ssl_verify_client on', () => {
         if (line && !line.startsWith('-----')) expect(output).not.toContain(line);
       }
     }
+  });
+});
+
+describe('client certificates in a job (agent mode)', () => {
+  it('takes check.clientCertificates, the passphrase from a secret job variable, and scrubs key and passphrase', async () => {
+    const cp = await h.server();
+    const agent = h.agent(cp, { LOG_LEVEL: 'debug' });
+    const cert = readFileSync(client.cert, 'utf8');
+    const ca = readFileSync(pki.caCert, 'utf8');
+    const definition = {
+      id: 'mtls-job',
+      checkType: 'API',
+      request: { url: `${nginx.url}/health`, headers: [{ key: 'x-echo', value: `{{MTLS_PASS}} ${encryptedKey.split('\n')[1]}` }] },
+      clientCertificates: [{ host: '127.0.0.1', cert, key: encryptedKey, passphrase: '{{MTLS_PASS}}', ca }],
+    };
+    const job = await cp.addJob(definition, { environmentVariables: [{ key: 'MTLS_PASS', value: client.passphrase, secret: true }] });
+    await cp.waitFor(() => cp.resultsFor(job).length === 1, 30_000, 'the mTLS result');
+    const [stored] = cp.resultsFor(job);
+    expect(stored?.result.hasFailures).toBe(false);
+    expect(stored?.result.apiCheckResult?.response).toMatchObject({ status: 200 });
+    const seen = `${JSON.stringify(stored)}\n${agent.stdoutLines.join('\n')}\n${agent.stderr()}`;
+    expect(seen).toContain('x-echo');
+    expect(seen).not.toContain(client.passphrase);
+    for (const line of encryptedKey.split('\n')) if (line && !line.startsWith('-----')) expect(seen).not.toContain(line);
   });
 });

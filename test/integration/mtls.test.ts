@@ -34,7 +34,8 @@ beforeAll(async () => {
     serverConfig: `
     ssl_client_certificate ${pki.caCert};
     ssl_verify_client on;
-    ssl_verify_depth 2;`,
+    ssl_verify_depth 2;
+    location = /to-ip { return 302 https://127.0.0.1:$server_port/health; }`,
   });
   const read = (file: string) => readFileSync(file, 'utf8');
   const cert = read(client.cert);
@@ -42,6 +43,7 @@ beforeAll(async () => {
   encryptedKey = read(client.encryptedKey);
   const ca = read(pki.caCert);
   const url = `${nginx.url}/health`;
+  const named = `https://localhost:${nginx.port}`;
   const checks = [
     // The passphrase and a line of the key also land where a result shows them (the URL, a header): scrubbed there too.
     { id: 'right', checkType: 'URL', request: { url: `${url}?echo=${client.passphrase}` }, clientCertificates: [{ host: '127.0.0.1', cert, key: encryptedKey, passphrase: client.passphrase, ca }] },
@@ -55,6 +57,10 @@ beforeAll(async () => {
       ],
       assertions: [{ source: 'STATUS_CODE', comparison: 'EQUALS', target: '200' }],
     },
+    // Each redirect hop presents the entry for its own host.
+    { id: 'hop-both', checkType: 'URL', request: { url: `${named}/to-ip` }, clientCertificates: [{ host: 'localhost', cert, key, ca }, { host: '127.0.0.1', cert, key, ca }] },
+    // skipSSL: without an entry the second hop has no CA that trusts the server either.
+    { id: 'hop-first-only', checkType: 'URL', request: { url: `${named}/to-ip`, skipSSL: true }, clientCertificates: [{ host: 'localhost', cert, key, ca }] },
     { id: 'none', checkType: 'URL', request: { url, skipSSL: true } },
     { id: 'other-host', checkType: 'URL', request: { url, skipSSL: true }, clientCertificates: [{ host: '*.internal.example', cert, key }] },
     { id: 'wrong-passphrase', checkType: 'URL', request: { url }, clientCertificates: [{ host: '127.0.0.1', cert, key: encryptedKey, passphrase: 'not-the-passphrase-9', ca }] },
@@ -90,6 +96,16 @@ describe('client certificates against nginx with ssl_verify_client on', () => {
     expect(api('api-right').requestError).toBeNull();
     expect(api('api-right').response?.status).toBe(200);
     expect(results.get('api-right')?.hasFailures).toBe(false);
+  });
+
+  it('presents on each redirect hop the certificate for that hop\'s host', () => {
+    expect(api('hop-both').requestError).toBeNull();
+    expect(results.get('hop-both')?.hasFailures).toBe(false);
+    expect(api('hop-both').jobLog.filter((line) => line.startsWith('Presenting'))).toEqual([
+      'Presenting the client certificate for localhost',
+      'Presenting the client certificate for 127.0.0.1',
+    ]);
+    expect(api('hop-first-only').requestError).toMatch(/none was presented .* at 127\.0\.0\.1:/);
   });
 
   it('without a certificate, or with none for the host, fails with a clear error', () => {

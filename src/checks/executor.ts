@@ -103,5 +103,11 @@ export interface Executor<Request = unknown> {
   expectedMs?(check: CheckDefinition<Request>): number;
   /** A short description of what is checked, for logs (never secrets: URLs are shown without credentials). */
   target(request: Request): string;
+  /**
+   * Secrets written as they are in the definition (a client certificate's
+   * key), scrubbed from the job's first log line on; values with `{{…}}` are
+   * registered by `run` once filled in.
+   */
+  definitionSecrets?(request: Request): Array<{ name: string; value: string }>;
   run(check: CheckDefinition<Request>, ctx: ExecutionContext): Promise<Outcome>;
 }

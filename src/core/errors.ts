@@ -28,6 +28,9 @@ const CODES: Record<string, string> = {
   SELF_SIGNED_CERT_IN_CHAIN: 'TLS certificate chain contains a self-signed certificate',
   UNABLE_TO_VERIFY_LEAF_SIGNATURE: 'TLS certificate cannot be verified',
   ERR_TLS_CERT_ALTNAME_INVALID: 'TLS certificate does not match the host name',
+  ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED: 'the server requires a client certificate and none was presented',
+  ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE: 'the server rejected the client certificate',
+  ERR_SSL_TLSV1_ALERT_UNKNOWN_CA: "the server does not trust the client certificate's issuer",
 };
 
 export function errorCode(error: unknown): string | undefined {

@@ -100,6 +100,8 @@ export class JobRunner {
    */
   async run(prepared: PreparedJob, slot: JobSlot, onAttempt: (result: CheckResultEntry) => Promise<void>): Promise<JobCompletion> {
     const secrets = this.secrets.forJob(jobVariables(prepared));
+    const runnable = prepared.runnable;
+    for (const { name, value } of runnable?.executor.definitionSecrets?.(runnable.check.request) ?? []) secrets.add(value, name);
     // Each attempt gets its own lease; the last one is held until its result has been handed on.
     let memory: MemoryLease | undefined;
     const release = () => memory?.release();

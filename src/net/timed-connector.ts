@@ -43,6 +43,8 @@ export interface TimedConnectorOptions {
   rejectUnauthorized: boolean;
   signal: AbortSignal;
   onConnection: (marks: ConnectionMarks) => void;
+  /** A client certificate to present (mutual TLS), and the CA that replaces the system's for the server. */
+  clientTls?: { cert: string; key: string; passphrase?: string; ca?: string };
 }
 
 function firstValue(value: string | string[] | undefined): string | null {
@@ -118,6 +120,7 @@ export function timedConnector(options: TimedConnectorOptions): buildConnector.c
             servername,
             rejectUnauthorized: options.rejectUnauthorized,
             ALPNProtocols: ['http/1.1'],
+            ...options.clientTls,
           });
           pending = secure;
           secure.once('error', (error) => finish(error));

@@ -62,3 +62,32 @@ subjectAltName = DNS:other.test
     wrongName: issue('wrong', 'other.test', 'other', ['-days', '30']),
   };
 }
+
+export interface ClientCertificateFiles {
+  cert: string;
+  /** The key, unencrypted. */
+  key: string;
+  /** The same key, encrypted with `passphrase`. */
+  encryptedKey: string;
+  passphrase: string;
+  /** A self-signed certificate and its key: no CA the server trusts issued it. */
+  selfSigned: { cert: string; key: string };
+}
+
+/** A client certificate (extendedKeyUsage clientAuth) issued by the PKI's CA, its key also encrypted. */
+export function issueClientCertificate(pki: TestPki, passphrase = 'mtls-pass-phrase-7Qz'): ClientCertificateFiles {
+  const dir = pki.dir;
+  writeFileSync(path.join(dir, 'client.cnf'), '[client]\nextendedKeyUsage = clientAuth\n');
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  openssl(dir, ['req', ...ec, '-keyout', 'client.key', '-out', 'client.csr', '-subj', '/CN=outpost-client']);
+  openssl(dir, ['x509', '-req', '-in', 'client.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-set_serial', '4242', '-days', '30', '-extfile', 'client.cnf', '-extensions', 'client', '-out', 'client.crt']);
+  openssl(dir, ['pkey', '-in', 'client.key', '-aes256', '-passout', `pass:${passphrase}`, '-out', 'client-enc.key']);
+  openssl(dir, ['req', '-x509', ...ec, '-keyout', 'stranger.key', '-out', 'stranger.crt', '-days', '30', '-subj', '/CN=stranger']);
+  return {
+    cert: path.join(dir, 'client.crt'),
+    key: path.join(dir, 'client.key'),
+    encryptedKey: path.join(dir, 'client-enc.key'),
+    passphrase,
+    selfSigned: { cert: path.join(dir, 'stranger.crt'), key: path.join(dir, 'stranger.key') },
+  };
+}

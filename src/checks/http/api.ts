@@ -23,6 +23,7 @@ import {
 } from './request.js';
 import { exchangeOutcome, notSentOutcome } from './url.js';
 import { urlCredentials } from '../../secrets/policy.js';
+import { type ClientCertificate, ClientCertificateError, type ClientTls, literalSecrets, parseClientCertificates, prepareClientCertificates } from './client-certificates.js';
 import { UnknownVariableError, Variables } from '../variables.js';
 import { resolveRuntime, type Runtime, RuntimeError, runtimesDir } from '../scripted/runtimes.js';
 import { MAX_SCRIPT_LENGTH } from '../scripted/executors.js';
@@ -46,6 +47,8 @@ export interface ApiRequest {
   tearDownScript?: string;
   /** The check's runtimeId (for its scripts); the CURRENT runtime when absent. */
   runtimeId?: string;
+  /** From the check's `clientCertificates` (beside `request`). */
+  clientCertificates?: ClientCertificate[];
 }
 
 function parseApiRequest(fields: Fields, check: Fields): ApiRequest {
@@ -58,7 +61,9 @@ function parseApiRequest(fields: Fields, check: Fields): ApiRequest {
   const setupScript = (check.has('setupScript') ? check : fields).string('setupScript', { maxLength: MAX_SCRIPT_LENGTH });
   const tearDownScript = (check.has('tearDownScript') ? check : fields).string('tearDownScript', { maxLength: MAX_SCRIPT_LENGTH });
   const runtimeId = check.string('runtimeId', { minLength: 1, maxLength: 100 });
+  const clientCertificates = parseClientCertificates(check);
   return {
+    ...(clientCertificates.length > 0 ? { clientCertificates } : {}),
     method: parseMethod(fields),
     url: parseHttpUrl(fields, 'url'),
     headers: parseKeyValues(fields, 'headers'),
@@ -124,6 +129,7 @@ async function runApi(check: CheckDefinition<ApiRequest>, ctx: ExecutionContext)
   let headers: Array<[string, string]>;
   let built: { body?: string; contentType?: string };
   let proxyUrl: string | undefined;
+  let clientCertificates: ClientTls[] | undefined;
   try {
     let baseUrl = variables.interpolateUrl(spec.url, 'request.url');
     headers = spec.headers.map((h, i) => [
@@ -176,8 +182,10 @@ async function runApi(check: CheckDefinition<ApiRequest>, ctx: ExecutionContext)
       headers.push(['authorization', `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`]);
     }
     proxyUrl = proxyFor(url, spec.proxyUrl, ctx);
+    // With the variables a setup script may have set.
+    if (spec.clientCertificates) clientCertificates = prepareClientCertificates(spec.clientCertificates, variables, ctx);
   } catch (error) {
-    if (error instanceof UnknownVariableError || error instanceof RequestBuildError) return notSentOutcome(error.message, reported, ctx);
+    if (error instanceof UnknownVariableError || error instanceof RequestBuildError || error instanceof ClientCertificateError) return notSentOutcome(error.message, reported, ctx);
     if (error instanceof TypeError) return notSentOutcome('request.url is not a valid URL after variables were filled in', reported, ctx);
     throw error;
   }
@@ -198,6 +206,7 @@ async function runApi(check: CheckDefinition<ApiRequest>, ctx: ExecutionContext)
     skipSSL: spec.skipSSL,
     ipFamily: spec.ipFamily,
     ...(proxyUrl ? { proxyUrl } : {}),
+    ...(clientCertificates ? { clientCertificates } : {}),
     bodyLimitBytes: ctx.settings.responseBodyLimitBytes,
   };
   const exchange = await performExchange(request, ctx);
@@ -238,6 +247,7 @@ export const apiExecutor: Executor<ApiRequest> = {
   limits: { degradedMs: 10_000, maxMs: 20_000, capMs: 30_000 },
   assertionSources: HTTP_ASSERTION_SOURCES,
   parseRequest: parseApiRequest,
+  definitionSecrets: (request) => literalSecrets(request.clientCertificates),
   target: (request) => `${request.method} ${displayUrl(request.url)}`,
   run: runApi,
 };

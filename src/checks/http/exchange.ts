@@ -5,11 +5,12 @@
 import { STATUS_CODES } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { Client, type Dispatcher, ProxyAgent, request } from 'undici';
-import { type ConnectionMarks, type IpFamily, timedConnector, type TlsSummary } from '../../net/timed-connector.js';
+import { type ConnectionMarks, type IpFamily, timedConnector, type TimedConnectorOptions, type TlsSummary } from '../../net/timed-connector.js';
 import { MIB, type MemoryLease } from '../../core/memory-budget.js';
 import type { TimingPhases } from '../../core/result-entry.js';
 import { describeError, errorCode, JobAbortedError } from '../../core/errors.js';
 import type { ExecutionContext } from '../executor.js';
+import { type ClientTls, tlsOptionsFor } from './client-certificates.js';
 
 export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'HEAD', 'DELETE', 'OPTIONS'] as const;
 export type HttpMethod = (typeof HTTP_METHODS)[number];
@@ -31,6 +32,8 @@ export interface ExchangeSpec {
   proxyUrl?: string;
   /** Bytes of the body kept for assertions and the result; the rest is read and counted. */
   bodyLimitBytes: number;
+  /** Client certificates (mutual TLS); each hop presents the one for its host, if any. */
+  clientCertificates?: ClientTls[];
 }
 
 /** Marks of the final hop, in ms since the exchange began. */
@@ -140,13 +143,35 @@ function memoryCutLine(keptBytes: number, lease: MemoryLease): string {
   return `response body cut at ${keptBytes} bytes: the agent's memory budget for response bodies (${budgetMb} MB) ${why}`;
 }
 
+/** The TLS options of an entry, without the host it was chosen by. */
+function withoutHost({ host: _host, ...options }: ClientTls): Omit<ClientTls, 'host'> {
+  return options;
+}
+
+/** What nginx's 400 page says about the client certificate, if anything. */
+function clientCertificateRefusal(page: string, presented: boolean): string | undefined {
+  if (/No required SSL certificate was sent/i.test(page)) {
+    return presented
+      ? 'the server requires a client certificate and did not receive one'
+      : 'the server requires a client certificate and none was presented (no clientCertificates entry matches this host)';
+  }
+  if (/The SSL certificate error/i.test(page)) return 'the server rejected the client certificate (not issued by a CA it trusts, or expired)';
+  return undefined;
+}
+
 export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext): Promise<Exchange> {
   const startedAt = new Date();
   const start = performance.now();
   const hops: Hop[] = [];
   let tls: TlsSummary | undefined;
   let remoteAddress: string | undefined;
-  const timed = timedConnector({
+  const certificates = spec.clientCertificates ?? [];
+  const connectorFor = (hostname: string) => {
+    const clientTls = tlsOptionsFor(certificates, hostname);
+    if (clientTls) ctx.jobLog.push(`Presenting the client certificate for ${clientTls.host}`);
+    return timedConnector({ ...connectorOptions, ...(clientTls ? { clientTls: withoutHost(clientTls) } : {}) });
+  };
+  const connectorOptions: TimedConnectorOptions = {
     ipFamily: spec.ipFamily,
     rejectUnauthorized: !spec.skipSSL,
     signal: ctx.signal,
@@ -158,13 +183,21 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
       if (marks.fallback) ctx.jobLog.push(marks.fallback);
       ctx.jobLog.push(`Connected to ${remoteAddress}${marks.tls ? ` (${marks.tls.protocol ?? 'TLS'})` : ''}`);
     },
-  });
+  };
   // Undici's own idle timers must not fire before the check's cap (the abort signal) does.
   const common = { headersTimeout: 0, bodyTimeout: 0, keepAliveTimeout: 1, pipelining: 0 } as const;
   let proxy: ProxyAgent | undefined;
   if (spec.proxyUrl) {
     // Plain HTTP goes to the proxy as an absolute-form request (as curl does); HTTPS tunnels through CONNECT.
-    proxy = new ProxyAgent({ ...common, uri: spec.proxyUrl, proxyTunnel: false, requestTls: { rejectUnauthorized: !spec.skipSSL } });
+    // Through a proxy one agent serves every hop: it presents the certificate for the first host.
+    const clientTls = tlsOptionsFor(certificates, new URL(spec.url).hostname);
+    if (clientTls) ctx.jobLog.push(`Presenting the client certificate for ${clientTls.host}`);
+    proxy = new ProxyAgent({
+      ...common,
+      uri: spec.proxyUrl,
+      proxyTunnel: false,
+      requestTls: { rejectUnauthorized: !spec.skipSSL, ...(clientTls ? withoutHost(clientTls) : {}) },
+    });
     ctx.jobLog.push(`Using proxy ${displayUrl(spec.proxyUrl)} (connection phases are the proxy's and are not measured)`);
   }
   // Without a proxy, one undici Client (one connection) per hop: lighter than an Agent and its Pool, and
@@ -172,7 +205,7 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
   const clients: Client[] = [];
   const dispatcherFor = (target: string): Dispatcher => {
     if (proxy) return proxy;
-    const client = new Client(new URL(target).origin, { ...common, connect: timed });
+    const client = new Client(new URL(target).origin, { ...common, connect: connectorFor(new URL(target).hostname) });
     clients.push(client);
     return client;
   };
@@ -213,8 +246,12 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
       let keptBytes = 0;
       let size = 0;
       let cutForMemory = false;
+      // A server demanding a client certificate may finish the handshake and answer 400 (nginx does): its page says why.
+      const sniffing = response.statusCode === 400 && url.startsWith('https:');
+      let sniff = '';
       for await (const chunk of response.body) {
         const buffer = chunk as Buffer;
+        if (sniffing && sniff.length < 1024) sniff += buffer.subarray(0, 1024).toString('latin1');
         size += buffer.length;
         if (keptBytes < spec.bodyLimitBytes && !cutForMemory) {
           let part = buffer.subarray(0, spec.bodyLimitBytes - keptBytes);
@@ -238,6 +275,11 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
       exchange.bodySize = size;
       exchange.bodyTruncated = size > keptBytes;
       exchange.finalUrl = url;
+      const refused = sniffing ? clientCertificateRefusal(sniff, tlsOptionsFor(certificates, new URL(url).hostname) !== undefined) : undefined;
+      if (refused) {
+        exchange.error = `${refused} at ${new URL(url).host}`;
+        break;
+      }
       const location = exchange.headers.location;
       if (!spec.followRedirects || !REDIRECT_STATUSES.has(response.statusCode) || typeof location !== 'string') break;
       const next = new URL(location, url);

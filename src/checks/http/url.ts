@@ -12,6 +12,7 @@ import type { Outcome } from '../../core/outcome.js';
 import type { Fields } from '../fields.js';
 import { urlCredentials } from '../../secrets/policy.js';
 import { UnknownVariableError } from '../variables.js';
+import { type ClientCertificate, ClientCertificateError, type ClientTls, literalSecrets, parseClientCertificates, prepareClientCertificates } from './client-certificates.js';
 
 export interface UrlRequest {
   url: string;
@@ -19,11 +20,15 @@ export interface UrlRequest {
   skipSSL: boolean;
   ipFamily: IpFamily;
   proxyUrl?: string;
+  /** From the check's `clientCertificates` (beside `request`). */
+  clientCertificates?: ClientCertificate[];
 }
 
-function parseUrlRequest(fields: Fields): UrlRequest {
+function parseUrlRequest(fields: Fields, check: Fields): UrlRequest {
   const proxyUrl = fields.string('proxyUrl');
+  const clientCertificates = parseClientCertificates(check);
   return {
+    ...(clientCertificates.length > 0 ? { clientCertificates } : {}),
     url: parseHttpUrl(fields, 'url', MAX_URL_LENGTH),
     followRedirects: fields.boolean('followRedirects', true),
     skipSSL: fields.boolean('skipSSL', false),
@@ -122,12 +127,14 @@ async function runUrl(check: CheckDefinition<UrlRequest>, ctx: ExecutionContext)
     ipFamily: spec.ipFamily,
   };
   let url: string;
+  let clientCertificates: ClientTls[] | undefined;
   try {
+    if (spec.clientCertificates) clientCertificates = prepareClientCertificates(spec.clientCertificates, ctx.variables, ctx);
     url = ctx.variables.interpolateUrl(spec.url, 'request.url');
     new URL(url);
     for (const credential of urlCredentials(url)) ctx.secrets?.add(credential, 'request.url credentials');
   } catch (error) {
-    if (error instanceof UnknownVariableError) return notSentOutcome(error.message, reported, ctx);
+    if (error instanceof UnknownVariableError || error instanceof ClientCertificateError) return notSentOutcome(error.message, reported, ctx);
     return notSentOutcome(`request.url is not a valid URL after variables were filled in`, reported, ctx);
   }
   reported.url = displayUrl(url);
@@ -143,6 +150,7 @@ async function runUrl(check: CheckDefinition<UrlRequest>, ctx: ExecutionContext)
     skipSSL: spec.skipSSL,
     ipFamily: spec.ipFamily,
     ...(proxyUrl ? { proxyUrl } : {}),
+    ...(clientCertificates ? { clientCertificates } : {}),
     // A URL monitor asserts on the status only; the body is read and counted, not kept.
     bodyLimitBytes: 0,
   };
@@ -157,6 +165,7 @@ export const urlExecutor: Executor<UrlRequest> = {
   limits: { degradedMs: 3000, maxMs: 5000, capMs: 30_000 },
   assertionSources: ['STATUS_CODE'],
   parseRequest: parseUrlRequest,
+  definitionSecrets: (request) => literalSecrets(request.clientCertificates),
   target: (request) => displayUrl(request.url),
   run: runUrl,
 };

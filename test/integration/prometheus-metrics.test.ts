@@ -9,13 +9,27 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHECK_METRIC_NAMES } from '../../src/observability/check-metrics.js';
-import { probe, tempDir } from '../support/agent-process.js';
+import { probe, REPO, tempDir } from '../support/agent-process.js';
 import { retryUntil } from '../support/daemon.js';
 import { useHarness } from '../support/harness.js';
 import { type Nginx, startNginx } from '../support/nginx.js';
 import { type Prometheus, promtool, startPrometheus } from '../support/prometheus.js';
 
 const h = useHarness();
+const RULES = path.join(REPO, 'docs/prometheus/alert-rules.yml');
+const DASHBOARD = path.join(REPO, 'docs/prometheus/grafana-dashboard.json');
+
+interface Dashboard {
+  panels: { title: string; targets?: { expr: string }[] }[];
+  templating: { list: { query?: unknown; definition?: string }[] };
+}
+
+/** The metric names a PromQL expression reads (names of functions, labels and keywords left out). */
+function metricNames(expr: string): string[] {
+  const withoutStrings = expr.replace(/"[^"]*"/g, '""').replace(/\{[^}]*\}/g, '{}');
+  const words = withoutStrings.match(/[a-zA-Z_:][a-zA-Z0-9_:]*(?=\s*(\{|\[|\)|$|\s*[-+*\/<>=!]))/g) ?? [];
+  return words.filter((w) => /^(probe|outpost|nodejs|process)_/.test(w) || w === 'up');
+}
 
 /** A CA that expires in 10 days and a localhost leaf it signed for 30: nginx serves both. */
 function chainPki(): { caCert: string; chain: { cert: string; key: string }; caExpiry: number; leafExpiry: number } {
@@ -63,7 +77,7 @@ describe('per-check metrics scraped by Prometheus', () => {
     writeFileSync(file, JSON.stringify({ checks }));
     const proc = h.start(['local', file], { NODE_EXTRA_CA_CERTS: pki.caCert });
     const port = await proc.healthPort();
-    prometheus = await startPrometheus(`127.0.0.1:${port}`);
+    prometheus = await startPrometheus(`127.0.0.1:${port}`, [RULES]);
     const p = prometheus;
 
     let success: Awaited<ReturnType<Prometheus['query']>> = [];
@@ -94,10 +108,36 @@ describe('per-check metrics scraped by Prometheus', () => {
     for (const name of CHECK_METRIC_NAMES.filter((n) => !n.startsWith('probe_dns') && !n.startsWith('probe_icmp') && n !== 'probe_failed_due_to_regex')) {
       expect(text).toContain(`# TYPE ${name} gauge`);
     }
+    // Every metric the example dashboard and alert rules read is one Outpost serves (up is Prometheus's own).
+    const served = new Set([...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].flatMap(([, name, type]) => (type === 'histogram' ? [name, `${name}_bucket`, `${name}_sum`, `${name}_count`] : [name])));
+    // Per-check families appear once a check of their type has run: DNS and ICMP ones are known by name.
+    for (const name of CHECK_METRIC_NAMES) served.add(name);
+    served.add('up');
+    const dashboard = JSON.parse(readFileSync(DASHBOARD, 'utf8')) as Dashboard;
+    const exprs = dashboard.panels.flatMap((panel) => (panel.targets ?? []).map((t) => t.expr));
+    exprs.push(...dashboard.templating.list.flatMap((v) => (v.definition ? [v.definition] : [])));
+    exprs.push(...[...readFileSync(RULES, 'utf8').matchAll(/^\s+expr: (.+)$/gm)].map((m) => m[1] ?? ''));
+    expect(exprs.length).toBeGreaterThan(10);
+    const names = new Set(exprs.flatMap(metricNames));
+    expect([...names].filter((n) => !served.has(n))).toEqual([]);
+    for (const name of ['probe_success', 'probe_ssl_earliest_cert_expiry', 'outpost_jobs_total', 'outpost_job_duration_seconds_bucket']) expect(names).toContain(name);
+
+    // The rules load into Prometheus and the failing check's alert is pending (it fires after 2 m).
+    let alerts: Awaited<ReturnType<Prometheus['query']>> = [];
+    expect(await retryUntil(30_000, async () => (alerts = await p.query('ALERTS{alertname="OutpostCheckFailing"}')).length > 0, 500)).toBe(true);
+    expect(alerts.map((a) => a.metric.check_id)).toEqual(['failing']);
+    expect(alerts[0]?.metric.alertstate).toBe('pending');
+
     const lint = promtool(['check', 'metrics'], text);
     const problems = `${lint.stdout}${lint.stderr}`
       .split('\n')
       .filter((line) => line.trim() !== '' && !/^(nodejs|process)_/.test(line));
     expect(problems).toEqual([]);
   }, 180_000);
+
+  it('ships alert rules that promtool accepts', () => {
+    const check = promtool(['check', 'rules', RULES]);
+    expect(check.status, `${check.stdout}${check.stderr}`).toBe(0);
+    expect(check.stdout).toMatch(/SUCCESS: \d+ rules found/);
+  });
 });

@@ -23,7 +23,8 @@ export function promtool(args: string[], input?: string): { status: number | nul
   return { status: run.status, stdout: run.stdout, stderr: run.stderr };
 }
 
-export async function startPrometheus(target: string): Promise<Prometheus> {
+/** Scrapes `target` (host:port) every second and evaluates `ruleFiles` every second. */
+export async function startPrometheus(target: string, ruleFiles: string[] = []): Promise<Prometheus> {
   const bin = findExecutable('prometheus');
   if (!bin) throw new Error('prometheus is missing: test/setup/provision.sh installs Debian\'s prometheus package');
   const dir = tempDir('outpost-prometheus-');
@@ -33,6 +34,8 @@ export async function startPrometheus(target: string): Promise<Prometheus> {
     `global:
   scrape_interval: 1s
   scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files: ${JSON.stringify(ruleFiles)}
 scrape_configs:
   - job_name: outpost
     static_configs:

@@ -27,7 +27,7 @@ interface Dashboard {
 /** The metric names a PromQL expression reads (names of functions, labels and keywords left out). */
 function metricNames(expr: string): string[] {
   const withoutStrings = expr.replace(/"[^"]*"/g, '""').replace(/\{[^}]*\}/g, '{}');
-  const words = withoutStrings.match(/[a-zA-Z_:][a-zA-Z0-9_:]*(?=\s*(\{|\[|\)|$|\s*[-+*\/<>=!]))/g) ?? [];
+  const words = withoutStrings.match(/[a-zA-Z_:][a-zA-Z0-9_:]*(?=\s*(\{|\[|\)|$|\s*[-+*/<>=!]))/g) ?? [];
   return words.filter((w) => /^(probe|outpost|nodejs|process)_/.test(w) || w === 'up');
 }
 
@@ -124,7 +124,15 @@ describe('per-check metrics scraped by Prometheus', () => {
 
     // The rules load into Prometheus and the failing check's alert is pending (it fires after 2 m).
     let alerts: Awaited<ReturnType<Prometheus['query']>> = [];
-    expect(await retryUntil(30_000, async () => (alerts = await p.query('ALERTS{alertname="OutpostCheckFailing"}')).length > 0, 500)).toBe(true);
+    const pending = await retryUntil(
+      30_000,
+      async () => {
+        alerts = await p.query('ALERTS{alertname="OutpostCheckFailing"}');
+        return alerts.length > 0;
+      },
+      500,
+    );
+    expect(pending).toBe(true);
     expect(alerts.map((a) => a.metric.check_id)).toEqual(['failing']);
     expect(alerts[0]?.metric.alertstate).toBe('pending');
 

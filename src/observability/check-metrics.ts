@@ -13,8 +13,10 @@ import type { CheckResultEntry } from '../core/result-entry.js';
 
 /** Runs a check may miss before its series are dropped. */
 export const STALE_RUNS = 3;
-/** A check whose frequency is unknown (server mode, agent mode) keeps its series this long without a result. */
+/** A check whose frequency is unknown keeps its series this long without a result. */
 export const DEFAULT_STALE_SECONDS = 3600;
+/** The shortest time a check's series outlive its newest result. */
+export const MIN_STALE_SECONDS = 60;
 
 interface Family {
   name: string;
@@ -138,7 +140,15 @@ function formatValue(value: number): string {
 export class CheckMetrics {
   private readonly checks = new Map<string, CheckSeries>();
 
-  constructor(private readonly now: () => number = Date.now) {}
+  /**
+   * `minStaleSeconds` raises the floor: in agent mode the control plane decides
+   * when a check runs, and a job's `frequency` may not say (it defaults), so
+   * the agent keeps series an hour rather than lose them between runs.
+   */
+  constructor(
+    private readonly now: () => number = Date.now,
+    private readonly minStaleSeconds = MIN_STALE_SECONDS,
+  ) {}
 
   /** Takes the series of a FINAL result; ATTEMPT results and results without a check id change nothing. */
   record(entry: CheckResultEntry, options: RecordOptions = {}): void {
@@ -149,7 +159,7 @@ export class CheckMetrics {
       `check_id="${escapeLabel(entry.checkId)}",check_name="${escapeLabel(entry.name ?? '')}",` +
       `check_type="${escapeLabel(entry.checkType ?? '')}",location="${escapeLabel(location)}"`;
     const frequency = options.frequencySeconds;
-    const staleAfterMs = frequency && frequency > 0 ? Math.max(STALE_RUNS * frequency, 60) * 1000 : DEFAULT_STALE_SECONDS * 1000;
+    const staleAfterMs = (frequency && frequency > 0 ? Math.max(STALE_RUNS * frequency, this.minStaleSeconds) : Math.max(DEFAULT_STALE_SECONDS, this.minStaleSeconds)) * 1000;
     // A renamed check keeps its id: the old name's series go with the old entry.
     this.checks.set(key, { labels, samples: seriesOf(entry), updatedAt: this.now(), staleAfterMs });
   }

@@ -18,12 +18,17 @@ export interface Metrics {
   checks: CheckMetrics;
 }
 
-export function createMetrics(): Metrics {
+export interface MetricsOptions {
+  /** The shortest time a check's series outlive its newest result (CheckMetrics). */
+  checkSeriesMinSeconds?: number;
+}
+
+export function createMetrics(options: MetricsOptions = {}): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   return {
     registry,
-    checks: new CheckMetrics(),
+    checks: new CheckMetrics(Date.now, options.checkSeriesMinSeconds),
     jobsTotal: new Counter({
       name: 'outpost_jobs_total',
       help: 'Jobs finished, by check type and outcome (passed, degraded, failed, error, aborted)',

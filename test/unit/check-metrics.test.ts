@@ -101,6 +101,16 @@ describe('CheckMetrics', () => {
     expect(metrics.render()).not.toContain('check_id="c"');
   });
 
+  it('keeps series at least the floor it was given (agent mode: an hour)', () => {
+    let now = 0;
+    const metrics = new CheckMetrics(() => now, 3600);
+    metrics.record(entry({ checkId: 'a' }), { frequencySeconds: 60 });
+    now = 3_599_000;
+    expect(metrics.render()).toContain('check_id="a"');
+    now = 3_601_000;
+    expect(metrics.render()).toBe('');
+  });
+
   it('names every family it documents', () => {
     expect(CHECK_METRIC_NAMES).toEqual(
       expect.arrayContaining([

@@ -196,7 +196,10 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
       ...readRoutes({
         store: opened,
         ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
-        onCheckDeleted: () => void scheduler.reschedule(),
+        onCheckDeleted: (checkId) => {
+          metrics.checks.forget(checkId);
+          void scheduler.reschedule();
+        },
       }),
       ...badgeRoutes({ store: opened }),
       ...heartbeatRoutes({ heartbeats: heartbeatStore, logger }),

@@ -170,6 +170,11 @@ export class CheckMetrics {
     for (const key of this.checks.keys()) if (!keep.has(key.slice(0, key.indexOf('\u0000')))) this.checks.delete(key);
   }
 
+  /** Drops one check's series in every location (the check was deleted). */
+  forget(checkId: string): void {
+    for (const key of this.checks.keys()) if (key.slice(0, key.indexOf('\u0000')) === checkId) this.checks.delete(key);
+  }
+
   /** Checks with series now. */
   get size(): number {
     return this.checks.size;

@@ -101,6 +101,17 @@ describe('CheckMetrics', () => {
     expect(metrics.render()).not.toContain('check_id="c"');
   });
 
+  it('forgets a deleted check in every location', () => {
+    const metrics = new CheckMetrics();
+    metrics.record(entry({ checkId: 'a', runLocation: 'x' }));
+    metrics.record(entry({ checkId: 'a', runLocation: 'y' }));
+    metrics.record(entry({ checkId: 'b' }));
+    expect(metrics.size).toBe(3);
+    metrics.forget('a');
+    expect(metrics.size).toBe(1);
+    expect(metrics.render()).toContain('check_id="b"');
+  });
+
   it('keeps series at least the floor it was given (agent mode: an hour)', () => {
     let now = 0;
     const metrics = new CheckMetrics(() => now, 3600);

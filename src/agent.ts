@@ -16,6 +16,7 @@ import { superviseLoop } from './health/supervise.js';
 import { Lifecycle } from './health/lifecycle.js';
 import { EventReporter, jobTargetStrings } from './control-plane/events.js';
 import type { Logger } from './observability/logger.js';
+import { DEFAULT_STALE_SECONDS } from './observability/check-metrics.js';
 import { createMetrics } from './observability/metrics.js';
 import { JobQueue } from './jobs/queue.js';
 import { usableRuntimeNames } from './checks/scripted/runtimes.js';
@@ -36,7 +37,8 @@ export async function runAgent(
   flushLogs: () => void,
   secrets: SecretPolicy = new SecretPolicy(),
 ): Promise<RunningAgent> {
-  const metrics = createMetrics();
+  // The control plane schedules the checks: a job's frequency may be a default, so series stay an hour.
+  const metrics = createMetrics({ checkSeriesMinSeconds: DEFAULT_STALE_SECONDS });
   const agentId = randomUUID();
   const client = new ControlPlaneClient(
     {

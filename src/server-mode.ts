@@ -147,6 +147,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const file = config.checksFile;
   const { checks, privateLocations, heartbeats, maintenanceWindows, alertChannels } = parseServerChecksFile(await readChecksFileText(file), file, definitionRegistry());
   const metrics = createMetrics();
+  const frequencies = new Map(checks.map((c) => [c.check.id, c.check.frequency]));
   let store: SqliteStore | undefined;
   const lifecycle = new Lifecycle(
     'server',
@@ -183,11 +184,22 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   });
   const router = new Router(
     [
-      ...agentRoutes({ store: opened, jobSignal, artifactsDir: path.join(config.stateDir, 'artifacts'), logger, leaseMs: settings.leaseSeconds * 1000 }),
+      ...agentRoutes({
+        store: opened,
+        jobSignal,
+        artifactsDir: path.join(config.stateDir, 'artifacts'),
+        logger,
+        leaseMs: settings.leaseSeconds * 1000,
+        onAccepted: (envelope, location) =>
+          metrics.checks.record(envelope.result, { frequencySeconds: frequencies.get(envelope.result.checkId ?? ''), location }),
+      }),
       ...readRoutes({
         store: opened,
         ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
-        onCheckDeleted: () => void scheduler.reschedule(),
+        onCheckDeleted: (checkId) => {
+          metrics.checks.forget(checkId);
+          void scheduler.reschedule();
+        },
       }),
       ...badgeRoutes({ store: opened }),
       ...heartbeatRoutes({ heartbeats: heartbeatStore, logger }),

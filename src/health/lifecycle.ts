@@ -52,6 +52,7 @@ export class Lifecycle {
   private healthSource(): HealthSource {
     return {
       registry: this.metrics.registry,
+      extraMetrics: () => this.metrics.checks.render(),
       isReady: () => this.isReady(),
       status: () => {
         const watch = this.watchdog.report();

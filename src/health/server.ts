@@ -27,6 +27,8 @@ export interface HealthSource {
   isReady(): boolean;
   status(): HealthStatus;
   registry: Registry;
+  /** More Prometheus text after the registry's (the per-check series). */
+  extraMetrics?: () => string;
 }
 
 function sendJson(res: http.ServerResponse, statusCode: number, body: unknown, extra: http.OutgoingHttpHeaders = {}): void {
@@ -95,7 +97,7 @@ export async function startHealthServer(
         source.registry.metrics().then(
           (text) => {
             res.writeHead(200, { 'content-type': source.registry.contentType, 'cache-control': 'no-store' });
-            res.end(text);
+            res.end(source.extraMetrics ? text + source.extraMetrics() : text);
           },
           (error: Error) => sendJson(res, 500, errorBody(500, error.message)),
         );

@@ -141,7 +141,7 @@ export class JobRunner {
     if (!runnable) {
       logger.warn({ problem: prepared.invalid }, 'job rejected: invalid definition');
       const result = errorResult(prepared.invalid ?? 'Invalid job', prepared.identity, prepared.checkIdentity);
-      this.metrics.jobsTotal.inc({ checkType, outcome: 'error' });
+      this.metrics.jobsTotal.inc({ check_type: checkType, outcome: 'error' });
       return { jobId, result, prepared };
     }
     const { check, executor, target } = runnable;
@@ -174,7 +174,7 @@ export class JobRunner {
         });
         if (result === null) {
           logger.warn({ target }, 'job aborted: lease lost, result discarded');
-          this.metrics.jobsTotal.inc({ checkType, outcome: 'aborted' });
+          this.metrics.jobsTotal.inc({ check_type: checkType, outcome: 'aborted' });
           return { jobId, result: null, prepared, reason: 'lease-lost' };
         }
         const { entry, errorCode } = result;
@@ -189,7 +189,7 @@ export class JobRunner {
           if (!job.signal.aborted) continue;
           const reason = job.signal.reason;
           if (reason instanceof JobAbortedError && reason.reason === 'lease-lost') {
-            this.metrics.jobsTotal.inc({ checkType, outcome: 'aborted' });
+            this.metrics.jobsTotal.inc({ check_type: checkType, outcome: 'aborted' });
             return { jobId, result: null, prepared, reason: 'lease-lost' };
           }
           const final = errorResult(
@@ -218,8 +218,9 @@ export class JobRunner {
   private finish(prepared: PreparedJob, result: CheckResultEntry, started: number): Finished {
     const checkType = prepared.checkIdentity.checkType ?? 'UNKNOWN';
     const label = resultOutcome(result);
-    this.metrics.jobsTotal.inc({ checkType, outcome: label });
-    this.metrics.jobDuration.observe({ checkType }, (performance.now() - started) / 1000);
+    this.metrics.jobsTotal.inc({ check_type: checkType, outcome: label });
+    this.metrics.jobDuration.observe({ check_type: checkType }, (performance.now() - started) / 1000);
+    this.metrics.checks.record(result, { frequencySeconds: prepared.runnable?.check.frequency });
     prepared.logger.debug({ target: prepared.runnable?.target, outcome: label, responseTime: result.responseTime, attempts: result.attempts }, 'job finished');
     return { jobId: prepared.jobId, result, prepared };
   }

@@ -36,6 +36,10 @@ export interface TlsSummary {
   validFrom: string | null;
   validTo: string | null;
   daysToExpiry: number | null;
+  /** Every certificate the server sent, leaf first. */
+  chain: { subject: string | null; issuer: string | null; validTo: string | null }[];
+  /** The earliest expiry in the served chain (ISO 8601): an intermediate may expire before the leaf. */
+  chainEarliestExpiry: string | null;
 }
 
 export interface TimedConnectorOptions {
@@ -51,8 +55,31 @@ function firstValue(value: string | string[] | undefined): string | null {
   return (Array.isArray(value) ? value[0] : value) ?? null;
 }
 
+/** The served chain, leaf first; a self-signed root names itself as issuer and ends the walk. */
+function servedChain(socket: tls.TLSSocket): TlsSummary['chain'] {
+  const chain: TlsSummary['chain'] = [];
+  const seen = new Set<string>();
+  let cert: tls.DetailedPeerCertificate | undefined = socket.getPeerCertificate(true);
+  while (cert && Object.keys(cert).length > 0 && !seen.has(cert.fingerprint256) && chain.length < 16) {
+    seen.add(cert.fingerprint256);
+    chain.push({
+      subject: cert.subject ? firstValue(cert.subject.CN) : null,
+      issuer: cert.issuer ? (firstValue(cert.issuer.CN) ?? firstValue(cert.issuer.O)) : null,
+      validTo: cert.valid_to ?? null,
+    });
+    cert = cert.issuerCertificate;
+  }
+  return chain;
+}
+
+function earliestExpiry(chain: TlsSummary['chain']): string | null {
+  const times = chain.map((c) => (c.validTo ? Date.parse(c.validTo) : Number.NaN)).filter((t) => !Number.isNaN(t));
+  return times.length > 0 ? new Date(Math.min(...times)).toISOString() : null;
+}
+
 function summarizeTls(socket: tls.TLSSocket): TlsSummary {
   const cert = socket.getPeerCertificate();
+  const chain = servedChain(socket);
   const has = cert && Object.keys(cert).length > 0;
   const validTo = has ? cert.valid_to : null;
   const expires = validTo ? Date.parse(validTo) : Number.NaN;
@@ -67,6 +94,8 @@ function summarizeTls(socket: tls.TLSSocket): TlsSummary {
     validFrom: has ? cert.valid_from : null,
     validTo,
     daysToExpiry: Number.isNaN(expires) ? null : Math.floor((expires - Date.now()) / 86_400_000),
+    chain,
+    chainEarliestExpiry: earliestExpiry(chain),
   };
 }
 

@@ -1,35 +1,44 @@
 // Prometheus metrics of one agent process, on their own registry so that
 // several agents (in tests) never share counters.
 
+import { CheckMetrics } from './check-metrics.js';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
 export interface Metrics {
   registry: Registry;
-  jobsTotal: Counter<'checkType' | 'outcome'>;
-  jobDuration: Histogram<'checkType'>;
+  jobsTotal: Counter<'check_type' | 'outcome'>;
+  jobDuration: Histogram<'check_type'>;
   jobsInFlight: Gauge;
   queueCapacity: Gauge;
   spoolResults: Gauge;
   spoolQuarantined: Counter;
   spoolWritable: Gauge;
   controlPlaneRequests: Counter<'route' | 'status'>;
+  /** Per-check series (probe_*), rendered after the registry's. */
+  checks: CheckMetrics;
 }
 
-export function createMetrics(): Metrics {
+export interface MetricsOptions {
+  /** The shortest time a check's series outlive its newest result (CheckMetrics). */
+  checkSeriesMinSeconds?: number;
+}
+
+export function createMetrics(options: MetricsOptions = {}): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   return {
     registry,
+    checks: new CheckMetrics(Date.now, options.checkSeriesMinSeconds),
     jobsTotal: new Counter({
       name: 'outpost_jobs_total',
       help: 'Jobs finished, by check type and outcome (passed, degraded, failed, error, aborted)',
-      labelNames: ['checkType', 'outcome'] as const,
+      labelNames: ['check_type', 'outcome'] as const,
       registers: [registry],
     }),
     jobDuration: new Histogram({
       name: 'outpost_job_duration_seconds',
       help: 'Wall time of a job from start to result, in seconds',
-      labelNames: ['checkType'] as const,
+      labelNames: ['check_type'] as const,
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 240],
       registers: [registry],
     }),

@@ -51,6 +51,8 @@ export interface AgentApiDeps {
   logger: Logger;
   now?: () => Date;
   leaseMs?: number;
+  /** Told each result the store accepted, with the location it came from (the per-check metrics). */
+  onAccepted?: (envelope: ResultEnvelope, location: string) => void;
 }
 
 type AgentPrincipal = Extract<Principal, { kind: 'agent' }>;
@@ -301,6 +303,10 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
         rejected.push({ resultId, statusCode: 400, message: `results[${i}]: ${problem}` });
       });
       const outcome = valid.length > 0 ? await store.acceptResults(agentId, key.locationId, valid, now()) : { accepted: [], rejected: [] };
+      if (deps.onAccepted && outcome.accepted.length > 0) {
+        const accepted = new Set(outcome.accepted);
+        for (const envelope of valid) if (accepted.has(envelope.resultId)) deps.onAccepted(envelope, key.locationId);
+      }
       return { status: 200, body: { accepted: outcome.accepted, rejected: [...outcome.rejected, ...rejected] } };
     },
   };

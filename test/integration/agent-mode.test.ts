@@ -54,7 +54,7 @@ describe('agent mode against the real server', () => {
     }
     expect((await probe(port, '/-/readiness')).status).toBe(200);
     const metrics = (await probe(port, '/metrics')).text;
-    expect(metrics).toMatch(/outpost_jobs_total\{checkType="URL",outcome="passed"\} 10/);
+    expect(metrics).toMatch(/outpost_jobs_total\{check_type="URL",outcome="passed"\} 10/);
     expect(metrics).toMatch(/outpost_control_plane_requests_total\{route="results",status="200"\} \d+/);
     expect(metrics).toMatch(/outpost_queue_capacity 2/);
     // Ten jobs at two at a time is light load: a handful of calls, far from 600 a minute.

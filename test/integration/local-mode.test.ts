@@ -231,8 +231,8 @@ describe('local mode', () => {
     expect((await probe(port, '/nope')).status).toBe(404);
     const metrics = (await probe(port, '/metrics')).text;
     expect(metrics).toContain('outpost_jobs_total');
-    expect(metrics).toMatch(/outpost_jobs_total\{checkType="URL",outcome="passed"\} [1-9]/);
-    expect(metrics).toMatch(/outpost_jobs_total\{checkType="URL",outcome="failed"\} [1-9]/);
+    expect(metrics).toMatch(/outpost_jobs_total\{check_type="URL",outcome="passed"\} [1-9]/);
+    expect(metrics).toMatch(/outpost_jobs_total\{check_type="URL",outcome="failed"\} [1-9]/);
 
     proc.kill('SIGINT');
     const { code } = await proc.exit;

@@ -180,6 +180,10 @@ describe('outpost server with two agents', () => {
     expect([...(session?.runLocations ?? [])].sort()).toEqual(['a', 'b']);
     const finalLocations = (session?.results ?? []).filter((r) => r.resultType === 'FINAL').map((r) => r.runLocation);
     expect(finalLocations.sort()).toEqual(['a', 'b']);
+
+    // The results it received are per-check series on the server's /metrics, one per location.
+    const metrics = (await probe(await server.healthPort(), '/metrics')).text;
+    for (const location of ['a', 'b']) expect(metrics).toMatch(new RegExp(`^probe_success\\{check_id="both",[^}]*location="${location}"\\} 1$`, 'm'));
   });
 
   it('pages through every result exactly once with nextId, and filters by location and resultType', { timeout: 120_000 }, async () => {

@@ -9,6 +9,7 @@
 #   Debian packages  nginx-light tinyproxy openssl iproute2 procps nftables
 #                    util-linux iputils-ping bind9 bind9-dnsutils podman runc
 #                    debootstrap tcpdump tshark chromium iputils-tracepath traceroute
+#                    prometheus
 #   podman           /etc/containers/containers.conf (runc, ulimits this kernel allows)
 #                    and a Docker-compatible API on /run/podman/podman.sock
 #   base images      localhost/debian:bookworm, localhost/outpost-node-base
@@ -50,6 +51,7 @@ need tshark tshark                 # reads the captures back
 need tracepath iputils-tracepath
 need traceroute traceroute
 need chromium chromium             # BROWSER and PLAYWRIGHT checks
+need prometheus prometheus         # scrapes /metrics; promtool checks metrics and the example rules
 
 as_root() {
   if [ "$SUDO" = none ]; then return 1; fi

@@ -17,6 +17,9 @@ import { agentCall } from '../support/agent-api-server.js';
 import { READY_DEADLINE_MS, retryUntil } from '../support/daemon.js';
 import { apiCall, serverReady, startServerProcess } from '../support/server-process.js';
 import { Registry } from 'prom-client';
+import { useHarness } from '../support/harness.js';
+
+const h = useHarness();
 
 /** Requests the target received, per path. */
 const hits = new Map<string, number>();
@@ -212,5 +215,20 @@ describe('reload in server mode', () => {
       await claim();
       return claimed.has('second');
     });
+  }, 120_000);
+});
+
+describe('SIGHUP in agent mode', () => {
+  it('is logged and ignored: the agent stays up and ready, and has no /-/reload', async () => {
+    const cp = await h.server();
+    const agent = h.agent(cp);
+    const health = await agent.healthPort();
+    expect(await retryUntil(READY_DEADLINE_MS, async () => (await probe(health, '/-/readiness')).status === 200)).toBe(true);
+    agent.kill('SIGHUP');
+    await agent.waitForLog((l) => l.msg.startsWith('SIGHUP ignored'), DEADLINE_MS, 'the SIGHUP line');
+    expect((await probe(health, '/-/readiness')).status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${health}/-/reload`, { method: 'POST' })).status).toBe(404);
+    agent.kill('SIGTERM');
+    expect((await agent.exit).code, agent.stderr()).toBe(0);
   }, 120_000);
 });

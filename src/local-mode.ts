@@ -318,6 +318,7 @@ async function runLocalWithStore(
     initialText: start.text,
     parse: (text) => parseServerChecksFile(text, file, registry, LOCAL_LOCATION),
     apply: async (next) => {
+      alerting.rememberSecrets(next.checks);
       await applyChecksFile(stores, next);
       await scheduler.reschedule();
       return next.checks.filter((c) => c.locations.includes(LOCAL_LOCATION.id)).length;

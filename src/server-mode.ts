@@ -136,9 +136,10 @@ export async function startAlerts(
     /** Maintenance windows: true holds back the notifications of this check at this time. */
     suppressed?: (checkId: string, at: Date) => Promise<boolean>;
   },
-): Promise<{ evaluator: AlertEvaluator; deliverer: AlertDeliverer; stop(): Promise<void> }> {
+): Promise<{ evaluator: AlertEvaluator; deliverer: AlertDeliverer; rememberSecrets(checks: readonly ServerCheck[]): void; stop(): Promise<void> }> {
   // Payloads never carry the checks file's secrets.
-  const scrubber = Scrubber.of(options.checks.flatMap((c) => c.variables.filter((v) => v.secret === true).map((v) => v.value)));
+  const secretsOf = (checks: readonly ServerCheck[]) => checks.flatMap((c) => c.variables.filter((v) => v.secret === true).map((v) => v.value));
+  const scrubber = Scrubber.of(secretsOf(options.checks));
   const deliverer = new AlertDeliverer({ alerts, logger: options.logger });
   const evaluator = new AlertEvaluator({
     store,
@@ -154,6 +155,10 @@ export async function startAlerts(
   return {
     evaluator,
     deliverer,
+    // A reloaded file's secrets join the old ones: a notification about a run from before the reload may still carry those.
+    rememberSecrets(checks) {
+      for (const secret of secretsOf(checks)) if (!scrubber.has(secret)) scrubber.add(secret);
+    },
     async stop() {
       await evaluator.stop();
       await deliverer.stop();
@@ -248,6 +253,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
     initialText: startText,
     parse: (text) => parseServerChecksFile(text, file, definitionRegistry()),
     apply: async (next) => {
+      alerting.rememberSecrets(next.checks);
       await applyChecksFile(stores, next);
       await scheduler.reschedule();
       return next.checks.length;

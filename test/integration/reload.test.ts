@@ -132,12 +132,13 @@ describe('reload in local mode', () => {
     await proc.waitForLog((l) => l.msg.startsWith('checks file refused') && l.trigger === 'SIGHUP', DEADLINE_MS, 'the refusal on SIGHUP');
     expect((await probe(health, '/-/readiness')).status).toBe(200);
 
-    // Fixed, through POST /-/reload; then SIGHUP reloads it (no change, no harm).
-    const fixed = [kept, check('added', 1), check('fixed', 1)];
+    // Fixed, through POST /-/reload, with the added check changed; then SIGHUP reloads it (no change, no harm).
+    const fixed = [kept, check('added', 1, { request: { url: `${targetUrl}/added-changed` } }), check('fixed', 1)];
     write(fixed);
     const ok = await postReload(health);
     expect(ok).toEqual({ status: 200, body: { reloaded: true, checks: 3 } });
     await until('the fixed file’s new check to run', proc, () => finals(proc, 'fixed').length >= 2);
+    await until('the changed check to run its new definition', proc, () => (hits.get('/added-changed') ?? 0) >= 2);
     proc.kill('SIGHUP');
     await proc.waitForLog((l) => l.msg === 'checks file reloaded' && l.trigger === 'SIGHUP', DEADLINE_MS, 'the reload on SIGHUP');
     keptNow = finals(proc, 'kept').length;

@@ -11,6 +11,8 @@ import type { Logger } from './observability/logger.js';
 
 /** Editors write a file in several steps (truncate, write; or write a temporary file and rename it): one reload once they are done. */
 export const RELOAD_DEBOUNCE_MS = 300;
+/** Events that keep coming (another file of the directory written all the time) delay a reload by at most this. */
+export const RELOAD_MAX_WAIT_MS = 2_000;
 
 export type ReloadTrigger = 'SIGHUP' | 'POST /-/reload' | 'file change';
 
@@ -30,6 +32,7 @@ export class ChecksFileReloader<Parsed> {
   private lastText: string | undefined;
   private watcher: FSWatcher | undefined;
   private debounce: NodeJS.Timeout | undefined;
+  private firstEventAt: number | undefined;
   private stopped = false;
 
   constructor(private readonly options: ChecksFileReloaderOptions<Parsed>) {
@@ -46,13 +49,18 @@ export class ChecksFileReloader<Parsed> {
   /**
    * Watches the file's directory rather than the file: an editor or a
    * Kubernetes ConfigMap that replaces the file (rename, symlink swap) ends a
-   * watch on the file itself. Any event there re-reads the file once things
-   * settle; a text equal to the one in force changes nothing.
+   * watch on the file itself. An event for the file, for a name of the
+   * ConfigMap kind (`..data`), or without a name re-reads the file once
+   * things settle; a text equal to the one in force changes nothing.
    */
   watch(): void {
     const dir = path.dirname(path.resolve(this.options.file));
+    const name = path.basename(this.options.file);
     try {
-      this.watcher = watch(dir, { persistent: false }, () => this.changed());
+      this.watcher = watch(dir, { persistent: false }, (_event, filename) => {
+        const changed = filename === null ? null : String(filename);
+        if (changed === null || changed === name || changed.startsWith('..')) this.changed();
+      });
       this.watcher.on('error', (error) => {
         this.options.logger.warn({ err: error, dir }, 'watching the checks file stopped: reload it with SIGHUP or POST /-/reload');
         this.watcher?.close();
@@ -72,8 +80,14 @@ export class ChecksFileReloader<Parsed> {
 
   private changed(): void {
     if (this.stopped) return;
+    const now = Date.now();
+    this.firstEventAt ??= now;
     clearTimeout(this.debounce);
-    this.debounce = setTimeout(() => void this.reload('file change'), RELOAD_DEBOUNCE_MS);
+    const delay = Math.max(0, Math.min(RELOAD_DEBOUNCE_MS, this.firstEventAt + RELOAD_MAX_WAIT_MS - now));
+    this.debounce = setTimeout(() => {
+      this.firstEventAt = undefined;
+      void this.reload('file change');
+    }, delay);
     this.debounce.unref();
   }
 

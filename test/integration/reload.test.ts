@@ -90,7 +90,8 @@ describe('reload in local mode', () => {
     };
     const kept = check('kept', 2);
     write([kept, check('removed', 1)]);
-    const proc = startAgent(['local', file], cleanEnv({ STATE_DIR: path.join(dir, 'state') }));
+    // The database beside the checks file: its writes, events in the watched directory, must not hold a reload back.
+    const proc = startAgent(['local', file], cleanEnv({ STATE_DIR: dir }));
     running.push(proc);
     await proc.waitForLog((l) => l.msg === 'outpost local mode started', READY_DEADLINE_MS, 'the start line');
     const health = await proc.healthPort();

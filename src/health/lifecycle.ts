@@ -1,5 +1,5 @@
 // What every mode shares: readiness state, the health server, and signals
-// (first SIGTERM/SIGINT drains, a second exits at once).
+// (first SIGTERM/SIGINT drains, a second exits at once; SIGHUP reloads the checks file where a mode can, and is logged and ignored elsewhere).
 
 import { type HealthSource, type ReloadOutcome, startHealthServer } from './server.js';
 import { Watchdog } from './watchdog.js';

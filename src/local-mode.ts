@@ -20,8 +20,7 @@ import type { Logger } from './observability/logger.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
 import { JobQueue } from './jobs/queue.js';
 import type { SecretPolicy } from './secrets/policy.js';
-import { loadChecksFile, type LocalCheck, type PrivateLocation, parseServerChecksFile, readChecksFileText, type ServerCheck } from './checks/checks-file.js';
-import type { HeartbeatCheck } from './checks/heartbeat-check.js';
+import { loadChecksFile, type LocalCheck, type PrivateLocation, parseServerChecksFile, readChecksFileText } from './checks/checks-file.js';
 import { AGENT_ROUTE_LIMIT_PER_MINUTE } from './core/protocol.js';
 import { Scheduler } from './local/scheduler.js';
 import { LocalSink } from './local/sink.js';
@@ -34,16 +33,15 @@ import { alertsRoutes } from './server/alerts-api.js';
 import { LEASE_MS } from './server/agent-api.js';
 import { SessionScheduler } from './server/scheduler.js';
 import { heartbeatRoutes } from './server/heartbeat-api.js';
-import { HeartbeatWatcher, heartbeatSyncs, storedHeartbeatChecks } from './server/heartbeats.js';
+import { HeartbeatWatcher } from './server/heartbeats.js';
 import { SqliteHeartbeatStore } from './store/sqlite/heartbeats-store.js';
 import type { SqliteStore } from './store/sqlite/sqlite-store.js';
-import { apiOrigin, featurePruners, PUBLIC_LIMIT_PER_MINUTE, startAlerts, storedChecks } from './server-mode.js';
+import { apiOrigin, applyChecksFile, type ChecksFileStores, featurePruners, type ParsedChecksFile, PUBLIC_LIMIT_PER_MINUTE, startAlerts } from './server-mode.js';
+import { ChecksFileReloader } from './checks-file-reload.js';
 import { suppressed } from './server/maintenance.js';
 import { errorGroupRoutes } from './server/error-groups-api.js';
 import { maintenanceRoutes } from './server/maintenance-api.js';
 import { SqliteMaintenanceWindowStore } from './store/sqlite/maintenance-windows-store.js';
-import type { MaintenanceWindowDefinition } from './core/maintenance-window.js';
-import type { FileAlertChannel } from './checks/alert-channel-fields.js';
 
 /** The private location local mode implies and runs in this process. */
 export const LOCAL_LOCATION: PrivateLocation = { id: 'local', name: 'This machine (outpost local)' };
@@ -119,11 +117,12 @@ export async function runLocal(
   let sink: LocalSink;
   if (config.mode === 'local') {
     const file = config.checksFile as string;
-    const parsed = parseServerChecksFile(await readChecksFileText(file), file, registry, LOCAL_LOCATION);
+    const startText = await readChecksFileText(file);
+    const parsed = parseServerChecksFile(startText, file, registry, LOCAL_LOCATION);
     // The results file first: a --results that cannot be opened is one line and exit 78, with nothing logged before it.
     sink = await openSink(config, flushLogs);
     const opened = await openLocalStore(config.stateDir);
-    if ('store' in opened) return runLocalWithStore(config, registry, logger, flushLogs, secrets, parsed, opened.store, sink);
+    if ('store' in opened) return runLocalWithStore(config, registry, logger, flushLogs, secrets, { parsed, text: startText }, opened.store, sink);
     withoutStore = opened;
     if (parsed.heartbeats.length > 0) {
       withoutStore = { ...opened, reason: `${opened.reason}; its ${parsed.heartbeats.length} HEARTBEAT checks are not served` };
@@ -184,6 +183,14 @@ export async function runLocal(
     lifecycle.watchdog.heart('scheduler'),
   );
   scheduler.start();
+  if (config.mode === 'local') {
+    // This scheduler runs a fixed list; only the store's can take a new one.
+    lifecycle.reload = async () => {
+      const problems = ['local mode without its store (see the warning at start) cannot reload the checks file: restart it to read the file again'];
+      logger.warn({ file: config.checksFile }, problems[0] as string);
+      return { ok: false, status: 503, problems };
+    };
+  }
   lifecycle.started = true;
   logger.info({ checks: checks.length, file: config.checksFile, resultsFile: config.resultsFile ?? null }, 'outpost local mode started');
 
@@ -209,7 +216,7 @@ async function runLocalWithStore(
   logger: Logger,
   flushLogs: () => void,
   secrets: SecretPolicy | undefined,
-  parsed: { checks: ServerCheck[]; privateLocations: PrivateLocation[]; heartbeats: HeartbeatCheck[]; maintenanceWindows: MaintenanceWindowDefinition[]; alertChannels: FileAlertChannel[] },
+  start: { parsed: ParsedChecksFile; text: string },
   store: SqliteStore,
   sink: LocalSink,
 ): Promise<{ done: Promise<number> }> {
@@ -218,14 +225,15 @@ async function runLocalWithStore(
   const metrics = createMetrics();
   const queue = localQueue(config, metrics, logger, secrets);
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
+  const { parsed } = start;
   const heartbeatStore = new SqliteHeartbeatStore(store.access);
   const windows = new SqliteMaintenanceWindowStore(store.access);
+  const { SqliteAlertStore } = await import('./store/sqlite/alerts-store.js');
+  const alertStore = new SqliteAlertStore(store.access);
+  const stores: ChecksFileStores = { store, heartbeats: heartbeatStore, windows, alerts: alertStore };
   try {
     await lifecycle.startHealth(config.healthPort, config.healthHost);
-    await store.syncLocations(parsed.privateLocations);
-    await store.syncChecks([...storedChecks(parsed.checks), ...storedHeartbeatChecks(parsed.heartbeats)], new Date());
-    await heartbeatStore.sync(heartbeatSyncs(parsed.heartbeats), new Date());
-    await windows.sync(parsed.maintenanceWindows, new Date());
+    await applyChecksFile(stores, parsed);
   } catch (error) {
     await store.close().catch(() => undefined);
     throw error;
@@ -249,8 +257,6 @@ async function runLocalWithStore(
     leaseMs: LEASE_MS,
     deliver: (result) => sink.deliver(result),
   });
-  const { SqliteAlertStore } = await import('./store/sqlite/alerts-store.js');
-  const alertStore = new SqliteAlertStore(store.access);
   const scheduler = new SessionScheduler({
     store,
     logger,
@@ -306,9 +312,25 @@ async function runLocalWithStore(
     logger,
     origin: apiOrigin(LOCAL_API_HOST, typeof address === 'object' && address ? address.port : settings.apiPort),
     checks: parsed.checks,
-    channels: parsed.alertChannels,
     suppressed: (checkId, at) => suppressed({ store, windows }, checkId, at),
   });
+  const file = config.checksFile as string;
+  const reloader = new ChecksFileReloader({
+    file,
+    logger,
+    initialText: start.text,
+    parse: (text) => parseServerChecksFile(text, file, registry, LOCAL_LOCATION),
+    apply: async (next) => {
+      alerting.rememberSecrets(next.checks);
+      await applyChecksFile(stores, next);
+      await scheduler.reschedule();
+      // A check no longer in the file loses its series now, not three frequencies later.
+      metrics.checks.retain(next.checks.map((c) => c.check.id));
+      return next.checks.filter((c) => c.locations.includes(LOCAL_LOCATION.id)).length;
+    },
+  });
+  lifecycle.reload = (trigger) => reloader.reload(trigger);
+  reloader.watch();
   lifecycle.started = true;
   logger.info(
     {
@@ -326,6 +348,7 @@ async function runLocalWithStore(
 
   const drain = async (signal: NodeJS.Signals) => {
     logger.info({ signal, running: queue.inFlight }, 'shutting down: finishing running checks');
+    reloader.close();
     // A check is reported once its result is stored and written out.
     await queue.drain(config.shutdownGraceSeconds * 1000, {
       stopTaking: async () => {

@@ -35,6 +35,7 @@ import type { SqliteStore } from './store/sqlite/sqlite-store.js';
 import type { Store, StoredCheck } from './store/store.js';
 import type { AlertStore } from './store/alerts.js';
 import { suppressed } from './server/maintenance.js';
+import { ChecksFileReloader } from './checks-file-reload.js';
 
 /** The public API's limit per key (the service's, for most routes). */
 export const PUBLIC_LIMIT_PER_MINUTE = 600;
@@ -88,6 +89,31 @@ export function storedChecks(checks: readonly ServerCheck[]): StoredCheck[] {
   });
 }
 
+export type ParsedChecksFile = ReturnType<typeof parseServerChecksFile>;
+
+/** The stores a checks file fills. */
+export interface ChecksFileStores {
+  store: SqliteStore;
+  heartbeats: SqliteHeartbeatStore;
+  windows: SqliteMaintenanceWindowStore;
+  alerts: AlertStore;
+}
+
+/**
+ * Puts a parsed checks file in the store, at start and at every reload:
+ * locations, checks (a check missing from the file is marked removed),
+ * heartbeat checks (their deadlines count from now), maintenance windows and
+ * the file's alert channels. The scheduler picks the checks up on its start
+ * or its next reschedule().
+ */
+export async function applyChecksFile(stores: ChecksFileStores, parsed: ParsedChecksFile, now = new Date()): Promise<void> {
+  await stores.store.syncLocations(parsed.privateLocations satisfies PrivateLocation[]);
+  await stores.store.syncChecks([...storedChecks(parsed.checks), ...storedHeartbeatChecks(parsed.heartbeats)], now);
+  await stores.heartbeats.sync(heartbeatSyncs(parsed.heartbeats), now);
+  await stores.windows.sync(parsed.maintenanceWindows, now);
+  await stores.alerts.syncFileChannels(parsed.alertChannels, now);
+}
+
 /** The API's base URL for links in notifications: the address it listens on (this host's name for a wildcard). */
 export function apiOrigin(host: string, port: number): string {
   const named = host === '0.0.0.0' || host === '::' || host === '' ? hostname() : host;
@@ -99,7 +125,7 @@ export function featurePruners(stores: Record<string, { prune(before: Date, batc
   return Object.fromEntries(Object.entries(stores).map(([name, store]) => [name, (before: Date, batch: number) => store.prune(before, batch)]));
 }
 
-/** The alerts' evaluator and deliverer on an open store, the checks file's channels synced first (docs/server.md, "Alerts"). */
+/** The alerts' evaluator and deliverer on an open store the checks file was applied to (docs/server.md, "Alerts"). */
 export async function startAlerts(
   store: Store,
   alerts: AlertStore,
@@ -107,14 +133,13 @@ export async function startAlerts(
     logger: Logger;
     origin: string;
     checks: readonly ServerCheck[];
-    channels: ReturnType<typeof parseServerChecksFile>['alertChannels'];
     /** Maintenance windows: true holds back the notifications of this check at this time. */
     suppressed?: (checkId: string, at: Date) => Promise<boolean>;
   },
-): Promise<{ evaluator: AlertEvaluator; deliverer: AlertDeliverer; stop(): Promise<void> }> {
-  await alerts.syncFileChannels(options.channels, new Date());
+): Promise<{ evaluator: AlertEvaluator; deliverer: AlertDeliverer; rememberSecrets(checks: readonly ServerCheck[]): void; stop(): Promise<void> }> {
   // Payloads never carry the checks file's secrets.
-  const scrubber = Scrubber.of(options.checks.flatMap((c) => c.variables.filter((v) => v.secret === true).map((v) => v.value)));
+  const secretsOf = (checks: readonly ServerCheck[]) => checks.flatMap((c) => c.variables.filter((v) => v.secret === true).map((v) => v.value));
+  const scrubber = Scrubber.of(secretsOf(options.checks));
   const deliverer = new AlertDeliverer({ alerts, logger: options.logger });
   const evaluator = new AlertEvaluator({
     store,
@@ -130,6 +155,10 @@ export async function startAlerts(
   return {
     evaluator,
     deliverer,
+    // A reloaded file's secrets join the old ones: a notification about a run from before the reload may still carry those.
+    rememberSecrets(checks) {
+      for (const secret of secretsOf(checks)) if (!scrubber.has(secret)) scrubber.add(secret);
+    },
     async stop() {
       await evaluator.stop();
       await deliverer.stop();
@@ -145,7 +174,9 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const settings = config.server;
   if (!settings || !config.checksFile) throw new Error('server mode without its settings or checks file');
   const file = config.checksFile;
-  const { checks, privateLocations, heartbeats, maintenanceWindows, alertChannels } = parseServerChecksFile(await readChecksFileText(file), file, definitionRegistry());
+  const startText = await readChecksFileText(file);
+  const parsed = parseServerChecksFile(startText, file, definitionRegistry());
+  const { checks, privateLocations, heartbeats } = parsed;
   const metrics = createMetrics();
   const frequencies = new Map(checks.map((c) => [c.check.id, c.check.frequency]));
   let store: SqliteStore | undefined;
@@ -160,16 +191,14 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   await lifecycle.startHealth(config.healthPort, config.healthHost);
   const opened = await openStore(databaseFile(config.stateDir));
   store = opened;
-  await opened.syncLocations(privateLocations satisfies PrivateLocation[]);
-  await opened.syncChecks([...storedChecks(checks), ...storedHeartbeatChecks(heartbeats)], new Date());
   const heartbeatStore = new SqliteHeartbeatStore(opened.access);
-  // Every heartbeat deadline counts from this start (heartbeats.ts, docs/server.md).
-  await heartbeatStore.sync(heartbeatSyncs(heartbeats), new Date());
-  const watcher = new HeartbeatWatcher({ store: heartbeatStore, logger, heartbeat: lifecycle.watchdog.heart('heartbeats') });
   const windows = new SqliteMaintenanceWindowStore(opened.access);
-  await windows.sync(maintenanceWindows, new Date());
   const { SqliteAlertStore } = await import('./store/sqlite/alerts-store.js');
   const alertStore = new SqliteAlertStore(opened.access);
+  const stores: ChecksFileStores = { store: opened, heartbeats: heartbeatStore, windows, alerts: alertStore };
+  // Every heartbeat deadline counts from this start (heartbeats.ts, docs/server.md).
+  await applyChecksFile(stores, parsed);
+  const watcher = new HeartbeatWatcher({ store: heartbeatStore, logger, heartbeat: lifecycle.watchdog.heart('heartbeats') });
 
   const jobSignal = new JobSignal();
   const scheduler = new SessionScheduler({
@@ -228,9 +257,25 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
     logger,
     origin: apiOrigin(settings.apiHost, typeof address === 'object' && address ? address.port : settings.apiPort),
     checks,
-    channels: alertChannels,
     suppressed: (checkId, at) => suppressed({ store: opened, windows }, checkId, at),
   });
+  const reloader = new ChecksFileReloader({
+    file,
+    logger,
+    initialText: startText,
+    parse: (text) => parseServerChecksFile(text, file, definitionRegistry()),
+    apply: async (next) => {
+      alerting.rememberSecrets(next.checks);
+      await applyChecksFile(stores, next);
+      await scheduler.reschedule();
+      // A check no longer in the file loses its series now, not three frequencies later.
+      for (const c of next.checks) frequencies.set(c.check.id, c.check.frequency);
+      metrics.checks.retain([...next.checks.map((c) => c.check.id), ...next.heartbeats.map((h) => h.id)]);
+      return next.checks.length;
+    },
+  });
+  lifecycle.reload = (trigger) => reloader.reload(trigger);
+  reloader.watch();
   lifecycle.started = true;
   logger.info(
     {
@@ -246,6 +291,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
 
   const drain = async (signal: NodeJS.Signals) => {
     logger.info({ signal }, 'shutting down: not ready, no new sessions, finishing requests in flight');
+    reloader.close();
     await scheduler.stop();
     await watcher.stop();
     await closeApiServer(api, API_CLOSE_GRACE_MS);

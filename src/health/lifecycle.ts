@@ -1,7 +1,7 @@
 // What every mode shares: readiness state, the health server, and signals
-// (first SIGTERM/SIGINT drains, a second exits at once).
+// (first SIGTERM/SIGINT drains, a second exits at once; SIGHUP reloads the checks file where a mode can, and is logged and ignored elsewhere).
 
-import { type HealthSource, startHealthServer } from './server.js';
+import { type HealthSource, type ReloadOutcome, startHealthServer } from './server.js';
 import { Watchdog } from './watchdog.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -27,6 +27,8 @@ export class Lifecycle {
   modeReady: () => boolean = () => true;
   /** The mode's loops beat here; any stuck one (or a stalled event loop) makes readiness 503. */
   readonly watchdog = new Watchdog();
+  /** The mode's reload of its checks file (local and server modes): SIGHUP and POST /-/reload call it. */
+  reload: ((trigger: 'SIGHUP' | 'POST /-/reload') => Promise<ReloadOutcome>) | undefined;
   private healthClose: (() => Promise<void>) | undefined;
   healthPort: number | undefined;
 
@@ -53,6 +55,11 @@ export class Lifecycle {
     return {
       registry: this.metrics.registry,
       extraMetrics: () => this.metrics.checks.render(),
+      reload: () => {
+        if (!this.reload) return undefined;
+        if (this.shuttingDown) return Promise.resolve({ ok: false, status: 503, problems: ['shutting down'] });
+        return this.reload('POST /-/reload');
+      },
       isReady: () => this.isReady(),
       status: () => {
         const watch = this.watchdog.report();
@@ -109,7 +116,8 @@ export class Lifecycle {
 
   /**
    * Calls `drain` on the first SIGTERM/SIGINT; a second signal calls `hardExit`.
-   * Readiness flips to 503 before anything else happens.
+   * Readiness flips to 503 before anything else happens. SIGHUP reloads where
+   * the mode set `reload`, and is otherwise logged and ignored.
    */
   onSignals(drain: (signal: NodeJS.Signals) => void, hardExit: (signal: NodeJS.Signals) => void): void {
     const handler = (signal: NodeJS.Signals) => {
@@ -119,5 +127,11 @@ export class Lifecycle {
     };
     process.on('SIGTERM', handler);
     process.on('SIGINT', handler);
+    // Without a handler Node.js exits on SIGHUP (129) with no drain.
+    process.on('SIGHUP', () => {
+      if (this.shuttingDown) return;
+      if (this.reload) return void this.reload('SIGHUP');
+      this.logger.info({ signal: 'SIGHUP' }, `SIGHUP ignored: ${this.mode} mode has nothing to reload (its settings are read at start; restart to change them)`);
+    });
   }
 }

@@ -23,12 +23,17 @@ export interface HealthStatus {
   components: WatchdogReport['components'];
 }
 
+/** What a reload of the checks file came to: the checks now in force, or why the file was refused. */
+export type ReloadOutcome = { ok: true; checks: number; unchanged?: boolean } | { ok: false; status: 400 | 500 | 503; problems: string[] };
+
 export interface HealthSource {
   isReady(): boolean;
   status(): HealthStatus;
   registry: Registry;
   /** More Prometheus text after the registry's (the per-check series). */
   extraMetrics?: () => string;
+  /** Re-reads the checks file (local and server modes); undefined where there is nothing to reload, and POST /-/reload is then 404. */
+  reload?(): Promise<ReloadOutcome> | undefined;
 }
 
 function sendJson(res: http.ServerResponse, statusCode: number, body: unknown, extra: http.OutgoingHttpHeaders = {}): void {
@@ -77,6 +82,23 @@ export async function startHealthServer(
     // Error bodies never repeat the request: a check aimed at this port could
     // put a secret in the path and read it back, in pieces its scrubber cannot
     // recognise. A known route and a method from Node's fixed list are safe to name.
+    if (pathname === '/-/reload') {
+      if (req.method !== 'POST') {
+        return source.reload ? sendJson(res, 405, errorBody(405, 'Only POST reloads the checks file'), { allow: 'POST' }) : sendJson(res, 404, errorBody(404, 'No such route'));
+      }
+      const reloading = source.reload?.();
+      if (!reloading) return sendJson(res, 404, errorBody(404, 'No such route'));
+      // The body, if any, is not read: the request is the whole message.
+      req.resume();
+      reloading.then(
+        (outcome) =>
+          outcome.ok
+            ? sendJson(res, 200, { reloaded: true, checks: outcome.checks })
+            : sendJson(res, outcome.status, { ...errorBody(outcome.status, 'The checks file was not reloaded; the running checks stay as they were'), reloaded: false, problems: outcome.problems }),
+        (error: Error) => sendJson(res, 500, errorBody(500, error.message)),
+      );
+      return;
+    }
     if (!ROUTES.has(pathname)) return sendJson(res, 404, errorBody(404, 'No such route'));
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       const method = req.method !== undefined && http.METHODS.includes(req.method) ? req.method : 'this method';

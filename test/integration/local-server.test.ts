@@ -187,6 +187,11 @@ describe.skipIf(!old)('local mode on a Node.js without node:sqlite', () => {
     expect(warnings).toHaveLength(1);
     expect(warnings[0]?.msg).toContain('local mode runs without its store and read API');
     expect(existsSync(path.join(stateDir, 'outpost.db'))).toBe(false);
+    // No reload without the store: SIGHUP says so and the process runs on.
+    proc.kill('SIGHUP');
+    await proc.waitForLog((l) => String(l.msg).includes('cannot reload the checks file'), 20_000, 'the no-reload line');
+    const before = results(proc).length;
+    await until(() => results(proc).length > before, 20_000, 'more results', proc);
     proc.kill('SIGINT');
     expect((await proc.exit).code, proc.stderr()).toBe(0);
   });

@@ -1,0 +1,119 @@
+// Reload without restart (local and server modes): SIGHUP, POST /-/reload on
+// the health port and a change of the checks file re-read it. A valid file
+// replaces what the store holds and the scheduler re-reads the store; an
+// invalid one is refused with every problem logged and changes nothing.
+
+import { type FSWatcher, watch } from 'node:fs';
+import path from 'node:path';
+import { ChecksFileError, readChecksFileText } from './checks/checks-file.js';
+import type { ReloadOutcome } from './health/server.js';
+import type { Logger } from './observability/logger.js';
+
+/** Editors write a file in several steps (truncate, write; or write a temporary file and rename it): one reload once they are done. */
+export const RELOAD_DEBOUNCE_MS = 300;
+/** Events that keep coming (another file of the directory written all the time) delay a reload by at most this. */
+export const RELOAD_MAX_WAIT_MS = 2_000;
+
+export type ReloadTrigger = 'SIGHUP' | 'POST /-/reload' | 'file change';
+
+export interface ChecksFileReloaderOptions<Parsed> {
+  file: string;
+  logger: Logger;
+  /** Throws a ChecksFileError listing every problem of an invalid file. */
+  parse(text: string): Parsed;
+  /** Puts a parsed file in force; resolves with the number of checks it runs. */
+  apply(parsed: Parsed): Promise<number>;
+  /** The text the process started with, so that a watch event that changed nothing reloads nothing. */
+  initialText?: string;
+}
+
+export class ChecksFileReloader<Parsed> {
+  private queue: Promise<unknown> = Promise.resolve();
+  private lastText: string | undefined;
+  private watcher: FSWatcher | undefined;
+  private debounce: NodeJS.Timeout | undefined;
+  private firstEventAt: number | undefined;
+  private stopped = false;
+
+  constructor(private readonly options: ChecksFileReloaderOptions<Parsed>) {
+    this.lastText = options.initialText;
+  }
+
+  /** One reload after another, in the order asked. */
+  reload(trigger: ReloadTrigger): Promise<ReloadOutcome> {
+    const next = this.queue.then(() => this.run(trigger));
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  /**
+   * Watches the file's directory rather than the file: an editor or a
+   * Kubernetes ConfigMap that replaces the file (rename, symlink swap) ends a
+   * watch on the file itself. An event for the file, for a name of the
+   * ConfigMap kind (`..data`), or without a name re-reads the file once
+   * things settle; a text equal to the one in force changes nothing.
+   */
+  watch(): void {
+    const dir = path.dirname(path.resolve(this.options.file));
+    const name = path.basename(this.options.file);
+    try {
+      this.watcher = watch(dir, { persistent: false }, (_event, filename) => {
+        const changed = filename === null ? null : String(filename);
+        if (changed === null || changed === name || changed.startsWith('..')) this.changed();
+      });
+      this.watcher.on('error', (error) => {
+        this.options.logger.warn({ err: error, dir }, 'watching the checks file stopped: reload it with SIGHUP or POST /-/reload');
+        this.watcher?.close();
+        this.watcher = undefined;
+      });
+    } catch (error) {
+      this.options.logger.warn({ err: error, dir }, 'the checks file cannot be watched: reload it with SIGHUP or POST /-/reload');
+    }
+  }
+
+  close(): void {
+    this.stopped = true;
+    clearTimeout(this.debounce);
+    this.watcher?.close();
+    this.watcher = undefined;
+  }
+
+  private changed(): void {
+    if (this.stopped) return;
+    const now = Date.now();
+    this.firstEventAt ??= now;
+    clearTimeout(this.debounce);
+    const delay = Math.max(0, Math.min(RELOAD_DEBOUNCE_MS, this.firstEventAt + RELOAD_MAX_WAIT_MS - now));
+    this.debounce = setTimeout(() => {
+      this.firstEventAt = undefined;
+      void this.reload('file change');
+    }, delay);
+    this.debounce.unref();
+  }
+
+  private async run(trigger: ReloadTrigger): Promise<ReloadOutcome> {
+    const { file, logger } = this.options;
+    if (this.stopped) return { ok: false, status: 503, problems: ['shutting down'] };
+    let text: string;
+    let parsed: Parsed;
+    try {
+      text = await readChecksFileText(file);
+      if (trigger === 'file change' && text === this.lastText) return { ok: true, checks: -1, unchanged: true };
+      parsed = this.options.parse(text);
+    } catch (error) {
+      const problems = error instanceof ChecksFileError ? error.problems : [(error as Error).message];
+      // A file half written by an editor is refused here too; the next event brings the finished one.
+      logger.error({ trigger, file, problems }, `checks file refused (${problems.length} problem${problems.length === 1 ? '' : 's'}): the running checks stay as they were`);
+      return { ok: false, status: 400, problems };
+    }
+    try {
+      const checks = await this.options.apply(parsed);
+      this.lastText = text;
+      logger.info({ trigger, file, checks }, 'checks file reloaded');
+      return { ok: true, checks };
+    } catch (error) {
+      logger.error({ err: error, trigger, file }, 'reloading the checks file failed: the running checks stay as they were');
+      return { ok: false, status: 500, problems: [(error as Error).message] };
+    }
+  }
+}

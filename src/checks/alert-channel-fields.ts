@@ -3,6 +3,8 @@
 // "Alert channel") with each type's config. Every problem is named by its
 // JSON path. Shared by checks-file.ts and the server's alerts route.
 
+import type { NewAlertChannel } from '../store/alerts.js';
+
 export const ALERT_CHANNEL_TYPES = ['EMAIL', 'SLACK', 'WEBHOOK', 'SMS', 'PAGERDUTY', 'OPSGENIE', 'CALL'] as const;
 export type AlertChannelType = (typeof ALERT_CHANNEL_TYPES)[number];
 /** The types this release delivers; the others are stored and refused for delivery. */
@@ -12,16 +14,9 @@ export const DEFAULT_SSL_EXPIRY_THRESHOLD = 30;
 const MAX_SUBSCRIPTIONS = 10_000;
 const MAX_HEADERS = 50;
 
-export interface AlertChannelFields {
+/** What the store keeps of a new channel (src/store/alerts.ts), its type one this release knows. */
+export interface AlertChannelFields extends NewAlertChannel {
   type: AlertChannelType;
-  config: Record<string, unknown>;
-  subscriptions: string[];
-  autoSubscribe: boolean;
-  sendRecovery: boolean;
-  sendFailure: boolean;
-  sendDegraded: boolean;
-  sslExpiry: boolean;
-  sslExpiryThreshold: number;
 }
 
 function httpUrl(value: unknown): boolean {

@@ -23,6 +23,7 @@ import {
   type ResultEnvelope,
   type RouteName,
 } from '../../src/core/protocol.js';
+import type { RequestRecord, StoredArtifact, StoredResult } from './control-plane.js';
 
 export const MAX_ARTIFACT_BYTES = 157_286_400;
 
@@ -37,25 +38,6 @@ interface JobState {
   readonly order: number;
 }
 
-export interface RequestRecord {
-  route: string;
-  at: number;
-  status: number;
-  agentId: string | undefined;
-}
-
-export interface StoredResult extends ResultEnvelope {
-  receivedAt: number;
-}
-
-export interface StoredArtifact {
-  jobId: string;
-  name: string;
-  contentType: string;
-  size: number;
-  received?: number;
-  sha256?: string;
-}
 
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

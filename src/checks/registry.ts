@@ -9,7 +9,7 @@ import { icmpExecutor } from './icmp/icmp.js';
 import type { ScriptIsolation } from './scripted/isolation.js';
 import { ISOLATION_REFUSAL } from './scripted/runner.js';
 import { browserExecutor, multiStepExecutor, playwrightExecutor } from './scripted/executors.js';
-import { browserPath, hasSuiteRunner, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from './scripted/runtimes.js';
+import { browserPath, hasSuiteRunner, isRemoved, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from './scripted/runtimes.js';
 import { tcpExecutor } from './tcp/tcp.js';
 import { urlExecutor } from './http/url.js';
 
@@ -43,7 +43,7 @@ export function defaultRegistry(setup: ScriptedSetup = {}, isolation?: ScriptIso
   // MULTI_STEP only where runtimes are on disk (not in the uptime image); BROWSER also needs a Chromium;
   // PLAYWRIGHT a Chromium and a runtime with @playwright/test installed.
   const dir = runtimesDir(setup.runtimesDir);
-  const runtimes = listRuntimes(dir).runtimes.filter((r) => r.stage !== 'REMOVED');
+  const runtimes = listRuntimes(dir).runtimes.filter((r) => !isRemoved(r));
   const chromium = browserPath(setup.browserPath);
   if (runtimes.length === 0) {
     for (const type of SCRIPTED_TYPES) reasons.set(type, `no runtime is installed in ${dir} (RUNTIMES_DIR)`);

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { REPO } from '../support/agent-process.js';
 
 const RUNTIMES_DIR = path.join(REPO, 'runtimes');
-const STAGES = ['CURRENT', 'DEPRECATED', 'REMOVED'];
+const STAGES = ['ALPHA', 'BETA', 'CURRENT', 'DEPRECATED', 'REMOVED', 'STABLE'];
 const EXACT_VERSION = /^\d+\.\d+\.\d+$/;
 
 interface RuntimeRecord {

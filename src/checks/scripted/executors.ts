@@ -5,7 +5,7 @@
 // the agent's Chromium) and PLAYWRIGHT (a @playwright/test suite: `script` is
 // its spec, `files` the rest; one step per test).
 
-import { hasSuiteRunner, listRuntimes, resolveRuntime, RuntimeError, runtimesDir, SUITE_RUNNER_PACKAGE } from './runtimes.js';
+import { hasSuiteRunner, isRemoved, listRuntimes, resolveRuntime, RuntimeError, runtimeNotices, runtimesDir, SUITE_RUNNER_PACKAGE } from './runtimes.js';
 import type { CheckDefinition } from '../definition.js';
 import type { ExecutionContext, Executor } from '../executor.js';
 import type { Outcome } from '../../core/outcome.js';
@@ -102,10 +102,10 @@ async function runScripted(checkType: ScriptedType, member: ScriptedMember, chec
     ctx.jobLog.push(error.message);
     return { startedAt, stoppedAt: new Date(), responseTime: 0, error: error.message, assertionsFailed: false, member, detail: detail(ctx, { requestError: error.message, ...pageFields(checkType) }) };
   }
-  if (runtime.stage === 'DEPRECATED') ctx.jobLog.push(`Runtime ${runtime.name} is DEPRECATED (end of life ${runtime.runtimeEndOfLife})`);
+  ctx.jobLog.push(...runtimeNotices(runtime));
   if (checkType === 'PLAYWRIGHT' && !hasSuiteRunner(runtime)) {
     const withRunner = listRuntimes(ctx.settings.runtimesDir ?? runtimesDir())
-      .runtimes.filter((r) => r.stage !== 'REMOVED' && r.installed && hasSuiteRunner(r))
+      .runtimes.filter((r) => !isRemoved(r) && r.installed && hasSuiteRunner(r))
       .map((r) => r.name);
     const message = `Runtime ${runtime.name} has no ${SUITE_RUNNER_PACKAGE}, which PLAYWRIGHT checks run with (runtimes that have it: ${withRunner.join(', ') || 'none'})`;
     ctx.jobLog.push(message);

@@ -56,6 +56,8 @@ export interface Config {
   scriptConcurrency: number;
   /** SCRIPT_MEMORY_MB: heap limit of one script's process. */
   scriptMemoryMb: number;
+  /** SECRET_DETECTION: search scripted checks' outputs for credentials nobody declared (docs/secrets.md). */
+  secretDetection: boolean;
   /** SCRIPT_ISOLATION: auto (the strongest mechanism that works, else scripts are refused) or off. */
   scriptIsolation: 'auto' | 'off';
   /** RUNTIMES_DIR, resolved; undefined means <package root>/runtimes. */
@@ -304,6 +306,10 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
   const extraCaCerts = read(env, 'NODE_EXTRA_CA_CERTS');
   if (extraCaCerts !== undefined) checkExtraCaCerts(extraCaCerts);
   const scriptIsolation = scriptIsolationSetting(env);
+  const secretDetectionGiven = read(env, 'SECRET_DETECTION') ?? 'off';
+  if (!['on', 'off'].includes(secretDetectionGiven.toLowerCase())) {
+    throw new ConfigError(`SECRET_DETECTION=${shown(secretDetectionGiven)} is invalid: must be on or off`);
+  }
   const noProxy = read(env, 'NO_PROXY') ?? read(env, 'no_proxy');
   const config: Config = {
     mode,
@@ -333,6 +339,7 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     scriptConcurrency: integer(env, 'SCRIPT_CONCURRENCY', 2, 1, 100),
     scriptMemoryMb: integer(env, 'SCRIPT_MEMORY_MB', 256, 32, 16_384),
     scriptIsolation,
+    secretDetection: secretDetectionGiven.toLowerCase() === 'on',
     tools: {},
     processSecrets: processSecrets(env),
     processEnv: Object.freeze({ ...env }),
@@ -409,7 +416,7 @@ SHUTDOWN_GRACE_SECONDS, SPOOL_MAX_RESULTS, SPOOL_MAX_BYTES, CLAIM_WAIT_SECONDS,
 AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, BODY_MEMORY_BUDGET_MB,
 MAX_RESULT_BYTES, CHECK_PROXY, PING_PATH,
 DIAGNOSTICS, ARTIFACT_UPLOAD_TIMEOUT_SECONDS, TCPDUMP_PATH, TRACEPATH_PATH, TRACEROUTE_PATH,
-RUNTIMES_DIR, SCRIPT_CONCURRENCY, SCRIPT_MEMORY_MB, SCRIPT_ISOLATION, BROWSER_PATH;
+RUNTIMES_DIR, SCRIPT_CONCURRENCY, SCRIPT_MEMORY_MB, SCRIPT_ISOLATION, BROWSER_PATH, SECRET_DETECTION;
 server mode: OUTPOST_API_KEY, API_PORT, API_HOST, RESULTS_RETENTION_DAYS, LEASE_SECONDS (docs/server.md).
 Bad values exit with code 78; bad usage with 64.`;
 
@@ -465,6 +472,7 @@ export function checkSettings(config: Config): CheckSettings {
     ...(config.proxy.noProxy ? { noProxy: config.proxy.noProxy } : {}),
     scriptConcurrency: config.scriptConcurrency,
     scriptMemoryMb: config.scriptMemoryMb,
+    ...(config.secretDetection ? { secretDetection: true } : {}),
     ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
     ...(config.browserPath ? { browserPath: config.browserPath } : {}),
     // As the agent's own Node.js got it.

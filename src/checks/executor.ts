@@ -72,6 +72,8 @@ export interface CheckSettings {
   runtimesDir?: string;
   /** BROWSER_PATH as given: the Chromium of BROWSER and PLAYWRIGHT scripts (src/checks/scripted/runtimes.ts browserPath). */
   browserPath?: string;
+  /** SECRET_DETECTION: search scripted checks' outputs for undeclared credentials (a check's `secretDetection` overrides it). */
+  secretDetection?: boolean;
   /** NODE_EXTRA_CA_CERTS: handed on to scripts' processes. */
   extraCaCerts?: string;
   /** Where ping, tcpdump and traceroute are found (PING_PATH, TCPDUMP_PATH…, PATH). */

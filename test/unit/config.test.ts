@@ -6,7 +6,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, configFromEnv, type Env, EXIT_CONFIG, EXIT_USAGE, type Mode, maskUrlCredentials, parseArgs } from '../../src/config.js';
+import { ConfigError, checkSettings, configFromEnv, type Env, EXIT_CONFIG, EXIT_USAGE, type Mode, maskUrlCredentials, parseArgs } from '../../src/config.js';
 
 const AGENT_ENV = { API_URL: 'https://cp.example.test', API_KEY: 'pl_key_123' };
 
@@ -306,6 +306,17 @@ describe('parseArgs', () => {
     expect(configFromEnv({ SCRIPT_ISOLATION: 'OFF' }, 'once').scriptIsolation).toBe('off');
     expect(() => configFromEnv({ SCRIPT_ISOLATION: 'none' }, 'once')).toThrow(
       expect.objectContaining({ exitCode: EXIT_CONFIG, message: 'SCRIPT_ISOLATION="none" is invalid: must be auto or off' }),
+    );
+  });
+
+  it('reads SECRET_DETECTION (off by default, or on) into the check settings and refuses any other value, naming it, with exit 78', () => {
+    expect(configFromEnv({}, 'once').secretDetection).toBe(false);
+    expect(checkSettings(configFromEnv({}, 'once')).secretDetection).toBeUndefined();
+    expect(configFromEnv({ SECRET_DETECTION: 'ON' }, 'once').secretDetection).toBe(true);
+    expect(checkSettings(configFromEnv({ SECRET_DETECTION: 'on' }, 'once')).secretDetection).toBe(true);
+    expect(configFromEnv({ SECRET_DETECTION: 'off' }, 'once').secretDetection).toBe(false);
+    expect(() => configFromEnv({ SECRET_DETECTION: 'yes' }, 'once')).toThrow(
+      expect.objectContaining({ exitCode: EXIT_CONFIG, message: 'SECRET_DETECTION="yes" is invalid: must be on or off' }),
     );
   });
 

@@ -17,6 +17,8 @@ export interface ScriptedRequest {
   runtimeId?: string;
   /** PLAYWRIGHT only. */
   files?: SuiteFile[];
+  /** The check's `secretDetection`: on or off for this check whatever SECRET_DETECTION says; absent, SECRET_DETECTION decides. */
+  secretDetection?: boolean;
 }
 
 /** A PLAYWRIGHT suite's files: at most this many, this large each, this large together. */
@@ -36,7 +38,9 @@ export function parseScriptedRequest(fields: Fields, check: Fields): ScriptedReq
   const source = fields.has('script') && !check.has('script') ? fields : check;
   const script = source.string('script', { required: true, minLength: 1, maxLength: MAX_SCRIPT_LENGTH }) ?? '';
   const runtimeId = check.string('runtimeId', { minLength: 1, maxLength: 100 }) ?? fields.string('runtimeId', { minLength: 1, maxLength: 100 });
-  return { script, ...(runtimeId !== undefined ? { runtimeId } : {}) };
+  const detectionAt = check.has('secretDetection') ? check : fields.has('secretDetection') ? fields : undefined;
+  const secretDetection = detectionAt?.boolean('secretDetection', false);
+  return { script, ...(runtimeId !== undefined ? { runtimeId } : {}), ...(secretDetection !== undefined ? { secretDetection } : {}) };
 }
 
 /** A PLAYWRIGHT check: `script` (the spec) and `files` ([{path, content}]), on the check or in `request`. */
@@ -119,6 +123,7 @@ async function runScripted(checkType: ScriptedType, member: ScriptedMember, chec
       timeoutMs: check.maxResponseTime,
       environment: ctx.variables.entries(),
       ...(check.request.files ? { files: check.request.files } : {}),
+      detectSecrets: check.request.secretDetection ?? ctx.settings.secretDetection === true,
     },
     ctx,
   );
@@ -140,6 +145,7 @@ async function runScripted(checkType: ScriptedType, member: ScriptedMember, chec
       requests: run.requests,
       ...pageFields(checkType, run),
       ...(checkType === 'PLAYWRIGHT' ? { tests: run.tests ?? null } : {}),
+      ...(run.detectedSecrets ? { detectedSecrets: run.detectedSecrets } : {}),
     }),
   };
 }

@@ -31,6 +31,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { jobScrubber, scrubArtifactText } from '../../artifacts/scrub.js';
 import { browserPath, type Runtime } from './runtimes.js';
 import { redactHar } from '../../secrets/har.js';
+import { type DetectedSecret, SecretDetector } from '../../secrets/detection.js';
 import type { ExecutionContext } from '../executor.js';
 import { giveToRunUid, isolatedCommand, isRunUid, releaseRunUid, type ScriptIsolation, scriptIsolation, takeRunUid, usesRunUid } from './isolation.js';
 import { BROWSER_TIMEOUT_GRACE_MS, HARNESS_FILES, HARNESS_LIMITS, type HarnessSources, harnessSources, MULTI_STEP_TIMEOUT_GRACE_MS, PAGE_EVENTS_MAX, SUITE_SHIM_FILE, shared, wrapUserScript } from './harness.js';
@@ -131,6 +132,8 @@ export interface ScriptRun {
   consoleMessages?: ConsoleMessage[];
   /** PLAYWRIGHT only. */
   tests?: SuiteCounts;
+  /** With `detectSecrets`: each kind of undeclared credential found in each output (never the values). */
+  detectedSecrets?: DetectedSecret[];
   durationMs: number;
   startedAt: Date;
   stoppedAt: Date;
@@ -147,6 +150,11 @@ export interface ScriptOptions {
   environment: Record<string, string>;
   /** PLAYWRIGHT: files of the suite besides `code` (the spec). */
   files?: SuiteFile[];
+  /**
+   * Search the run's outputs for values that look like credentials (src/secrets/detection.ts), register
+   * them as the job's secrets before anything is scrubbed or handed over, and report them.
+   */
+  detectSecrets?: boolean;
 }
 
 /** A counting semaphore: SCRIPT_CONCURRENCY scripts at once, agent-wide. */
@@ -417,7 +425,9 @@ export async function runScript(given: ScriptOptions, ctx: ExecutionContext): Pr
     uid = usesRunUid(isolation) ? takeRunUid() : undefined;
     // 0700: the input file holds the job's variables, secrets included, until the harness has read it.
     dir = await mkdtemp(path.join(tmpdir(), 'outpost-script-'));
-    return await runChild(options, ctx, dir, isolation, uid);
+    const detector = options.detectSecrets ? new SecretDetector() : undefined;
+    const run = await runChild(options, ctx, dir, isolation, uid, detector);
+    return detector ? { ...run, detectedSecrets: detector.detections } : run;
   } finally {
     semaphore.release();
     if (dir) await rm(dir, { recursive: true, force: true }).catch(() => undefined);
@@ -429,7 +439,14 @@ export async function runScript(given: ScriptOptions, ctx: ExecutionContext): Pr
 export const ISOLATION_REFUSAL =
   'scripts cannot be isolated from the agent here, so a script could read its API_KEY and other jobs\' secrets; set SCRIPT_ISOLATION=off to run them anyway (docs/script-isolation.md)';
 
-async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: string, isolation: ScriptIsolation, uid: number | undefined): Promise<ScriptRun> {
+async function runChild(
+  options: ScriptOptions,
+  ctx: ExecutionContext,
+  dir: string,
+  isolation: ScriptIsolation,
+  uid: number | undefined,
+  detector: SecretDetector | undefined,
+): Promise<ScriptRun> {
   const memoryMb = ctx.settings.scriptMemoryMb ?? DEFAULT_SCRIPT_MEMORY_MB;
   const timeoutMs = Math.max(1, Math.min(options.timeoutMs, SCRIPT_CAP_MS));
   const graceMs = timeoutGraceMs(options.kind);
@@ -540,9 +557,17 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
   await (sweep ?? killTagged(dir));
   const stoppedAt = new Date();
   const durationMs = Math.round(performance.now() - started);
+  const text = output.all;
+  let out: HarnessOutput | null = null;
+  try {
+    out = JSON.parse(await readFile(path.join(dir, 'output.json'), 'utf8')) as HarnessOutput;
+  } catch {
+    out = null;
+  }
+  // Before anything is scrubbed or handed over: a value found in one output is then scrubbed in all.
+  if (detector) await detectSecrets(detector, text, out, artifactsDir, ctx);
   // Nothing of the run is alive any more: its files cannot change while they are handed over.
   const artifactLines = artifactsDir ? await handOverArtifacts(artifactsDir, ctx) : [];
-  const text = output.all;
   const lines = output.lines();
   // A V8 heap exhaustion prints its own dump: keep the jobLog short, say it once.
   const outOfMemory = /heap out of memory|Reached heap limit|Allocation failed/i.test(text);
@@ -550,13 +575,8 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
   for (const line of outOfMemory ? lines.filter((l) => !/Mark-Compact|Scavenge|<---|FATAL ERROR|Native stack|^\s*\d+: |^\s*$/.test(l)).slice(0, 20) : lines) {
     ctx.jobLog.push(line);
   }
+  if (detector) ctx.jobLog.push(...detectionLines(detector));
   const base = { assertion: false, steps: [], requests: [], durationMs, startedAt, stoppedAt };
-  let out: HarnessOutput | null = null;
-  try {
-    out = JSON.parse(await readFile(path.join(dir, 'output.json'), 'utf8')) as HarnessOutput;
-  } catch {
-    out = null;
-  }
   // After the script's own output, also when it was killed: what it saved before is kept.
   for (const shot of Array.isArray(out?.failureShots) ? out.failureShots : []) {
     ctx.jobLog.push(shot.error ? `Failure screenshot ${shot.name} of ${shot.url} could not be taken: ${shot.error}` : `Failure screenshot ${shot.name}: ${shot.url}`);
@@ -679,6 +699,67 @@ interface FailureShot {
   name: string;
   url: string;
   error?: string;
+}
+
+/** What the harness reported, by the name a detection gives its place. */
+function reportedOutputs(out: HarnessOutput | null): Array<[string, string]> {
+  if (!out) return [];
+  const list = <T>(value: T[] | undefined): T[] => (Array.isArray(value) ? value : []);
+  const join = (parts: unknown[]) => parts.filter((part) => typeof part === 'string' && part.length > 0).join('\n');
+  return [
+    ['errors', join([out.error, ...list(out.steps).map((step) => step?.error)])],
+    ['consoleMessages', join(list(out.consoleMessages).flatMap((m) => [m?.text, m?.url]))],
+    ['pageErrors', join(list(out.pageErrors).flatMap((e) => [e?.name, e?.message, e?.url]))],
+    [
+      'requests',
+      join(list(out.requests).flatMap((r) => [r?.url, r?.error, ...Object.entries(r?.headers ?? {}).map(([name, value]) => `${name}: ${String(value)}`)])),
+    ],
+  ];
+}
+
+/**
+ * Searches everything the run produced (its output, what the harness reported, its text artifacts as
+ * the hand-over will take them) and registers what is found as the job's secrets. Never throws.
+ */
+async function detectSecrets(detector: SecretDetector, text: string, out: HarnessOutput | null, artifactsDir: string | null, ctx: ExecutionContext): Promise<void> {
+  detector.scan(text, 'jobLog');
+  for (const [where, value] of reportedOutputs(out)) detector.scan(value, where);
+  if (artifactsDir) {
+    for (const name of await artifactNames(artifactsDir)) {
+      const file = path.join(artifactsDir, name);
+      try {
+        const info = await lstat(file);
+        if (!info.isFile() || !SAFE_ARTIFACT.test(name) || info.size > SCRIPT_ARTIFACT_MAX_BYTES) continue;
+        const content = asText(await readFile(file));
+        if (content !== null) detector.scan(content, `artifact ${name}`);
+      } catch {
+        // Gone, or unreadable: the hand-over says so.
+      }
+    }
+  }
+  for (const value of detector.values) ctx.secrets?.add(value, 'a value found by secret detection');
+}
+
+/** The jobLog lines of a run's detection: kinds and places, and what a limit left out; never a value. */
+function detectionLines(detector: SecretDetector): string[] {
+  const found = detector.detections;
+  const lines =
+    found.length === 0
+      ? ['Secret detection: nothing that looks like a credential was found']
+      : [`Secret detection: values that look like credentials were masked (${found.map((d) => `${d.kind} in ${d.where}`).join(', ')}); declare them secret`];
+  return [...lines, ...detector.notes.map((note) => `Secret detection: ${note}`)];
+}
+
+/** A run's artifact files in hand-over order (failure screenshots first, then by name), at most SCRIPT_ARTIFACTS_MAX of the plain ones. */
+async function artifactNames(folder: string): Promise<string[]> {
+  try {
+    if (!(await lstat(folder)).isDirectory()) return [];
+    const names = await readdir(folder);
+    names.sort((a, b) => Number(b.startsWith('failure-')) - Number(a.startsWith('failure-')) || (a < b ? -1 : a > b ? 1 : 0));
+    return names.slice(0, SCRIPT_ARTIFACTS_MAX * 2);
+  } catch {
+    return [];
+  }
 }
 
 function collectsArtifacts(kind: ScriptKind, ctx: ExecutionContext): boolean {

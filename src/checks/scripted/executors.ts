@@ -95,6 +95,29 @@ function pageFields(checkType: ScriptedType, run?: ScriptRun): Record<string, un
 }
 type ScriptedMember = 'multiStepCheckResult' | 'browserCheckResult';
 
+/** A PLAYWRIGHT suite's verdict, as its report header states it. */
+export type SuiteStatus = 'PASSED' | 'DEGRADED' | 'FAILED';
+
+/**
+ * The header of a PLAYWRIGHT suite's report: FAILED when a test did not pass or the suite could not
+ * run, DEGRADED when every test passed but the run took longer than degradedResponseTime, else PASSED.
+ * Judged on the run's duration as src/results/result.ts judges the result, so header and isDegraded agree.
+ */
+export function suiteHeader(run: ScriptRun, check: Pick<CheckDefinition, 'degradedResponseTime' | 'maxResponseTime'>): { status: SuiteStatus; line: string } {
+  const durationMs = Math.max(0, Math.round(run.durationMs));
+  const failed = !run.ok || durationMs > check.maxResponseTime;
+  const status: SuiteStatus = failed ? 'FAILED' : durationMs > check.degradedResponseTime ? 'DEGRADED' : 'PASSED';
+  const tests = run.tests;
+  const counts = tests ? `${tests.expected} passed, ${tests.unexpected} failed, ${tests.flaky} flaky, ${tests.skipped} skipped` : 'no test report';
+  const why =
+    status === 'DEGRADED'
+      ? `, over degradedResponseTime ${check.degradedResponseTime.toLocaleString('en-US')} ms`
+      : status === 'FAILED' && run.ok
+        ? `, over maxResponseTime ${check.maxResponseTime.toLocaleString('en-US')} ms`
+        : '';
+  return { status, line: `Suite ${status}: ${counts} in ${durationMs.toLocaleString('en-US')} ms${why}` };
+}
+
 
 async function runScripted(checkType: ScriptedType, member: ScriptedMember, check: CheckDefinition<ScriptedRequest>, ctx: ExecutionContext): Promise<Outcome> {
   const startedAt = new Date();
@@ -115,6 +138,7 @@ async function runScripted(checkType: ScriptedType, member: ScriptedMember, chec
     ctx.jobLog.push(message);
     return { startedAt, stoppedAt: new Date(), responseTime: 0, error: message, assertionsFailed: false, member, detail: detail(ctx, { runtimeId: runtime.name, requestError: message, ...pageFields(checkType) }) };
   }
+  const headerAt = ctx.jobLog.length;
   const run = await runScript(
     {
       kind: checkType,
@@ -129,6 +153,9 @@ async function runScripted(checkType: ScriptedType, member: ScriptedMember, chec
   );
   const failure = run.ok ? undefined : run.error;
   if (failure) ctx.jobLog.push(failure);
+  // The suite's header opens what its run printed.
+  const header = checkType === 'PLAYWRIGHT' ? suiteHeader(run, check) : undefined;
+  if (header) ctx.jobLog.splice(headerAt, 0, header.line);
   return {
     startedAt: run.startedAt,
     stoppedAt: run.stoppedAt,
@@ -144,7 +171,7 @@ async function runScripted(checkType: ScriptedType, member: ScriptedMember, chec
       steps: run.steps,
       requests: run.requests,
       ...pageFields(checkType, run),
-      ...(checkType === 'PLAYWRIGHT' ? { tests: run.tests ?? null } : {}),
+      ...(header ? { tests: run.tests ?? null, suiteStatus: header.status } : {}),
       ...(run.detectedSecrets ? { detectedSecrets: run.detectedSecrets } : {}),
     }),
   };

@@ -112,9 +112,23 @@ export const CLICK_PAGE = `<!doctype html>
 /** Lists `ps -eo args`: the tests look for processes a run may have left behind. */
 export const processes = (): string => execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
 
-/** A runtimes folder with the real 2026-04, a DEPRECATED 2025-10 without packages and a REMOVED 2023-02. */
-function makeRuntimesDir(): string {
+/** A runtime record without packages, for `ScriptedRunOptions.runtimes`. */
+export interface ExtraRuntime {
+  name: string;
+  stage: string;
+  runtimeEndOfLife: string;
+}
+
+/** A runtimes folder with the real 2026-04, a DEPRECATED 2025-10 without packages, a REMOVED 2023-02, and `extra`. */
+function makeRuntimesDir(extra: readonly ExtraRuntime[] = []): string {
   const dir = tempDir('outpost-runtimes-');
+  for (const { name, stage, runtimeEndOfLife } of extra) {
+    mkdirSync(path.join(dir, name, 'node_modules'), { recursive: true });
+    writeFileSync(
+      path.join(dir, name, 'runtime.json'),
+      JSON.stringify({ name, stage, multiStepSupport: true, nodeJsVersion: '24', runtimeEndOfLife, description: 'no packages', dependencies: {} }),
+    );
+  }
   symlinkSync(RUNTIME_DIR, path.join(dir, RUNTIME));
   // One without @playwright/test (its packages, none, are installed).
   mkdirSync(path.join(dir, '2025-10', 'node_modules'), { recursive: true });
@@ -154,7 +168,14 @@ export interface ScriptedRun {
  * `makeChecks` returns (with BASE, PAGE and the secret API_TOKEN and UMLAUT_SECRET as file variables)
  * and keeps their FINAL results; closes both servers in afterAll.
  */
-export function useScriptedRun(makeChecks: (at: { target: TargetServer; pageUrl: string }) => object[]): ScriptedRun {
+export interface ScriptedRunOptions {
+  /** More agent environment (SECRET_DETECTION, …). */
+  env?: Record<string, string>;
+  /** More runtimes (records without packages) in the run's runtimes folder. */
+  runtimes?: readonly ExtraRuntime[];
+}
+
+export function useScriptedRun(makeChecks: (at: { target: TargetServer; pageUrl: string }) => object[], options: ScriptedRunOptions = {}): ScriptedRun {
   let target: TargetServer | undefined;
   let pageServer: Server | undefined;
   let pageUrl = '';
@@ -175,7 +196,7 @@ export function useScriptedRun(makeChecks: (at: { target: TargetServer; pageUrl:
     pageServer = server;
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     pageUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/page`;
-    runtimesDir = makeRuntimesDir();
+    runtimesDir = makeRuntimesDir(options.runtimes);
     const dir = tempDir();
     const file = path.join(dir, 'checks.json');
     writeFileSync(
@@ -198,7 +219,7 @@ export function useScriptedRun(makeChecks: (at: { target: TargetServer; pageUrl:
     utimesSync(path.join(scriptsTmp, 'outpost-script-stale'), hourAgo, hourAgo);
     const proc = startAgent(
       ['once', file],
-      cleanEnv({ TMPDIR: scriptsTmp, STATE_DIR: tempDir('outpost-scripted-state-'), JOB_CONCURRENCY: '4', RUNTIMES_DIR: runtimesDir, SCRIPT_MEMORY_MB: '64', OUTPOST_SECRET_AGENT: AGENT_SECRET, UNRELATED_AGENT_SETTING: 'x' }),
+      cleanEnv({ TMPDIR: scriptsTmp, STATE_DIR: tempDir('outpost-scripted-state-'), JOB_CONCURRENCY: '4', RUNTIMES_DIR: runtimesDir, SCRIPT_MEMORY_MB: '64', OUTPOST_SECRET_AGENT: AGENT_SECRET, UNRELATED_AGENT_SETTING: 'x', ...options.env }),
     );
     exitCode = (await proc.exit).code;
     stdout = proc.stdout();

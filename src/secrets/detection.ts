@@ -119,6 +119,17 @@ interface Found {
   end: number;
 }
 
+export interface DetectorOptions {
+  maxCharsPerOutput?: number;
+  maxCharsPerJob?: number;
+  maxValues?: number;
+  /**
+   * A value the job knows as a secret already (declared, or holding a declared one): it is scrubbed
+   * anyway, and reporting it would say "nobody declared this" of a declared secret.
+   */
+  isKnown?: (value: string) => boolean;
+}
+
 /**
  * Collects a job's detections. `scan(text, where)` each output, then register `values` as the
  * job's secrets and report `detections` and `notes`. Not safe to share between jobs.
@@ -130,11 +141,17 @@ export class SecretDetector {
   private scannedChars = 0;
   private valuesFull = false;
 
-  constructor(
-    private readonly maxCharsPerOutput = DETECTION_MAX_CHARS_PER_OUTPUT,
-    private readonly maxCharsPerJob = DETECTION_MAX_CHARS_PER_JOB,
-    private readonly maxValues = DETECTION_MAX_VALUES,
-  ) {}
+  private readonly maxCharsPerOutput: number;
+  private readonly maxCharsPerJob: number;
+  private readonly maxValues: number;
+  private readonly isKnown: (value: string) => boolean;
+
+  constructor(options: DetectorOptions = {}) {
+    this.maxCharsPerOutput = options.maxCharsPerOutput ?? DETECTION_MAX_CHARS_PER_OUTPUT;
+    this.maxCharsPerJob = options.maxCharsPerJob ?? DETECTION_MAX_CHARS_PER_JOB;
+    this.maxValues = options.maxValues ?? DETECTION_MAX_VALUES;
+    this.isKnown = options.isKnown ?? (() => false);
+  }
 
   /** Searches one output (its first maxCharsPerOutput characters, within the job's budget). */
   scan(text: string, where: string): void {
@@ -206,6 +223,7 @@ export class SecretDetector {
 
   private keep(kind: DetectedKind, value: string, where: string): void {
     if (!this.found.has(value)) {
+      if (this.isKnown(value)) return;
       if (this.found.size >= this.maxValues) {
         this.valuesFull = true;
         this.note(`the search stopped at ${this.maxValues} values; later ones are not scrubbed unless declared secret`);

@@ -33,6 +33,7 @@ const { request } = require('playwright-core');
 console.log('signed in with ' + JWT);
 console.log('aws key ' + AWS);
 console.error('Authorization: Bearer ' + BEARER);
+console.log('declared: Bearer ' + environment.API_TOKEN);
 fs.writeFileSync(artifact('tokens.txt'), ['id_token=' + JWT, 'AWS_ACCESS_KEY_ID=' + AWS, 'auth: Bearer ' + BEARER].join('\\n') + '\\n');
 const api = await request.newContext({ baseURL: environment.BASE });
 await step('call', async () => {
@@ -127,6 +128,8 @@ describe('runtime secret detection', () => {
     const detail = multi('multi-step');
     expect(final('multi-step')).toMatchObject({ hasFailures: false, hasErrors: false });
     expect(detail.jobLog).toEqual(expect.arrayContaining(['signed in with *****', 'aws key *****', 'Authorization: Bearer *****']));
+    // A declared secret that looks like a bearer token is scrubbed as ever, and not reported as undeclared.
+    expect(detail.jobLog).toContain('declared: Bearer *****');
     expect(detail.requests[0]?.url).toMatch(/\/echo\?key=\*\*\*\*\*$/);
     expect(detail.requests[0]?.headers).toEqual({ 'X-Forwarded-Auth': 'Bearer *****' });
     expect(assetText('multi-step', 'tokens.txt')).toBe('id_token=*****\nAWS_ACCESS_KEY_ID=*****\nauth: Bearer *****\n');

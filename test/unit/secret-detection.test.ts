@@ -155,7 +155,7 @@ describe('secret detection', () => {
   });
 
   it('searches at most the characters it is allowed, per output and per job, and says so', () => {
-    const detector = new SecretDetector(100, 150);
+    const detector = new SecretDetector({ maxCharsPerOutput: 100, maxCharsPerJob: 150 });
     detector.scan(`${'x'.repeat(120)} ${AWS_KEY}`, 'jobLog');
     detector.scan(`${AWS_KEY} ${'y'.repeat(100)}`, 'consoleMessages');
     detector.scan(AWS_KEY, 'pageErrors');
@@ -169,11 +169,18 @@ describe('secret detection', () => {
   });
 
   it('keeps at most the values it is allowed and says the search stopped', () => {
-    const detector = new SecretDetector(1_000_000, 1_000_000, 3);
+    const detector = new SecretDetector({ maxValues: 3 });
     const keys = Array.from({ length: 5 }, (_, i) => `AKIAQ3EGRZLN7VW2KX5${i}`);
     detector.scan(keys.join(' '), 'jobLog');
     expect(detector.values).toEqual(keys.slice(0, 3));
     expect(detector.notes).toEqual(['the search stopped at 3 values; later ones are not scrubbed unless declared secret']);
+  });
+
+  it('leaves out values the job knows as secrets already', () => {
+    const detector = new SecretDetector({ isKnown: (value) => value === AWS_KEY });
+    detector.scan(`${AWS_KEY} and ${JWT}`, 'jobLog');
+    expect(detector.values).toEqual([JWT]);
+    expect(detector.detections).toEqual([{ kind: 'jwt', where: 'jobLog' }]);
   });
 
   it('reads long runs without a separator, and many near misses, to the end', () => {

@@ -425,7 +425,7 @@ export async function runScript(given: ScriptOptions, ctx: ExecutionContext): Pr
     uid = usesRunUid(isolation) ? takeRunUid() : undefined;
     // 0700: the input file holds the job's variables, secrets included, until the harness has read it.
     dir = await mkdtemp(path.join(tmpdir(), 'outpost-script-'));
-    const detector = options.detectSecrets ? new SecretDetector() : undefined;
+    const detector = options.detectSecrets ? new SecretDetector({ isKnown: knownSecret(ctx) }) : undefined;
     const run = await runChild(options, ctx, dir, isolation, uid, detector);
     return detector ? { ...run, detectedSecrets: detector.detections } : run;
   } finally {
@@ -738,6 +738,14 @@ async function detectSecrets(detector: SecretDetector, text: string, out: Harnes
     }
   }
   for (const value of detector.values) ctx.secrets?.add(value, 'a value found by secret detection');
+}
+
+/** Whether the job's scrubber would touch the value: a declared secret, or a value holding one in any form. */
+function knownSecret(ctx: ExecutionContext): (value: string) => boolean {
+  return (value) => {
+    const scrubber = jobScrubber(ctx.secrets);
+    return scrubber !== undefined && scrubber.secretCount > 0 && scrubber.scrubText(value) !== value;
+  };
 }
 
 /** The jobLog lines of a run's detection: kinds and places, and what a limit left out; never a value. */

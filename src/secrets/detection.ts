@@ -139,6 +139,7 @@ export class SecretDetector {
   private readonly places = new Map<string, DetectedSecret>();
   private readonly limits: string[] = [];
   private scannedChars = 0;
+  private judged = 0;
   private valuesFull = false;
 
   private readonly maxCharsPerOutput: number;
@@ -168,12 +169,23 @@ export class SecretDetector {
       const pattern = DETECTION_PATTERNS[kind];
       pattern.lastIndex = 0;
       for (let match = pattern.exec(part); match !== null; match = pattern.exec(part)) {
+        this.judged++;
         const hit = this.judge(kind, part, match);
         pattern.lastIndex = Math.max(hit.end, match.index + 1);
         for (const value of hit.values) this.keep(hit.kind, value, where);
         if (this.valuesFull) return;
       }
     }
+  }
+
+  /** Pattern matches judged (taken or not): how many near misses a text had, for the false-positive figure. */
+  get candidates(): number {
+    return this.judged;
+  }
+
+  /** Characters searched so far. */
+  get searched(): number {
+    return this.scannedChars;
   }
 
   /** The distinct values found, to register as the job's secrets. */

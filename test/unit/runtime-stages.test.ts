@@ -12,6 +12,7 @@ import {
   resolveRuntime,
   RuntimeError,
   runtimeNotices,
+  usableRuntimeNames,
 } from '../../src/checks/scripted/runtimes.js';
 import { useTempTrees } from '../support/temp-tree.js';
 
@@ -68,6 +69,11 @@ describe('runtime stages', () => {
     // The record's date is the day it is removed.
     expect(resolveError('today', dir)).toMatch(/^Runtime today reached its end of life on 11\/24\/2026 and is treated as REMOVED/);
     expect(resolveRuntime('tomorrow', dir, NOW).name).toBe('tomorrow');
+  });
+
+  it('advertises neither REMOVED runtimes nor those past their end of life', () => {
+    const dir = tree({ ...record('a', 'ALPHA'), ...record('s', 'STABLE'), ...record('r', 'REMOVED'), ...record('old', 'CURRENT', '01/31/2020') });
+    expect(usableRuntimeNames(dir)).toEqual(['a', 's']);
   });
 
   it('warns in the jobLog within 30 days of the end of life, not before', () => {

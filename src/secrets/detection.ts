@@ -136,6 +136,8 @@ export interface DetectorOptions {
  */
 export class SecretDetector {
   private readonly found = new Map<string, DetectedKind>();
+  /** Values isKnown said yes to (a declared secret printed many times is asked about once). */
+  private readonly known = new Set<string>();
   private readonly places = new Map<string, DetectedSecret>();
   private readonly limits: string[] = [];
   private scannedChars = 0;
@@ -235,7 +237,11 @@ export class SecretDetector {
 
   private keep(kind: DetectedKind, value: string, where: string): void {
     if (!this.found.has(value)) {
-      if (this.isKnown(value)) return;
+      if (this.known.has(value)) return;
+      if (this.isKnown(value)) {
+        if (this.known.size < this.maxValues) this.known.add(value);
+        return;
+      }
       if (this.found.size >= this.maxValues) {
         this.valuesFull = true;
         this.note(`the search stopped at ${this.maxValues} values; later ones are not scrubbed unless declared secret`);

@@ -725,11 +725,18 @@ async function detectSecrets(detector: SecretDetector, text: string, out: Harnes
   detector.scan(text, 'jobLog');
   for (const [where, value] of reportedOutputs(out)) detector.scan(value, where);
   if (artifactsDir) {
+    // The files the hand-over will take (the same order and limits), each read once more: holding them
+    // all until the hand-over would keep up to SCRIPT_ARTIFACTS_TOTAL_BYTES in memory.
+    let count = 0;
+    let total = 0;
     for (const name of await artifactNames(artifactsDir)) {
+      if (count >= SCRIPT_ARTIFACTS_MAX) break;
       const file = path.join(artifactsDir, name);
       try {
         const info = await lstat(file);
-        if (!info.isFile() || !SAFE_ARTIFACT.test(name) || info.size > SCRIPT_ARTIFACT_MAX_BYTES) continue;
+        if (!info.isFile() || !SAFE_ARTIFACT.test(name) || info.size > SCRIPT_ARTIFACT_MAX_BYTES || total + info.size > SCRIPT_ARTIFACTS_TOTAL_BYTES) continue;
+        count++;
+        total += info.size;
         const content = asText(await readFile(file));
         if (content !== null) detector.scan(content, `artifact ${name}`);
       } catch {
@@ -758,16 +765,18 @@ function detectionLines(detector: SecretDetector): string[] {
   return [...lines, ...detector.notes.map((note) => `Secret detection: ${note}`)];
 }
 
-/** A run's artifact files in hand-over order (failure screenshots first, then by name), at most SCRIPT_ARTIFACTS_MAX of the plain ones. */
+/** A run's artifact files in hand-over order: failure screenshots first, then by name. */
 async function artifactNames(folder: string): Promise<string[]> {
   try {
     if (!(await lstat(folder)).isDirectory()) return [];
-    const names = await readdir(folder);
-    names.sort((a, b) => Number(b.startsWith('failure-')) - Number(a.startsWith('failure-')) || (a < b ? -1 : a > b ? 1 : 0));
-    return names.slice(0, SCRIPT_ARTIFACTS_MAX * 2);
+    return sortArtifactNames(await readdir(folder));
   } catch {
     return [];
   }
+}
+
+function sortArtifactNames(names: string[]): string[] {
+  return names.sort((a, b) => Number(b.startsWith('failure-')) - Number(a.startsWith('failure-')) || (a < b ? -1 : a > b ? 1 : 0));
 }
 
 function collectsArtifacts(kind: ScriptKind, ctx: ExecutionContext): boolean {
@@ -823,7 +832,7 @@ async function handOverArtifacts(folder: string, ctx: ExecutionContext): Promise
   } catch {
     return [];
   }
-  names.sort((a, b) => Number(b.startsWith('failure-')) - Number(a.startsWith('failure-')) || (a < b ? -1 : a > b ? 1 : 0));
+  sortArtifactNames(names);
   const scrubber = jobScrubber(ctx.secrets);
   let count = 0;
   let total = 0;

@@ -23,7 +23,7 @@ import { runLocal } from './local-mode.js';
 import { checkDatabase, type RunningServer, runServer } from './server-mode.js';
 import type { EventReporter } from './control-plane/events.js';
 import { createLogger } from './observability/logger.js';
-import { browserPath, hasSuiteRunner, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from './checks/scripted/runtimes.js';
+import { browserPath, hasSuiteRunner, isRemoved, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from './checks/scripted/runtimes.js';
 import path from 'node:path';
 import { SecretPolicy, secretsInAgentEnv } from './secrets/policy.js';
 import { checkStateDir } from './state-dir.js';
@@ -71,8 +71,9 @@ async function main(): Promise<void> {
     for (const r of runtimes) {
       const installed = r.installed ? 'installed' : 'not installed';
       const suites = hasSuiteRunner(r) ? `, ${SUITE_RUNNER_PACKAGE} (PLAYWRIGHT)` : '';
+      const ended = r.stage !== 'REMOVED' && isRemoved(r) ? '; past its end of life: refused as REMOVED' : '';
       process.stdout.write(
-        `  ${r.name.padEnd(10)} ${r.stage.padEnd(10)} ${installed.padEnd(13)} end of life ${r.runtimeEndOfLife.padEnd(10)}  Node.js ${r.nodeJsVersion}${suites}\n`,
+        `  ${r.name.padEnd(10)} ${r.stage.padEnd(10)} ${installed.padEnd(13)} end of life ${r.runtimeEndOfLife.padEnd(10)}  Node.js ${r.nodeJsVersion}${suites}${ended}\n`,
       );
     }
     for (const problem of problems) process.stderr.write(`outpost: ${problem}\n`);

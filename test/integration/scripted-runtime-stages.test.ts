@@ -60,6 +60,14 @@ describe('runtime stages', () => {
     );
   });
 
+  it('lists every stage in `outpost runtimes`, and says which runtime is past its end of life', () => {
+    const out = spawnSync(process.execPath, [MAIN, 'runtimes'], { env: cleanEnv({ RUNTIMES_DIR: run.runtimesDir }), encoding: 'utf8', timeout: 30_000 }).stdout;
+    expect(out).toMatch(/2027-01\s+ALPHA\s+installed\s+end of life 12\/31\/2030\s+Node.js 24\n/);
+    expect(out).toMatch(/2027-02\s+BETA\s+installed/);
+    expect(out).toMatch(/2026-10\s+STABLE\s+installed/);
+    expect(out).toContain(`2026-05    STABLE     installed     end of life ${PAST}  Node.js 24; past its end of life: refused as REMOVED\n`);
+  });
+
   it('warns within 30 days of the end of life', () => {
     expect(final('near-end-of-life')).toMatchObject({ hasFailures: false, hasErrors: false });
     expect(multi('near-end-of-life').jobLog[0]).toBe(

@@ -46,8 +46,36 @@ const AWS_ACCESS_KEY = /(?:^|[^A-Za-z0-9])((?:AKIA|ASIA)[0-9A-Z]{16})(?:[^A-Za-z
 // `Bearer <token>` (RFC 6750's b64token), as an Authorization header or a log line prints it.
 // (Case spelled out: V8's linear engine refuses this class under the `i` flag.)
 const BEARER = /[Bb][Ee][Aa][Rr][Ee][Rr]\s+([A-Za-z0-9._~+/-]{16,}=*)/g;
-// A PEM private key of any kind (RSA, EC, OPENSSH, ENCRYPTED, PGP … BLOCK); its END line is found by indexOf.
+// A PEM private key of any kind (RSA, EC, OPENSSH, ENCRYPTED, PGP … BLOCK), up to the first END line after it.
 const PRIVATE_KEY = /-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK)?-----/g;
+/** A private key's END line (exported for the linear-time test). */
+export const PRIVATE_KEY_END = /-----END ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK)?-----/g;
+
+/**
+ * The first line of a kind (BEGIN or END) at or after a position, for one text. Positions asked about
+ * only grow (BEGIN lines are met left to right), so the text is searched once, left to right, however
+ * many BEGIN lines lack an END: looking for each one's END up to the text's end would be quadratic.
+ */
+class MarkerLines {
+  private readonly pattern: RegExp;
+  private next: RegExpExecArray | null | undefined;
+
+  constructor(
+    private readonly text: string,
+    marker: RegExp,
+  ) {
+    this.pattern = new RegExp(marker.source, 'g');
+  }
+
+  after(position: number): RegExpExecArray | null {
+    // None after an earlier position: none after this one.
+    if (this.next === null) return null;
+    if (this.next !== undefined && this.next.index >= position) return this.next;
+    this.pattern.lastIndex = Math.max(position, this.pattern.lastIndex);
+    this.next = this.pattern.exec(this.text);
+    return this.next;
+  }
+}
 // `password=…`, `"token": "…"`, `apikey: …`, `client_secret=…` (the key word ends the key's name; its start is read back).
 // Case is spelled out: V8's linear engine refuses these classes under the `i` flag.
 const caseless = (word: string) => [...word].map((c) => (/[a-z]/.test(c) ? `[${c.toUpperCase()}${c}]` : c)).join('');
@@ -106,6 +134,12 @@ function looksLikeToken(value: string): boolean {
 /** A private key block's lines that are base64 (each is scrubbed too: a log prints the block line by line). */
 function keyBodyLines(block: string): string[] {
   return block.split(/\\r\\n|\\n|\r?\n/).filter((line) => line.length >= 16 && /^[A-Za-z0-9+/=]+$/.test(line));
+}
+
+/** A text's BEGIN and END lines of private keys, found left to right. */
+interface KeyLines {
+  begin: MarkerLines;
+  end: MarkerLines;
 }
 
 interface Found {
@@ -167,12 +201,13 @@ export class SecretDetector {
     const part = text.length > room ? text.slice(0, room) : text;
     if (part.length < text.length) this.note(`only the first ${room.toLocaleString('en-US')} characters of ${where} were searched`);
     this.scannedChars += part.length;
+    const lines: KeyLines = { begin: new MarkerLines(part, PRIVATE_KEY), end: new MarkerLines(part, PRIVATE_KEY_END) };
     for (const kind of Object.keys(DETECTION_PATTERNS) as DetectedKind[]) {
       const pattern = DETECTION_PATTERNS[kind];
       pattern.lastIndex = 0;
       for (let match = pattern.exec(part); match !== null; match = pattern.exec(part)) {
         this.judged++;
-        const hit = this.judge(kind, part, match);
+        const hit = this.judge(kind, part, match, lines);
         pattern.lastIndex = Math.max(hit.end, match.index + 1);
         for (const value of hit.values) this.keep(hit.kind, value, where);
         if (this.valuesFull) return;
@@ -205,7 +240,7 @@ export class SecretDetector {
     return this.limits;
   }
 
-  private judge(kind: DetectedKind, text: string, match: RegExpExecArray): Found {
+  private judge(kind: DetectedKind, text: string, match: RegExpExecArray, lines: KeyLines): Found {
     const value = match[1] ?? '';
     const end = match.index + match[0].lastIndexOf(value) + value.length;
     const taken = (ok: boolean): Found => ({ kind, values: ok ? [value] : [], end });
@@ -217,10 +252,14 @@ export class SecretDetector {
         return taken(looksLikeToken(value));
       case 'private-key': {
         const afterBegin = match.index + match[0].length;
-        const endLine = `-----END ${match[1] ?? ''}PRIVATE KEY${match[2] ?? ''}-----`;
-        const stop = text.indexOf(endLine, afterBegin);
-        if (stop < 0 || stop - match.index > PRIVATE_KEY_MAX_LENGTH) return { kind, values: [], end: afterBegin };
-        const blockEnd = stop + endLine.length;
+        const endLine = lines.end.after(afterBegin);
+        const nextBegin = lines.begin.after(afterBegin);
+        // The first END line after it closes the block: it must be this key's, near, and no other key may begin first.
+        const same = endLine !== null && endLine[1] === match[1] && endLine[2] === match[2];
+        if (!same || endLine.index - match.index > PRIVATE_KEY_MAX_LENGTH || (nextBegin !== null && nextBegin.index < endLine.index)) {
+          return { kind, values: [], end: afterBegin };
+        }
+        const blockEnd = endLine.index + endLine[0].length;
         const block = text.slice(match.index, blockEnd);
         return { kind, values: [block, ...keyBodyLines(block)], end: blockEnd };
       }

@@ -4,7 +4,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { regexProblem } from '../../src/checks/assertions/regex.js';
-import { DETECTION_PATTERNS, type DetectedKind, entropyBits, looksLikeCredential, SecretDetector } from '../../src/secrets/detection.js';
+import { DETECTION_PATTERNS, type DetectedKind, entropyBits, looksLikeCredential, PRIVATE_KEY_END, SecretDetector } from '../../src/secrets/detection.js';
 
 // A real HS256 token ({"alg":"HS256","typ":"JWT"}.{"sub":"1234567890","name":"John Doe","iat":1516239022}).
 const JWT =
@@ -23,6 +23,7 @@ function detect(text: string, where = 'jobLog'): { values: string[]; kinds: Dete
 describe('secret detection patterns', () => {
   it('are all accepted by the linear-time guard', () => {
     for (const [kind, pattern] of Object.entries(DETECTION_PATTERNS)) expect(regexProblem(pattern.source, pattern.flags), kind).toBeNull();
+    expect(regexProblem(PRIVATE_KEY_END.source, PRIVATE_KEY_END.flags)).toBeNull();
   });
 
   it('finds a JWT, alone, in a URL, in JSON and after Bearer', () => {
@@ -80,10 +81,17 @@ describe('secret detection patterns', () => {
     expect(detect(`{"text":"${escaped}"}`).values).toEqual([escaped, ...PEM_BODY]);
   });
 
-  it('leaves alone a public key, a certificate and a BEGIN line without its END', () => {
+  it('leaves alone a public key, a certificate, a BEGIN line without its END and one closed by another kind', () => {
     expect(detect(PEM.replaceAll('PRIVATE KEY', 'PUBLIC KEY')).values).toEqual([]);
     expect(detect(PEM.replaceAll('PRIVATE KEY', 'CERTIFICATE')).values).toEqual([]);
     expect(detect(`-----BEGIN PRIVATE KEY-----\n${PEM_BODY[0]}\n(cut)`).values).toEqual([]);
+    expect(detect(`-----BEGIN RSA PRIVATE KEY-----\n${PEM_BODY[0]}\n-----END EC PRIVATE KEY-----`).values).toEqual([]);
+  });
+
+  it('finds each of several keys, after BEGIN lines that lack an END', () => {
+    const rsa = PEM.replaceAll('PRIVATE KEY', 'RSA PRIVATE KEY');
+    const found = detect(`-----BEGIN PRIVATE KEY-----\n(cut)\n${PEM}\n${rsa}`);
+    expect(found.values).toEqual([PEM, ...PEM_BODY, rsa]);
   });
 
   it('finds high-entropy values after password=, token=, secret=, apikey= and names ending so', () => {
@@ -185,7 +193,7 @@ describe('secret detection', () => {
 
   it('reads long runs without a separator, and many near misses, to the end', () => {
     // A token character run with many `eyJ`, `bearer` and key words in it: each is read a bounded number of times.
-    const run = `${'eyJhbGciOi'.repeat(20_000)} ${'bearer '.repeat(20_000)} ${'token='.repeat(20_000)}x ${AWS_KEY}`;
+    const run = `${'eyJhbGciOi'.repeat(20_000)} ${'bearer '.repeat(20_000)} ${'token='.repeat(20_000)}x ${'-----BEGIN PRIVATE KEY-----\n'.repeat(20_000)} ${AWS_KEY}`;
     expect(detect(run).values).toEqual([AWS_KEY]);
   });
 

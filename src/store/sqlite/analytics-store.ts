@@ -84,7 +84,7 @@ export class SqliteAnalyticsStore implements AnalyticsStore {
     for (const [i, location] of locations.entries()) {
       if (counts[i] === 0) continue;
       const row = this.db.get(
-        `SELECT COUNT(*) AS n, group_concat(started_at - ?) AS t, group_concat(response_time) AS r, group_concat(flags) AS f, group_concat(attempts) AS a
+        `SELECT COUNT(*) AS n, group_concat(started_at - CAST(? AS INTEGER)) AS t, group_concat(response_time) AS r, group_concat(flags) AS f, group_concat(attempts) AS a
          FROM result_metrics WHERE check_id = ? AND location = ? AND started_at >= ? AND started_at < ?`,
         fromMs,
         checkId,

@@ -2,9 +2,10 @@
 // dist/main.js) over N stored FINAL results of one check in four locations,
 // spread over the last 30 days, asked for every metric over last30Days:
 // one bucket, hourly buckets (720), and daily buckets grouped by location.
-// Each is timed over HTTP (median of SAMPLES requests after one warm-up) and
-// printed beside two peers measured in the same run on the same database
-// file, in this process:
+// Each is timed over HTTP (median of SAMPLES requests after one warm-up; and
+// the server's CPU per request, from /proc, which a loaded machine inflates
+// far less than wall time) and printed beside two peers measured in the same
+// run on the same database file, in this process (wall and CPU):
 //   count:  SELECT COUNT(*) of the same rows in the results table, a plain
 //           index scan that computes nothing;
 //   naive:  the same figures for one bucket computed without the side table:
@@ -55,6 +56,18 @@ const SEED_BATCH = 20_000;
 const log = (line: string) => process.stdout.write(`[bench analytics] ${line}\n`);
 const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
+
+const TICKS = 100;
+/** User + system CPU of a live process, in ms (clock ticks of 1/100 s on Linux). */
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) / TICKS) * 1000;
+}
+const selfCpuMs = () => {
+  const used = process.cpuUsage();
+  return (used.user + used.system) / 1000;
+};
 
 async function timed<T>(work: () => Promise<T> | T): Promise<{ ms: number; value: T }> {
   const t = performance.now();
@@ -128,7 +141,8 @@ test(`analytics: every metric over last30Days with ${N} stored results, beside a
       ['hourly buckets (720)', '&aggregationInterval=60'],
       ['daily buckets by location', '&aggregationInterval=1440&groupBy=runLocation'],
     ] as const;
-    const routeMs = new Map<string, number>();
+    const pid = server.proc.pid as number;
+    const routeMs = new Map<string, { ms: number; cpu: number }>();
     let oneBucket: Awaited<ReturnType<typeof ask>> | undefined;
     for (const [name, query] of queries) {
       const answer = await ask(query);
@@ -136,8 +150,9 @@ test(`analytics: every metric over last30Days with ${N} stored results, beside a
       const counted = answer.series.reduce((sum, s) => sum + s.data.reduce((acc, p) => acc + Number(p.results), 0), 0);
       expect(counted).toBe(N);
       const samples: number[] = [];
+      const cpuBefore = cpuMs(pid);
       for (let i = 0; i < SAMPLES; i++) samples.push((await timed(() => ask(query))).ms);
-      routeMs.set(name, median(samples));
+      routeMs.set(name, { ms: median(samples), cpu: (cpuMs(pid) - cpuBefore) / SAMPLES });
     }
 
     // The peers, on the same file, in this process.
@@ -146,6 +161,7 @@ test(`analytics: every metric over last30Days with ${N} stored results, beside a
     const db = new DatabaseSync(file, { readOnly: true });
     const countSamples: number[] = [];
     const naiveSamples: number[] = [];
+    const peerCpu = { count: 0, naive: 0 };
     let naiveP95 = Number.NaN;
     try {
       const count = db.prepare('SELECT COUNT(*) AS n FROM results WHERE check_id = ? AND started_at >= ? AND started_at < ?');
@@ -154,7 +170,10 @@ test(`analytics: every metric over last30Days with ${N} stored results, beside a
          FROM results WHERE check_id = ? AND result_type = 'FINAL' AND started_at >= ? AND started_at < ?`,
       );
       for (let i = 0; i < Math.min(SAMPLES, 3); i++) {
+        let cpu = selfCpuMs();
         countSamples.push((await timed(() => expect(count.get(CHECK, fromMs, toMs)?.n).toBe(N))).ms);
+        peerCpu.count += selfCpuMs() - cpu;
+        cpu = selfCpuMs();
         naiveSamples.push(
           (
             await timed(() => {
@@ -173,6 +192,7 @@ test(`analytics: every metric over last30Days with ${N} stored results, beside a
             })
           ).ms,
         );
+        peerCpu.naive += selfCpuMs() - cpu;
       }
     } finally {
       db.close();
@@ -181,12 +201,17 @@ test(`analytics: every metric over last30Days with ${N} stored results, beside a
 
     const countMs = median(countSamples);
     const naiveMs = median(naiveSamples);
-    log(`${fmt(N)} FINAL results of one check in ${LOCATIONS.length} locations over 30 days, every metric (${METRICS.length}), median of ${SAMPLES} requests:`);
-    for (const [name, ms] of routeMs) {
-      log(`  GET /v1/analytics/checks/{id} ${name.padEnd(27)} ${fmt(ms, 0).padStart(6)} ms   ${(ms / countMs).toFixed(1)}× the count, ${(ms / naiveMs).toFixed(2)}× the naive computation`);
+    const countCpu = peerCpu.count / countSamples.length;
+    const naiveCpu = peerCpu.naive / naiveSamples.length;
+    log(`${fmt(N)} FINAL results of one check in ${LOCATIONS.length} locations over 30 days, every metric (${METRICS.length}); wall: median of ${SAMPLES} requests; CPU: the server's (the peer's) per request:`);
+    for (const [name, r] of routeMs) {
+      log(
+        `  GET /v1/analytics/checks/{id} ${name.padEnd(27)} wall ${fmt(r.ms).padStart(6)} ms (${(r.ms / countMs).toFixed(1)}× the count, ${(r.ms / naiveMs).toFixed(2)}× naive)` +
+          `   CPU ${fmt(r.cpu).padStart(6)} ms (${(r.cpu / countCpu).toFixed(1)}× the count, ${(r.cpu / naiveCpu).toFixed(2)}× naive)`,
+      );
     }
-    log(`  peer: SELECT COUNT(*) of the same rows           ${fmt(countMs, 0).padStart(6)} ms`);
-    log(`  peer: naive (json_extract per row, sort in JS)   ${fmt(naiveMs, 0).padStart(6)} ms`);
+    log(`  peer: SELECT COUNT(*) of the same rows                     wall ${fmt(countMs).padStart(6)} ms   CPU ${fmt(countCpu).padStart(6)} ms`);
+    log(`  peer: naive (json_extract per row, sort in JS)             wall ${fmt(naiveMs).padStart(6)} ms   CPU ${fmt(naiveCpu).padStart(6)} ms`);
     log(`  machine: ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}, ${process.version}`);
   } finally {
     if (server) {

@@ -6,7 +6,7 @@
 // (analytics/query.ts): quick ranges, bounds, and the parameter each error names.
 
 import { describe, expect, it } from 'vitest';
-import { aggregate, type AggregateOptions, type StatusFilter } from '../../src/server/analytics/aggregate.js';
+import { aggregate, type AggregateOptions, type StatusFilter, sortWholeMilliseconds } from '../../src/server/analytics/aggregate.js';
 import { METRICS, type Metric, metricsFor } from '../../src/server/analytics/metrics.js';
 import { MAX_BUCKETS, parseAnalyticsQuery, quickRangeWindow } from '../../src/server/analytics/query.js';
 import { ApiError } from '../../src/server/http/api-error.js';
@@ -92,6 +92,12 @@ describe('aggregate against brute force', () => {
     }
   }
 
+  it('wide-ranging and fractional response times (the comparison sort) match too', () => {
+    const random = mulberry32(99);
+    const wide = rows.map((r, i) => ({ ...r, responseTime: r.responseTime < 0 ? -1 : i % 2 ? Math.floor(random() * 1e7) : Math.floor(random() * 1e5) / 8 }));
+    for (const intervalMs of [undefined, HOUR]) expectMatches(wide, { ...window, ...(intervalMs ? { intervalMs } : {}), metrics: METRICS, groupByLocation: true });
+  });
+
   it('only the metrics asked for are computed', () => {
     const [series] = aggregate(columnsOf(rows), { ...window, metrics: ['responseTime_p95', 'availability'], groupByLocation: false });
     expect(Object.keys(series?.buckets[0]?.values ?? {}).sort()).toEqual(['availability', 'responseTime_p95']);
@@ -136,6 +142,27 @@ describe('aggregate edges', () => {
   it('a heartbeat offers availability only; every other type every metric', () => {
     expect(metricsFor('HEARTBEAT')).toEqual(['availability']);
     expect(metricsFor('MULTI_STEP')).toEqual(METRICS);
+  });
+});
+
+describe('sortWholeMilliseconds', () => {
+  it('sorts as the comparison sort does, by counting or not', () => {
+    const random = mulberry32(5);
+    for (const [n, range] of [
+      [10, 5],
+      [1000, 50],
+      [1000, 10_000_000],
+      [100_000, 3000],
+    ] as const) {
+      const values = Float64Array.from({ length: n }, () => 7 + Math.floor(random() * range));
+      const expected = Float64Array.from(values).sort();
+      sortWholeMilliseconds(values, expected[0] as number, expected[n - 1] as number);
+      expect(values).toEqual(expected);
+    }
+    const fractions = Float64Array.from({ length: 200 }, (_, i) => (i * 37) % 101 + (i % 3) / 2);
+    const sortedFractions = Float64Array.from(fractions).sort();
+    sortWholeMilliseconds(fractions, 0, 101);
+    expect(fractions).toEqual(sortedFractions);
   });
 });
 

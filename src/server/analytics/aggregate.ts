@@ -103,7 +103,7 @@ function seriesOf(parts: readonly LocationColumns[], options: AggregateOptions, 
         fill[b] = at + 1;
       }
     }
-    for (let b = 0; b < n; b++) values.subarray(starts[b], starts[b + 1]).sort();
+    for (let b = 0; b < n; b++) sortWholeMilliseconds(values.subarray(starts[b], starts[b + 1]), mins[b] as number, maxs[b] as number);
   }
 
   const buckets: AggregatedBucket[] = [];
@@ -151,6 +151,40 @@ function metricValue(metric: Metric, t: BucketTotals): number | null {
       return populationStddev(t.sorted);
     default:
       return percentileCont(t.sorted, QUANTILES[metric] as number);
+  }
+}
+
+/** Most counters a counting sort may allocate beyond the values it sorts. */
+const COUNTING_SLACK = 65_536;
+
+/**
+ * Sorts response times (whole milliseconds from `min` to `max`) in place:
+ * a counting sort when their range is not much wider than their number — the
+ * usual case, a few thousand distinct milliseconds among many results —
+ * otherwise the typed array's comparison sort. Both give the same order.
+ */
+export function sortWholeMilliseconds(values: Float64Array, min: number, max: number): void {
+  const range = max - min + 1;
+  if (values.length < 64 || !Number.isInteger(min) || !Number.isInteger(max) || range > 2 * values.length + COUNTING_SLACK) {
+    values.sort();
+    return;
+  }
+  const counts = new Uint32Array(range);
+  for (const v of values) {
+    // Another store may hand over fractions: those are sorted by comparison (nothing was moved yet).
+    if (!Number.isInteger(v)) {
+      values.sort();
+      return;
+    }
+    counts[v - min] = (counts[v - min] as number) + 1;
+  }
+  let at = 0;
+  for (let i = 0; i < range; i++) {
+    const c = counts[i] as number;
+    if (c > 0) {
+      values.fill(min + i, at, at + c);
+      at += c;
+    }
   }
 }
 

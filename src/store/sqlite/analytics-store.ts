@@ -5,7 +5,8 @@
 // for a million rows costs more than the whole answer may take, while the
 // strings cost one allocation each. All group_concat columns of one query are
 // fed the same rows in the same order (one scan of one range), so index i of
-// every column is one result; the parser checks each has `n` items.
+// every column is one result; the parser checks each has `n` items. Flags
+// and attempts travel as one number (flags + 4 × attempts).
 
 import type { SQLOutputValue } from 'node:sqlite';
 import type { AnalyticsStore, LocationColumns, ReportedAddress } from '../analytics.js';
@@ -66,42 +67,40 @@ export class SqliteAnalyticsStore implements AnalyticsStore {
         checkId,
       )
       .map((row) => str(row, 'location'));
-    const counts = locations.map((location) =>
-      num(
-        this.db.get(
-          'SELECT COUNT(*) AS n FROM result_metrics WHERE check_id = ? AND location = ? AND started_at >= ? AND started_at < ?',
-          checkId,
-          location,
-          fromMs,
-          toMs,
-        ) ?? { n: 0 },
-        'n',
-      ),
-    );
-    const total = counts.reduce((a, b) => a + b, 0);
-    if (total > maxResults) throw new WindowTooLargeError(total, maxResults);
     const columns: LocationColumns[] = [];
-    for (const [i, location] of locations.entries()) {
-      if (counts[i] === 0) continue;
+    let total = 0;
+    for (const location of locations) {
+      // At most one row more than the answer may still take: the strings never outgrow the bound.
+      const room = maxResults - total + 1;
       const row = this.db.get(
-        `SELECT COUNT(*) AS n, group_concat(started_at - CAST(? AS INTEGER)) AS t, group_concat(response_time) AS r, group_concat(flags) AS f, group_concat(attempts) AS a
-         FROM result_metrics WHERE check_id = ? AND location = ? AND started_at >= ? AND started_at < ?`,
+        `SELECT COUNT(*) AS n, group_concat(t) AS t, group_concat(r) AS r, group_concat(fa) AS fa FROM (
+           SELECT started_at - CAST(? AS INTEGER) AS t, response_time AS r, flags + 4 * attempts AS fa
+           FROM result_metrics WHERE check_id = ? AND location = ? AND started_at >= ? AND started_at < ? LIMIT ?)`,
         fromMs,
         checkId,
         location,
         fromMs,
         toMs,
+        room,
       );
-      if (!row) continue;
-      // A result stored between the count and this read is in this one: the arrays are sized by it.
-      const n = num(row, 'n');
-      if (n === 0) continue;
+      const n = row ? num(row, 'n') : 0;
+      if (n === 0 || !row) continue;
+      total += n;
+      if (total > maxResults) throw new WindowTooLargeError(total, maxResults);
+      const packed = parseIntegerList(row.fa ?? null, n, new Float64Array(n));
+      const flags = new Uint8Array(n);
+      const attempts = new Uint16Array(n);
+      for (let i = 0; i < n; i++) {
+        const v = packed[i] as number;
+        flags[i] = v % 4;
+        attempts[i] = Math.floor(v / 4);
+      }
       columns.push({
         location,
         startedAt: parseIntegerList(row.t ?? null, n, new Float64Array(n), fromMs),
         responseTime: parseIntegerList(row.r ?? null, n, new Float64Array(n)),
-        flags: parseIntegerList(row.f ?? null, n, new Uint8Array(n)),
-        attempts: parseIntegerList(row.a ?? null, n, new Uint16Array(n)),
+        flags,
+        attempts,
       });
     }
     return columns;

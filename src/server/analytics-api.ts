@@ -10,7 +10,7 @@ import type { Store, StoredCheck } from '../store/store.js';
 import { type AggregatedSeries, aggregate } from './analytics/aggregate.js';
 import { type Metric, type MetricMetadata, metricMetadata, metricsFor } from './analytics/metrics.js';
 import { type AnalyticsQuery, MAX_WINDOW_RESULTS, parseAnalyticsQuery } from './analytics/query.js';
-import { badRequest, notFound } from './http/api-error.js';
+import { ApiError, badRequest, notFound } from './http/api-error.js';
 import type { Route } from './http/router.js';
 import { SERVICE_CHECK_TYPES } from './read-api.js';
 
@@ -105,7 +105,8 @@ export function analyticsRoutes(deps: AnalyticsApiDeps): Route[] {
       const check = await deps.store.check(id);
       if (!check) throw notFound('check', id);
       if (onlyType !== undefined && check.checkType !== onlyType) {
-        throw notFound(`${onlyType} check`, id);
+        // The route names a kind of check; another kind is not there, as the service's per-type routes answer.
+        throw new ApiError(404, `check ${id} is of type ${check.checkType}, not ${onlyType}: GET /v1/analytics/checks/${id} reports every type`, { id });
       }
       const parsed = parseAnalyticsQuery(query, check.checkType, now());
       return { status: 200, body: await analyticsReport(deps.analytics, check, parsed) };

@@ -290,6 +290,7 @@ describe('GET /v1/analytics/multistep-checks/{id}', () => {
     expect(answer.body).toMatchObject({ checkId: 'flow', checkType: 'MULTI_STEP', series: [{ data: [{ results: 0, availability: null, responseTime_p99: null }] }] });
     const other = await call('GET', '/v1/analytics/multistep-checks/web?metrics=availability');
     expect(other.status).toBe(404);
+    expect(other.body.message).toBe('check web is of type API, not MULTI_STEP: GET /v1/analytics/checks/web reports every type');
   });
 });
 

@@ -12,6 +12,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FLAG_DEGRADED, FLAG_FAILED, type LocationColumns, WindowTooLargeError } from '../../src/store/analytics.js';
 import { parseIntegerList, SqliteAnalyticsStore } from '../../src/store/sqlite/analytics-store.js';
+import { ADDRESS_RETENTION_MS, AgentAddressBook, REFRESH_MS } from '../../src/server/agent-addresses.js';
 import { SqliteHeartbeatStore } from '../../src/store/sqlite/heartbeats-store.js';
 import { MIGRATIONS, migrate } from '../../src/store/sqlite/migrations.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
@@ -165,5 +166,29 @@ describe('agent addresses', () => {
     // A report eight days on forgets what was last seen more than seven days before it.
     await analytics.reportAddresses('lab', 'a1', ['2001:db8::9'], new Date(T0 + 8 * 86_400_000), new Date(T0 + 86_400_000));
     expect((await analytics.addressesSince(new Date(0))).map((a) => a.address)).toEqual(['2001:db8::2', '2001:db8::9', 'fd00::5']);
+  });
+
+  it('the address book writes an unchanged list again only after an hour, a changed one at once; the route lists the last 7 days', async () => {
+    let now = T0;
+    const book = new AgentAddressBook(analytics, () => new Date(now));
+    const seen = async () => (await analytics.addressesSince(new Date(0))).map((a) => [a.address, a.lastSeen.getTime() - T0]);
+    await book.report('lab', 'a1', ['2001:db8::1']);
+    now = T0 + REFRESH_MS - 1;
+    await book.report('lab', 'a1', ['2001:db8::1']);
+    expect(await seen()).toEqual([['2001:db8::1', 0]]);
+    now = T0 + REFRESH_MS;
+    await book.report('lab', 'a1', ['2001:db8::1']);
+    expect(await seen()).toEqual([['2001:db8::1', REFRESH_MS]]);
+    now = T0 + REFRESH_MS + 5;
+    await book.report('lab', 'a1', ['2001:db8::1', 'fd00::1']);
+    expect(await seen()).toEqual([
+      ['2001:db8::1', REFRESH_MS + 5],
+      ['fd00::1', REFRESH_MS + 5],
+    ]);
+    expect(await book.text()).toBe('2001:db8::1\nfd00::1\n');
+    now = T0 + REFRESH_MS + 5 + ADDRESS_RETENTION_MS;
+    expect(await book.text()).toBe('2001:db8::1\nfd00::1\n');
+    now += 1;
+    expect(await book.text()).toBe('');
   });
 });

@@ -8,10 +8,11 @@
 import { describe, expect, it } from 'vitest';
 import { aggregate, type AggregateOptions, type StatusFilter, sortWholeMilliseconds } from '../../src/server/analytics/aggregate.js';
 import { METRICS, type Metric, metricsFor } from '../../src/server/analytics/metrics.js';
-import { MAX_BUCKETS, parseAnalyticsQuery, quickRangeWindow } from '../../src/server/analytics/query.js';
+import { MAX_BUCKETS, MAX_WINDOW_RESULTS, parseAnalyticsQuery, quickRangeWindow } from '../../src/server/analytics/query.js';
+import { analyticsReport } from '../../src/server/analytics-api.js';
 import { ApiError } from '../../src/server/http/api-error.js';
 import { percentileCont } from '../../src/server/stats/percentile.js';
-import { FLAG_DEGRADED, FLAG_FAILED, type LocationColumns } from '../../src/store/analytics.js';
+import { type AnalyticsStore, FLAG_DEGRADED, FLAG_FAILED, type LocationColumns, WindowTooLargeError } from '../../src/store/analytics.js';
 import { closeTo, type ReferenceRow, referenceSeries } from '../support/analytics-reference.js';
 import { mulberry32 } from '../support/random.js';
 
@@ -249,6 +250,21 @@ describe('parseAnalyticsQuery', () => {
   it('a week at one minute is the most buckets one series may have', () => {
     expect(parse('metrics=availability&aggregationInterval=1&quickRange=last7Days')).toMatchObject({ intervalMs: 60_000 });
     expect(MAX_BUCKETS).toBe(7 * 24 * 60);
+  });
+});
+
+describe('analyticsReport', () => {
+  it('a window with more results than one answer may read is a 400 on from', async () => {
+    const store: AnalyticsStore = {
+      window: async (_id, _from, _to, max) => {
+        throw new WindowTooLargeError(max + 1, max);
+      },
+      reportAddresses: async () => undefined,
+      addressesSince: async () => [],
+    };
+    const check = { id: 'web', name: 'web', checkType: 'API' as const, frequencySeconds: 60, locations: [], definition: {}, environmentVariables: [], runtimeId: null, capMs: 1, removedAt: null };
+    const query = parseAnalyticsQuery(new URLSearchParams('metrics=availability'), 'API', new Date());
+    await expect(analyticsReport(store, check, query)).rejects.toMatchObject({ statusCode: 400, attributes: { parameter: 'from', limit: MAX_WINDOW_RESULTS } });
   });
 });
 

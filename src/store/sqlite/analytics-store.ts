@@ -6,7 +6,8 @@
 // strings cost one allocation each. All group_concat columns of one query are
 // fed the same rows in the same order (one scan of one range), so index i of
 // every column is one result; the parser checks each has `n` items. Flags
-// and attempts travel as one number (flags + 4 × attempts).
+// and attempts travel as one number (flags + 4 × attempts). Each location is
+// its own read: results stored in between may be in the later ones.
 
 import type { SQLOutputValue } from 'node:sqlite';
 import type { AnalyticsStore, LocationColumns, ReportedAddress } from '../analytics.js';
@@ -69,7 +70,9 @@ export class SqliteAnalyticsStore implements AnalyticsStore {
       .map((row) => str(row, 'location'));
     const columns: LocationColumns[] = [];
     let total = 0;
-    for (const location of locations) {
+    for (const [index, location] of locations.entries()) {
+      // node:sqlite blocks the event loop while it reads: between locations, claims and results get their turn.
+      if (index > 0) await new Promise((resolve) => setImmediate(resolve));
       // At most one row more than the answer may still take: the strings never outgrow the bound.
       const room = maxResults - total + 1;
       const row = this.db.get(

@@ -11,6 +11,7 @@ import { type AggregatedSeries, aggregate } from './analytics/aggregate.js';
 import { type Metric, type MetricMetadata, metricMetadata, metricsFor } from './analytics/metrics.js';
 import { type AnalyticsQuery, MAX_WINDOW_RESULTS, parseAnalyticsQuery } from './analytics/query.js';
 import { ApiError, badRequest, notFound } from './http/api-error.js';
+import { RateLimiter } from './http/rate-limit.js';
 import type { Route } from './http/router.js';
 import { SERVICE_CHECK_TYPES } from './read-api.js';
 
@@ -18,7 +19,17 @@ export interface AnalyticsApiDeps {
   store: Store;
   analytics: AnalyticsStore;
   now?: () => Date;
+  /** Reports a minute, over both report routes (REPORTS_PER_MINUTE unless a test gives another). */
+  reportsPerMinute?: number;
 }
+
+/**
+ * A report of a busy check costs a few hundred ms of the server's one thread
+ * (docs/analytics.md): the key's 600 requests a minute could keep it busy for
+ * good, so reports have a lower limit of their own, as the service allows a
+ * route to.
+ */
+export const REPORTS_PER_MINUTE = 60;
 
 /** One bucket of a series: its start, the FINAL results counted, and each requested metric (null: nothing to compute it from). */
 export type ReportPoint = { timestamp: string; results: number } & Partial<Record<Metric, number | null>>;
@@ -99,8 +110,11 @@ export async function analyticsReport(
 
 export function analyticsRoutes(deps: AnalyticsApiDeps): Route[] {
   const now = deps.now ?? (() => new Date());
+  const limiter = new RateLimiter(deps.reportsPerMinute ?? REPORTS_PER_MINUTE, 60);
   const report = (onlyType?: CheckType): Route['handle'] =>
     async ({ params, query }) => {
+      const decision = limiter.take('reports', Date.now());
+      if (!decision.allowed) throw new ApiError(429, 'Too Many Requests', {}, { 'retry-after': String(decision.retryAfterSeconds) });
       const id = params.id as string;
       const check = await deps.store.check(id);
       if (!check) throw notFound('check', id);

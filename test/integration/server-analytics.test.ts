@@ -24,7 +24,8 @@ import { METRICS, type Metric } from '../../src/server/analytics/metrics.js';
 import { QUICK_RANGES, quickRangeWindow } from '../../src/server/analytics/query.js';
 import { keyHash } from '../../src/server/http/credentials.js';
 import { RateLimiter } from '../../src/server/http/rate-limit.js';
-import { closeApiServer, Router, startApiServer } from '../../src/server/http/router.js';
+import { ApiError } from '../../src/server/http/api-error.js';
+import { closeApiServer, type Route, type RouteContext, Router, startApiServer } from '../../src/server/http/router.js';
 import { JobSignal } from '../../src/server/job-signal.js';
 import { readRoutes } from '../../src/server/read-api.js';
 import { SqliteAnalyticsStore } from '../../src/store/sqlite/analytics-store.js';
@@ -280,6 +281,22 @@ describe('GET /v1/analytics/checks/{id}', () => {
     expect((await call('GET', '/v1/analytics/checks/web?metrics=availability&quickRange=tomorrow')).body.attributes.parameter).toBe('quickRange');
     expect((await call('GET', '/v1/analytics/checks/nope?metrics=availability')).status).toBe(404);
     expect((await call('GET', '/v1/analytics/checks/web?metrics=availability', { token: 'wrong-key-wrong-key' })).status).toBe(401);
+  });
+});
+
+describe('the reports\' own rate limit', () => {
+  it('past it, a report is a 429 with Retry-After; listing metrics is not limited by it', async () => {
+    const routes = analyticsRoutes({ store, analytics: new SqliteAnalyticsStore(store.access), reportsPerMinute: 2 });
+    const route = (path: string) => routes.find((r) => r.path === path) as Route;
+    const ask = (path: string, params: Record<string, string>, query: string) =>
+      route(path).handle({ params, query: new URLSearchParams(query) } as unknown as RouteContext);
+    await ask('/v1/analytics/checks/:id', { id: 'web' }, 'metrics=availability');
+    await ask('/v1/analytics/multistep-checks/:id', { id: 'flow' }, 'metrics=availability');
+    const refused = await ask('/v1/analytics/checks/:id', { id: 'web' }, 'metrics=availability').catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(ApiError);
+    expect(refused).toMatchObject({ statusCode: 429, message: 'Too Many Requests' });
+    expect(Number((refused as ApiError).headers['retry-after'])).toBeGreaterThan(0);
+    expect(await ask('/v1/analytics/metrics', {}, 'checkType=URL')).toMatchObject({ status: 200 });
   });
 });
 

@@ -30,11 +30,13 @@ import { badgeRoutes } from './server/badge-api.js';
 import { closeApiServer, Router, startApiServer } from './server/http/router.js';
 import { readRoutes } from './server/read-api.js';
 import { alertsRoutes } from './server/alerts-api.js';
+import { analyticsRoutes } from './server/analytics-api.js';
 import { LEASE_MS } from './server/agent-api.js';
 import { SessionScheduler } from './server/scheduler.js';
 import { heartbeatRoutes } from './server/heartbeat-api.js';
 import { HeartbeatWatcher } from './server/heartbeats.js';
 import { SqliteHeartbeatStore } from './store/sqlite/heartbeats-store.js';
+import { SqliteAnalyticsStore } from './store/sqlite/analytics-store.js';
 import type { SqliteStore } from './store/sqlite/sqlite-store.js';
 import { apiOrigin, applyChecksFile, type ChecksFileStores, featurePruners, type ParsedChecksFile, PUBLIC_LIMIT_PER_MINUTE, startAlerts } from './server-mode.js';
 import { ChecksFileReloader } from './checks-file-reload.js';
@@ -281,6 +283,7 @@ async function runLocalWithStore(
       ...errorGroupRoutes({ errorGroups: store.errorGroups }),
       ...maintenanceRoutes({ windows }),
       ...alertsRoutes({ store, alerts: alertStore }),
+      ...analyticsRoutes({ store, analytics: new SqliteAnalyticsStore(store.access) }),
     ],
     {
       // Unset: the read API answers without a key; it listens on loopback only.

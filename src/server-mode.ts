@@ -15,6 +15,8 @@ import type { Logger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
 import { Scrubber } from './secrets/scrubber.js';
 import { agentRoutes } from './server/agent-api.js';
+import { AgentAddressBook, staticIpv6Routes } from './server/agent-addresses.js';
+import { analyticsRoutes } from './server/analytics-api.js';
 import { badgeRoutes } from './server/badge-api.js';
 import { AlertDeliverer } from './server/alert-delivery.js';
 import { AlertEvaluator } from './server/alert-evaluator.js';
@@ -28,6 +30,7 @@ import { HeartbeatWatcher, heartbeatSyncs, storedHeartbeatChecks } from './serve
 import { readRoutes } from './server/read-api.js';
 import { SessionScheduler } from './server/scheduler.js';
 import { SqliteHeartbeatStore } from './store/sqlite/heartbeats-store.js';
+import { SqliteAnalyticsStore } from './store/sqlite/analytics-store.js';
 import { errorGroupRoutes } from './server/error-groups-api.js';
 import { maintenanceRoutes } from './server/maintenance-api.js';
 import { SqliteMaintenanceWindowStore } from './store/sqlite/maintenance-windows-store.js';
@@ -196,6 +199,8 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const { SqliteAlertStore } = await import('./store/sqlite/alerts-store.js');
   const alertStore = new SqliteAlertStore(opened.access);
   const stores: ChecksFileStores = { store: opened, heartbeats: heartbeatStore, windows, alerts: alertStore };
+  const analytics = new SqliteAnalyticsStore(opened.access);
+  const addressBook = new AgentAddressBook(analytics);
   // Every heartbeat deadline counts from this start (heartbeats.ts, docs/server.md).
   await applyChecksFile(stores, parsed);
   const watcher = new HeartbeatWatcher({ store: heartbeatStore, logger, heartbeat: lifecycle.watchdog.heart('heartbeats') });
@@ -219,6 +224,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
         artifactsDir: path.join(config.stateDir, 'artifacts'),
         logger,
         leaseMs: settings.leaseSeconds * 1000,
+        addresses: addressBook,
         onAccepted: (envelope, location) =>
           metrics.checks.record(envelope.result, { frequencySeconds: frequencies.get(envelope.result.checkId ?? ''), location }),
       }),
@@ -235,6 +241,8 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
       ...errorGroupRoutes({ errorGroups: opened.errorGroups }),
       ...maintenanceRoutes({ windows }),
       ...alertsRoutes({ store: opened, alerts: alertStore }),
+      ...analyticsRoutes({ store: opened, analytics }),
+      ...staticIpv6Routes({ book: addressBook }),
     ],
     {
       publicKey: settings.apiKey,

@@ -28,6 +28,8 @@ export interface SourceOptions {
   registry: ExecutorRegistry;
   logger: Logger;
   agent: AgentDescriptor;
+  /** The host's IPv6 addresses, read at each claim (net/ipv6-addresses.ts); left out, none are reported. */
+  ipv6Addresses?: () => string[];
   waitSeconds: number;
   authRetryMs: number;
   onCompletion: (completion: JobCompletion, job: Job) => Promise<void>;
@@ -121,7 +123,9 @@ export class ControlPlaneSource {
             // on that first answer, and an idle long poll would hold it back for waitSeconds.
             askedWaitSeconds = client.authorized === true ? this.options.waitSeconds : 0;
             heartbeat.beat(claimBoundMs);
-            return client.claim({ max, waitSeconds: askedWaitSeconds, agent: this.options.agent }, signal);
+            const ipv6Addresses = this.options.ipv6Addresses?.() ?? [];
+            const agent = ipv6Addresses.length > 0 ? { ...this.options.agent, ipv6Addresses } : this.options.agent;
+            return client.claim({ max, waitSeconds: askedWaitSeconds, agent }, signal);
           },
           { signal, logger, authRetryMs: this.options.authRetryMs, onFailure: this.options.onFailure, onWait: (ms) => heartbeat.beat(ms) },
         );

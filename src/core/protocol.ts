@@ -52,6 +52,11 @@ export interface AgentDescriptor {
   version: string;
   checkTypes: string[];
   runtimes: string[];
+  /**
+   * The global and unique-local IPv6 addresses of the agent's interfaces
+   * (docs/protocol.md); optional: agents before it omit the field.
+   */
+  ipv6Addresses?: string[];
 }
 
 export interface ClaimRequest {

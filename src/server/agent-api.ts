@@ -8,6 +8,7 @@ import { MAX_DOCUMENT_DEPTH, nestedDeeperThan } from '../core/json-depth.js';
 import { randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
+import { isIPv6 } from 'node:net';
 import path from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -53,6 +54,8 @@ export interface AgentApiDeps {
   leaseMs?: number;
   /** Told each result the store accepted, with the location it came from (the per-check metrics). */
   onAccepted?: (envelope: ResultEnvelope, location: string) => void;
+  /** Keeps the IPv6 addresses a claim reports (agent-addresses.ts; GET /v1/static-ipv6s.txt). */
+  addresses?: { report(location: string, agentId: string, addresses: readonly string[]): Promise<void> };
 }
 
 type AgentPrincipal = Extract<Principal, { kind: 'agent' }>;
@@ -104,7 +107,20 @@ function arrayIn(value: unknown, field: string, min: number, max: number): unkno
 export interface ClaimBody {
   max: number;
   waitSeconds: number;
-  agent: { id: string; version: string; checkTypes: string[]; runtimes: string[] };
+  agent: { id: string; version: string; checkTypes: string[]; runtimes: string[]; ipv6Addresses?: string[] };
+}
+
+/** Most IPv6 addresses one claim may report. */
+export const MAX_REPORTED_ADDRESSES = 32;
+
+/** IPv6 addresses in canonical text (lowercase, zeros compressed), each once. */
+function ipv6List(value: unknown, field: string): string[] {
+  const items = stringArray(value, field, MAX_REPORTED_ADDRESSES);
+  const canonical = items.map((item, i) => {
+    if (!isIPv6(item)) throw fieldError(`${field}[${i}]`, 'must be an IPv6 address');
+    return new URL(`http://[${item}]/`).hostname.slice(1, -1);
+  });
+  return [...new Set(canonical)];
 }
 
 export function parseClaimBody(body: unknown): ClaimBody {
@@ -120,6 +136,7 @@ export function parseClaimBody(body: unknown): ClaimBody {
     version: nonEmptyString(b.agent.version, 'agent.version'),
     checkTypes: stringArray(b.agent.checkTypes, 'agent.checkTypes', 100),
     runtimes: stringArray(b.agent.runtimes, 'agent.runtimes', 100),
+    ...(b.agent.ipv6Addresses === undefined ? {} : { ipv6Addresses: ipv6List(b.agent.ipv6Addresses, 'agent.ipv6Addresses') }),
   };
   return { max, waitSeconds: Math.min(waitSeconds, MAX_WAIT_SECONDS), agent };
 }
@@ -218,6 +235,12 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
       const { key, agentId } = agentOf(ctx);
       const body = parseClaimBody(ctx.body);
       const location = key.locationId;
+      if (body.agent.ipv6Addresses && deps.addresses) {
+        // The address list is a side note of the claim: failing to keep it never costs the agent its jobs.
+        await deps.addresses.report(location, agentId, body.agent.ipv6Addresses).catch((error: unknown) => {
+          logger.warn({ location, agentId, err: error }, 'could not record the IPv6 addresses the agent reported');
+        });
+      }
       const claimOnce = () =>
         store.claimJobs({
           location,

@@ -102,6 +102,8 @@ export interface ClaimRecord {
   outstandingBefore: number;
   checkTypes: string[];
   runtimes: string[];
+  /** What the agent reported, when it did. */
+  ipv6Addresses?: string[];
 }
 
 export interface ControlPlaneOptions {
@@ -559,6 +561,7 @@ export class ControlPlane {
           outstandingBefore,
           checkTypes: claim.agent?.checkTypes ?? [],
           runtimes: claim.agent?.runtimes ?? [],
+          ...(claim.agent?.ipv6Addresses ? { ipv6Addresses: claim.agent.ipv6Addresses } : {}),
         });
         this.maxOutstanding = Math.max(this.maxOutstanding, this.outstanding(agentId));
         return;

@@ -34,6 +34,8 @@ export interface ResultSpec {
   id?: string;
   isDegraded?: boolean;
   responseTime?: number;
+  /** 1 unless given. */
+  attempts?: number;
 }
 
 /** A result entry for a claimed job, as an agent reports it. */
@@ -57,7 +59,7 @@ export function envelopeFor(job: Job, check: StoredCheck, spec: ResultSpec = {})
     created_at: new Date(startedAt.getTime() + 10).toISOString(),
     responseTime: spec.responseTime ?? 10,
     checkRunId: job.checkRunId ?? null,
-    attempts: 1,
+    attempts: spec.attempts ?? 1,
     sequenceId: job.sequenceId ?? null,
     apiCheckResult: { response: { status: failed ? 500 : 200 } },
   };

@@ -29,7 +29,7 @@ afterEach(async () => {
   for (const step of cleanup.splice(0).reverse()) await step();
 });
 
-async function setUp(options: { concurrency: number; executor: Executor; waitSeconds?: number; spoolMaxResults?: number }) {
+async function setUp(options: { concurrency: number; executor: Executor; waitSeconds?: number; spoolMaxResults?: number; ipv6Addresses?: () => string[] }) {
   const cp = await ControlPlane.start();
   cleanup.push(() => cp.close());
   const agentId = randomUUID();
@@ -67,6 +67,7 @@ async function setUp(options: { concurrency: number; executor: Executor; waitSec
       checkTypes: ['URL'],
       runtimes: [],
     },
+    ...(options.ipv6Addresses ? { ipv6Addresses: options.ipv6Addresses } : {}),
     waitSeconds: options.waitSeconds ?? 1,
     authRetryMs: 1_000,
     onFailure: () => undefined,
@@ -183,4 +184,16 @@ describe('ControlPlaneSource', () => {
     await new Promise((r) => setTimeout(r, 1_500));
     expect(cp.claims).toHaveLength(1);
   }, 25_000);
+
+  it('reports the host IPv6 addresses with each claim, read anew each time; none: the field is left out', async () => {
+    let addresses = ['2001:db8::7'];
+    const { cp, source } = await setUp({ concurrency: 1, executor: fakeExecutor(async () => outcome()), waitSeconds: 0, ipv6Addresses: () => addresses });
+    source.start();
+    await waitFor(() => cp.claims.length >= 1, 'the first claim');
+    addresses = [];
+    await waitFor(() => cp.claims.length >= 2, 'a second claim', 10_000);
+    await source.stop();
+    expect(cp.claims[0]?.ipv6Addresses).toEqual(['2001:db8::7']);
+    expect(cp.claims.at(-1)?.ipv6Addresses).toBeUndefined();
+  }, 20_000);
 });

@@ -10,11 +10,14 @@
 // only hands back are the ISO strings it was given.
 
 import type { DatabaseSync } from 'node:sqlite';
+import { ANALYTICS_SQL, backfillResultMetrics } from './analytics-schema.js';
 
 export interface Migration {
   version: number;
   description: string;
   sql: string;
+  /** Runs after `sql`, in the same transaction: fills new tables from existing rows (in bounded batches). */
+  backfill?: (db: DatabaseSync) => void;
 }
 
 export const MIGRATIONS: readonly Migration[] = [
@@ -259,6 +262,12 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX heartbeat_events_at ON heartbeat_events (at_ms);
     `,
   },
+  {
+    version: 7,
+    description: 'analytics: narrow per-result columns of FINAL results (filled by triggers), IPv6 addresses agents report',
+    sql: ANALYTICS_SQL,
+    backfill: backfillResultMetrics,
+  },
 ];
 
 /** The schema version this build knows: the last step's. */
@@ -300,6 +309,7 @@ export function migrate(db: DatabaseSync, file: string, steps: readonly Migratio
         continue;
       }
       db.exec(step.sql);
+      step.backfill?.(db);
       db.prepare('INSERT INTO schema_version (version, applied_at) VALUES (?, ?)').run(step.version, now().toISOString());
       db.exec('COMMIT');
       applied.push(step.version);

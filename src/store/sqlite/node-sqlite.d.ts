@@ -23,6 +23,7 @@ declare module 'node:sqlite' {
     run(...params: SQLInputValue[]): StatementResultingChanges;
     get(...params: SQLInputValue[]): Record<string, SQLOutputValue> | undefined;
     all(...params: SQLInputValue[]): Array<Record<string, SQLOutputValue>>;
+    iterate(...params: SQLInputValue[]): IterableIterator<Record<string, SQLOutputValue>>;
     readonly sourceSQL: string;
   }
 

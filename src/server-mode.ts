@@ -11,6 +11,7 @@ import { definitionRegistry } from './checks/registry.js';
 import { type Config, ConfigError, EXIT_CONFIG } from './config.js';
 import { AGENT_ROUTE_LIMIT_PER_MINUTE } from './core/protocol.js';
 import { Lifecycle } from './health/lifecycle.js';
+import { describePolicy } from './net/network-policy.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
 import { Scrubber } from './secrets/scrubber.js';
@@ -188,6 +189,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   );
   // Not ready until the database is open and migrated.
   lifecycle.modeReady = () => store !== undefined;
+  lifecycle.networkPolicy = describePolicy(config.networkPolicy);
   await lifecycle.startHealth(config.healthPort, config.healthHost);
   const opened = await openStore(databaseFile(config.stateDir));
   store = opened;

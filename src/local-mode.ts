@@ -316,6 +316,7 @@ async function runLocalWithStore(
     origin: apiOrigin(LOCAL_API_HOST, typeof address === 'object' && address ? address.port : settings.apiPort),
     checks: parsed.checks,
     suppressed: (checkId, at) => suppressed({ store, windows }, checkId, at),
+     ...(config.networkPolicy ? { networkPolicy: config.networkPolicy } : {}),
   });
   const file = config.checksFile as string;
   const reloader = new ChecksFileReloader({

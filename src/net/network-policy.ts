@@ -3,8 +3,10 @@
 // connect to — after name resolution, whatever notation named it — never on
 // the text of a URL or host name (docs/network-policy.md).
 
-import { isIP } from 'node:net';
+import net, { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
+import tls from 'node:tls';
+import type { buildConnector } from 'undici';
 
 import { type IpFamily, type ResolvedTarget, resolveTarget } from './ip-family.js';
 
@@ -320,4 +322,46 @@ export async function resolvePermitted(
 export function describePolicy(policy: NetworkPolicy | undefined): { blocked: string[]; allowed: string[] } | null {
   if (!policy) return null;
   return { blocked: policy.blocked.map(describeRule), allowed: policy.allowed.map(describeRule) };
+}
+
+/**
+ * An undici connector for traffic of the agent's or server's own (alert
+ * webhooks) under the policy: resolve once, judge, connect to that address.
+ * TLS verifies the name the URL gave, as undici's own connector does.
+ */
+export function policedConnector(policy: NetworkPolicy, timeoutMs: number): buildConnector.connector {
+  return (opts, callback) => {
+    const port = Number(opts.port) || (opts.protocol === 'https:' ? 443 : 80);
+    const host = opts.hostname.replace(/^\[(.*)\]$/, '$1');
+    let done = false;
+    const finish = (error: Error | null, socket?: net.Socket) => {
+      if (done) {
+        socket?.destroy();
+        return;
+      }
+      done = true;
+      clearTimeout(timer);
+      if (error || !socket) callback(error ?? new Error('no socket'), null);
+      else callback(null, socket);
+    };
+    let pending: net.Socket | undefined;
+    const timer = setTimeout(() => {
+      pending?.destroy();
+      finish(Object.assign(new Error(`connecting to ${host}:${port} timed out after ${timeoutMs} ms`), { code: 'ETIMEDOUT' }));
+    }, timeoutMs);
+    resolvePermitted(host, isIP(host) === 6 ? 'IPv6' : 'IPv4', policy, port).then(({ address }) => {
+      if (done) return;
+      const options = { host: address, port, noDelay: true };
+      const socket =
+        opts.protocol === 'https:'
+          ? tls.connect({ ...options, servername: opts.servername || (isIP(host) ? undefined : host), ALPNProtocols: ['http/1.1'] })
+          : net.connect(options);
+      pending = socket;
+      socket.once('error', (error) => finish(error));
+      socket.once(opts.protocol === 'https:' ? 'secureConnect' : 'connect', () => {
+        socket.removeAllListeners('error');
+        finish(null, socket);
+      });
+    }, (error: Error) => finish(error));
+  };
 }

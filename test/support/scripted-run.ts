@@ -152,9 +152,9 @@ export interface ScriptedRun {
 /**
  * Starts the target and the page server in beforeAll, then runs `outpost once` on the checks
  * `makeChecks` returns (with BASE, PAGE and the secret API_TOKEN and UMLAUT_SECRET as file variables)
- * and keeps their FINAL results; closes both servers in afterAll.
+ * and keeps their FINAL results; closes both servers in afterAll. `extraEnv` is added to the agent's environment.
  */
-export function useScriptedRun(makeChecks: (at: { target: TargetServer; pageUrl: string }) => object[]): ScriptedRun {
+export function useScriptedRun(makeChecks: (at: { target: TargetServer; pageUrl: string }) => object[], extraEnv: Record<string, string> = {}): ScriptedRun {
   let target: TargetServer | undefined;
   let pageServer: Server | undefined;
   let pageUrl = '';
@@ -198,7 +198,7 @@ export function useScriptedRun(makeChecks: (at: { target: TargetServer; pageUrl:
     utimesSync(path.join(scriptsTmp, 'outpost-script-stale'), hourAgo, hourAgo);
     const proc = startAgent(
       ['once', file],
-      cleanEnv({ TMPDIR: scriptsTmp, STATE_DIR: tempDir('outpost-scripted-state-'), JOB_CONCURRENCY: '4', RUNTIMES_DIR: runtimesDir, SCRIPT_MEMORY_MB: '64', OUTPOST_SECRET_AGENT: AGENT_SECRET, UNRELATED_AGENT_SETTING: 'x' }),
+      cleanEnv({ TMPDIR: scriptsTmp, STATE_DIR: tempDir('outpost-scripted-state-'), JOB_CONCURRENCY: '4', RUNTIMES_DIR: runtimesDir, SCRIPT_MEMORY_MB: '64', OUTPOST_SECRET_AGENT: AGENT_SECRET, UNRELATED_AGENT_SETTING: 'x', ...extraEnv }),
     );
     exitCode = (await proc.exit).code;
     stdout = proc.stdout();

@@ -1,12 +1,13 @@
 // The in-agent HTTP proxy that scripts' traffic goes through when a network
 // policy is set (docs/network-policy.md): CONNECT tunnels and absolute-form
-// plain HTTP, each target resolved once, judged by the policy, and connected
+// requests (http://, and https:// as axios sends it), each target resolved once, judged by the policy, and connected
 // to at the address judged — or handed to the upstream proxy (CHECK_PROXY)
 // by that address. It listens on loopback only, on an ephemeral port; its
 // connections, header sizes and idle times are bounded.
 
 import http from 'node:http';
 import net, { type AddressInfo, isIP } from 'node:net';
+import tls from 'node:tls';
 
 import { errorCode } from '../core/errors.js';
 import type { ResolvedTarget } from './ip-family.js';
@@ -147,6 +148,34 @@ export async function startFilteringProxy(options: FilteringProxyOptions): Promi
     const at = await resolvePermitted(proxy.host, isIP(proxy.host) === 6 ? 'IPv6' : 'IPv4', policy, proxy.port);
     return connectTo(at.address, proxy.port, idleMs);
   };
+  /** TLS to an https:// target, over a tunnel through the upstream proxy when there is one. */
+  const tlsThrough = async (host: string, resolved: ResolvedTarget | undefined, port: number): Promise<net.Socket> => {
+    let raw: net.Socket;
+    if (upstream) {
+      raw = await upstreamSocket();
+      const authority = resolved ? hostPort(resolved.address, port) : hostPort(host, port);
+      const auth = upstream.authorization ? `proxy-authorization: ${upstream.authorization}\r\n` : '';
+      raw.write(`CONNECT ${authority} HTTP/1.1\r\nhost: ${authority}\r\n${auth}\r\n`);
+      const answer = await upstreamConnectAnswer(raw, idleMs);
+      if (answer.status !== 200) {
+        raw.destroy();
+        throw new Error(`the upstream proxy answered CONNECT with ${answer.status || 'no status'}`);
+      }
+    } else {
+      raw = await connectTo((resolved as ResolvedTarget).address, port, idleMs);
+    }
+    return new Promise((resolve, reject) => {
+      const secure = tls.connect({ socket: raw, servername: isIP(host) ? undefined : host, ALPNProtocols: ['http/1.1'] });
+      secure.once('secureConnect', () => {
+        secure.removeAllListeners('error');
+        resolve(secure);
+      });
+      secure.once('error', (error) => {
+        raw.destroy();
+        reject(error);
+      });
+    });
+  };
   /** What a refusal or a failure tells the client. */
   const failure = (error: unknown): { status: number; text: string; policy?: string } => {
     if (error instanceof NetworkPolicyError) {
@@ -210,11 +239,13 @@ export async function startFilteringProxy(options: FilteringProxyOptions): Promi
       res.writeHead(400, { 'content-type': 'text/plain' }).end('a proxy request needs an absolute http:// URL\n');
       return;
     }
-    if (target.protocol !== 'http:') {
-      res.writeHead(400, { 'content-type': 'text/plain' }).end('only http:// is proxied in absolute form; use CONNECT for https://\n');
+    if (target.protocol !== 'http:' && target.protocol !== 'https:') {
+      res.writeHead(400, { 'content-type': 'text/plain' }).end('only http:// and https:// URLs are proxied\n');
       return;
     }
-    const port = Number(target.port) || 80;
+    // An https:// URL in absolute form (axios sends it so through an HTTP proxy): the proxy makes the TLS connection, verified as a client would.
+    const secure = target.protocol === 'https:';
+    const port = Number(target.port) || (secure ? 443 : 80);
     const host = target.hostname.replace(/^\[(.*)\]$/, '$1');
     (async () => {
       const resolved = await permitted(host, port);
@@ -223,14 +254,14 @@ export async function startFilteringProxy(options: FilteringProxyOptions): Promi
       headers.host = target.host;
       headers.connection = 'close';
       let request: http.ClientRequest;
-      if (upstream) {
+      if (upstream && !secure) {
         const socket = await upstreamSocket();
         const via = new URL(target.toString());
         if (resolved) via.hostname = isIP(resolved.address) === 6 ? `[${resolved.address}]` : resolved.address;
         if (upstream.authorization) headers['proxy-authorization'] = upstream.authorization;
         request = http.request({ createConnection: () => socket, method: req.method, path: via.toString(), headers, setHost: false });
       } else {
-        const socket = await connectTo((resolved as ResolvedTarget).address, port, idleMs);
+        const socket = secure ? await tlsThrough(host, resolved, port) : await connectTo((resolved as ResolvedTarget).address, port, idleMs);
         request = http.request({ createConnection: () => socket, method: req.method, path: `${target.pathname}${target.search}`, headers, setHost: false });
       }
       request.setTimeout(idleMs, () => request.destroy(Object.assign(new Error('the target went idle'), { code: 'ETIMEDOUT' })));

@@ -7,7 +7,7 @@
 
 import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { useScriptedRun } from '../support/scripted-run.js';
+import { RUNTIME, useScriptedRun } from '../support/scripted-run.js';
 
 let blockedPort = 0;
 let accepted = 0;
@@ -70,6 +70,19 @@ await step('blocked', async () => {
   expect(res.status()).toBe(200);
 });`,
     },
+    {
+      id: 'api-setup',
+      checkType: 'API',
+      runtimeId: RUNTIME,
+      request: {
+        url: '{{BASE}}/ok',
+        // axios reads HTTP_PROXY from the environment: an API script's own client goes through the proxy too.
+        setupScript: `const axios = require('axios');
+const allowed = await axios.get(environment.BASE + '/ok');
+const refused = await axios.get('http://127.0.0.2:${blockedPort}/', { validateStatus: () => true });
+console.log('setup answers ' + allowed.status + ' ' + refused.status + ' ' + refused.headers['x-outpost-network-policy']);`,
+      },
+    },
   ],
   { BLOCKED_NETWORKS: 'default', ALLOWED_NETWORKS: '127.0.0.1' },
 );
@@ -99,6 +112,12 @@ describe('scripts go through the filtering proxy under a network policy', () => 
       ['blocked', false],
     ]);
     expect(detail.jobLog.join('\n')).toContain(`page answer 403 ${reason()}`);
+  });
+
+  it('API setup script: its axios calls go through the proxy, the allowed one answered, the blocked one refused', () => {
+    const detail = run.api('api-setup');
+    expect(run.final('api-setup')).toMatchObject({ hasFailures: false, hasErrors: false });
+    expect(detail.jobLog.join('\n')).toContain(`setup answers 200 403 ${reason()}`);
   });
 
   it('the blocked listener saw no connection', () => {

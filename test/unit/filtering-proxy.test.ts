@@ -115,6 +115,10 @@ describe.each([
     expect(refused.status).toBe(403);
     expect(refused.headers[POLICY_HEADER]).toBe(reason());
     expect(refused.body).toBe(`${reason()}\n`);
+    // https:// in absolute form (as axios sends it through an HTTP proxy) is judged the same way.
+    const refusedTls = await getThrough(proxyOf(), `https://127.0.0.2:${blockedPort}/`);
+    expect(refusedTls.status).toBe(403);
+    expect(refusedTls.headers[POLICY_HEADER]).toBe(reason());
     // A redirect is the client's to follow: its next request is judged like the first.
     const redirect = await getThrough(proxyOf(), `http://127.0.0.3:${allowedPort}/to-blocked`);
     expect(redirect.status).toBe(302);

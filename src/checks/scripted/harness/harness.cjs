@@ -184,6 +184,19 @@ const hars = [];
 // Under a network policy every context's HTTP(S) goes through the agent's filtering proxy
 // (src/net/filtering-proxy.ts); a proxy the script names itself is replaced, never added to.
 const policyProxy = process.env.OUTPOST_POLICY_PROXY ? { server: process.env.OUTPOST_POLICY_PROXY } : null;
+// Node.js itself sends http, https and fetch through HTTP(S)_PROXY with NODE_USE_ENV_PROXY=1 (24.5 and later);
+// axios, which reads the same variables and proxies by itself, would then go through the proxy twice and fail.
+if (policyProxy) {
+  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+  if (major > 24 || (major === 24 && minor >= 5)) {
+    try {
+      // @ts-expect-error: the runtime's package (on the run's NODE_PATH), not the agent's: no types here.
+      require('axios').defaults.proxy = false;
+    } catch {
+      // No axios in this runtime.
+    }
+  }
+}
 function proxyOption(options) {
   return policyProxy ? Object.assign({}, options || {}, { proxy: policyProxy }) : options;
 }

@@ -5,7 +5,8 @@
 // `default`; ALLOWED_NETWORKS excepts one address of it. Peers listen in this
 // namespace and count what reaches them: a blocked one must see nothing.
 // Then: /health and the startup log show the policy (local mode), and a
-// server webhook to a blocked address is not sent, its reason recorded.
+// server webhook to a blocked address is not sent, its reason recorded; a URL
+// check through tinyproxy has the proxy's address and the target judged.
 
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import dgram from 'node:dgram';
@@ -293,6 +294,52 @@ describe('server webhooks under the policy', () => {
     } finally {
       receiver.close();
       await store.close();
+    }
+  });
+});
+
+describe('URL checks through a proxy under the policy', () => {
+  it('judges the proxy address and the target, resolved by the agent, before anything is sent', async () => {
+    const { startTinyproxy } = await import('../support/tinyproxy.js');
+    const proxy = await startTinyproxy();
+    let blockedAccepts = 0;
+    const blockedPeer = net.createServer((socket) => {
+      blockedAccepts++;
+      socket.destroy();
+    });
+    const allowedPeer = createHttpServer((_req, res) => res.end('allowed'));
+    try {
+      await new Promise<void>((resolve) => blockedPeer.listen(0, '127.0.0.2', resolve));
+      await new Promise<void>((resolve) => allowedPeer.listen(0, '127.0.0.3', resolve));
+      const blockedAt = (blockedPeer.address() as AddressInfo).port;
+      const allowedAt = (allowedPeer.address() as AddressInfo).port;
+      const proxyPort = new URL(proxy.url).port;
+      const dir = tempDir('outpost-netpol-proxy-');
+      const file = path.join(dir, 'checks.json');
+      writeFileSync(
+        file,
+        JSON.stringify({
+          checks: [
+            { id: 'via-proxy-blocked', checkType: 'URL', request: { url: `http://127.0.0.2:${blockedAt}/`, proxyUrl: proxy.url } },
+            { id: 'via-proxy-allowed', checkType: 'URL', request: { url: `http://127.0.0.3:${allowedAt}/`, proxyUrl: proxy.url } },
+            { id: 'via-blocked-proxy', checkType: 'URL', request: { url: `http://127.0.0.3:${allowedAt}/`, proxyUrl: `http://localhost:${blockedAt}` } },
+          ],
+        }),
+      );
+      const agent = startAgent(['once', file], cleanEnv({ BLOCKED_NETWORKS: 'default', ALLOWED_NETWORKS: `127.0.0.3,127.0.0.1:${proxyPort}` }));
+      await agent.exit;
+      const results = collect(agent.stdout());
+      const error = (id: string) => (results.get(id)?.apiCheckResult as unknown as Detail | undefined)?.requestError;
+      expect(error('via-proxy-blocked')).toContain(`blocked by network policy: 127.0.0.2:${blockedAt} is in BLOCKED_NETWORKS 127.0.0.0/8 (default: loopback)`);
+      expect(results.get('via-proxy-allowed')).toMatchObject({ hasFailures: false, hasErrors: false });
+      expect(error('via-blocked-proxy')).toContain(`blocked by network policy: 127.0.0.1:${blockedAt} is in BLOCKED_NETWORKS 127.0.0.0/8 (default: loopback)`);
+      expect(blockedAccepts).toBe(0);
+      expect(proxy.log()).toContain(`127.0.0.3:${allowedAt}`);
+      expect(proxy.log()).not.toContain(`127.0.0.2:${blockedAt}`);
+    } finally {
+      blockedPeer.close();
+      allowedPeer.close();
+      await proxy.stop();
     }
   });
 });

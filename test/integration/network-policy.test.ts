@@ -189,6 +189,9 @@ describe.skipIf(unavailable)('checks under BLOCKED_NETWORKS and ALLOWED_NETWORKS
     expect(detail('dns-blocked').requestError).toBe(reason(blocked, () => ports.dns, subnet));
     expect(detail('dns-blocked-name').requestError).toBe(reason(blocked, () => ports.dns, subnet));
     expect(detail('icmp-blocked').requestError).toContain(`blocked by network policy: ${prefix}.1 is in BLOCKED_NETWORKS ${prefix}.0/24`);
+    // Refused before ping was started: no echo request left.
+    expect(detail('icmp-blocked').jobLog).toEqual(expect.any(Array));
+    expect(detail('icmp-blocked').jobLog?.join('\n')).not.toMatch(/Running .*ping/);
   });
 
   it('refuses the agent own health port on an allowed address of its own', () => {

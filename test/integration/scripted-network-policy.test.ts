@@ -71,6 +71,23 @@ await step('blocked', async () => {
 });`,
     },
     {
+      id: 'suite',
+      checkType: 'PLAYWRIGHT',
+      runtimeId: RUNTIME,
+      maxResponseTime: 90_000,
+      script: `import { test, expect } from '@playwright/test';
+test('allowed', async ({ page }) => {
+  const res = await page.goto(process.env.PAGE!);
+  expect(res!.status()).toBe(200);
+});
+test('blocked page and request', async ({ page, request }) => {
+  const res = await page.goto('http://127.0.0.2:${blockedPort}/');
+  console.log('suite page ' + res!.status() + ' ' + (await res!.headerValue('x-outpost-network-policy')));
+  const answer = await request.get('http://127.0.0.2:${blockedPort}/');
+  console.log('suite request ' + answer.status() + ' ' + answer.headers()['x-outpost-network-policy']);
+});`,
+    },
+    {
       id: 'api-setup',
       checkType: 'API',
       runtimeId: RUNTIME,
@@ -118,6 +135,14 @@ describe('scripts go through the filtering proxy under a network policy', () => 
     const detail = run.api('api-setup');
     expect(run.final('api-setup')).toMatchObject({ hasFailures: false, hasErrors: false });
     expect(detail.jobLog.join('\n')).toContain(`setup answers 200 403 ${reason()}`);
+  });
+
+  it('PLAYWRIGHT suite: pages and the request fixture go through the proxy (use.proxy)', () => {
+    const detail = run.suite('suite');
+    expect(run.final('suite')).toMatchObject({ hasFailures: false, hasErrors: false });
+    const log = detail.jobLog.join('\n');
+    expect(log).toContain(`suite page 403 ${reason()}`);
+    expect(log).toContain(`suite request 403 ${reason()}`);
   });
 
   it('the blocked listener saw no connection', () => {

@@ -188,6 +188,8 @@ export async function startFilteringProxy(options: FilteringProxyOptions): Promi
 
   const server = http.createServer({ headersTimeout: 10_000, requestTimeout: 0, keepAliveTimeout: 5_000 });
   server.maxConnections = options.maxConnections ?? PROXY_MAX_CONNECTIONS;
+  // A client connection with no traffic (a slow upload included) is closed, as a tunnel's is.
+  server.timeout = idleMs;
 
   server.on('connect', (req: http.IncomingMessage, client: net.Socket, head: Buffer) => {
     client.on('error', () => undefined);

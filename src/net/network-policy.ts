@@ -178,6 +178,9 @@ export function parseRule(entry: string, variable: string): NetworkRule {
 const DEFAULT_RULES: ReadonlyArray<{ cidr: string; label: string }> = [
   { cidr: '127.0.0.0/8', label: 'loopback' },
   { cidr: '::1', label: 'loopback' },
+  // Linux connects 0.0.0.0 and :: to the host itself: loopback by another name.
+  { cidr: '0.0.0.0/8', label: 'this host' },
+  { cidr: '::/96', label: 'unspecified and IPv4-compatible, this host' },
   { cidr: '169.254.0.0/16', label: 'link-local, cloud metadata' },
   { cidr: 'fe80::/10', label: 'link-local' },
   { cidr: 'fd00:ec2::254', label: 'cloud metadata' },

@@ -215,7 +215,7 @@ describe.skipIf(unavailable)('checks under BLOCKED_NETWORKS and ALLOWED_NETWORKS
     const line = run?.stderr.split('\n').find((l) => l.includes('network policy:'));
     expect(line).toBeDefined();
     const log = JSON.parse(line as string) as { msg: string; networkPolicy: { blocked: string[]; allowed: string[] } };
-    expect(log.msg).toBe('network policy: 7 blocked and 2 allowed rules (BLOCKED_NETWORKS, ALLOWED_NETWORKS)');
+    expect(log.msg).toBe('network policy: 9 blocked and 2 allowed rules (BLOCKED_NETWORKS, ALLOWED_NETWORKS)');
     expect(log.networkPolicy.blocked).toContain(`${prefix}.0/24`);
     expect(log.networkPolicy.allowed).toEqual([`${prefix}.3`, `${prefix}.2`]);
   });

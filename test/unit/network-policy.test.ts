@@ -60,6 +60,8 @@ describe('parsing', () => {
       blocked: [
         '127.0.0.0/8 (default: loopback)',
         '::1 (default: loopback)',
+        '0.0.0.0/8 (default: this host)',
+        '::/96 (default: unspecified and IPv4-compatible, this host)',
         '169.254.0.0/16 (default: link-local, cloud metadata)',
         'fe80::/10 (default: link-local)',
         'fd00:ec2::254 (default: cloud metadata)',
@@ -101,6 +103,10 @@ describe('judging an address', () => {
     expect(judge(policy, 'fd00:ec2::254', 80)).toMatchObject({ allowed: false });
     expect(judge(policy, '::1', 80)).toMatchObject({ allowed: false, reason: 'blocked by network policy: [::1]:80 is in BLOCKED_NETWORKS ::1 (default: loopback)' });
     expect(judge(policy, 'fe80::1%eth0', 80)).toMatchObject({ allowed: false });
+    // 0.0.0.0 and :: reach the host itself on Linux.
+    expect(judge(policy, '0.0.0.0', 5432)).toMatchObject({ allowed: false, reason: 'blocked by network policy: 0.0.0.0:5432 is in BLOCKED_NETWORKS 0.0.0.0/8 (default: this host)' });
+    expect(judge(policy, '::', 5432)).toMatchObject({ allowed: false });
+    expect(judge(policy, '::127.0.0.1', 5432)).toMatchObject({ allowed: false });
     expect(judge(policy, '10.2.3.4')).toMatchObject({ allowed: false, reason: 'blocked by network policy: 10.2.3.4 is in BLOCKED_NETWORKS 10.0.0.0/8' });
   });
 
@@ -150,7 +156,7 @@ describe('judging an address', () => {
 describe('the address judged is the one resolved for the socket', () => {
   const policy = policyOf('default');
   // Each names loopback: the resolver (getaddrinfo, inet_aton rules) turns them into 127.0.0.1 before the check.
-  it.each(['127.0.0.1', '[::ffff:127.0.0.1]', '2130706433', '0x7f.1', '017700000001', '127.1', '0x7f000001', 'localhost'])(
+  it.each(['127.0.0.1', '[::ffff:127.0.0.1]', '2130706433', '0x7f.1', '017700000001', '127.1', '0x7f000001', 'localhost', '0177.0.0.1'])(
     '%s resolves to loopback and is refused',
     async (host) => {
       const error = await resolvePermitted(host, 'IPv4', policy, 80).catch((e: unknown) => e);

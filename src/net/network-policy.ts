@@ -352,7 +352,12 @@ export function policedConnector(policy: NetworkPolicy, timeoutMs: number): buil
       pending?.destroy();
       finish(Object.assign(new Error(`connecting to ${host}:${port} timed out after ${timeoutMs} ms`), { code: 'ETIMEDOUT' }));
     }, timeoutMs);
-    resolvePermitted(host, isIP(host) === 6 ? 'IPv6' : 'IPv4', policy, port).then(({ address }) => {
+    // IPv4 first, as checks default to; a name with only an IPv6 address is tried over IPv6.
+    const resolved = resolvePermitted(host, isIP(host) === 6 ? 'IPv6' : 'IPv4', policy, port).catch((error: NodeJS.ErrnoException) => {
+      if (isIP(host) !== 0 || (error.code !== 'ENOTFOUND' && error.code !== 'ENODATA')) throw error;
+      return resolvePermitted(host, 'IPv6', policy, port);
+    });
+    resolved.then(({ address }) => {
       if (done) return;
       const options = { host: address, port, noDelay: true };
       const socket =

@@ -9,7 +9,8 @@
 //   resolves to the runtime's packages and nothing else;
 // - an environment holding only the job's variables (with the agent's
 //   OUTPOST_SECRET_* ones), the service environment (OUTPOST, CI), the check
-//   proxy (CHECK_PROXY as HTTP(S)_PROXY, NO_PROXY), NODE_EXTRA_CA_CERTS, and
+//   proxy (CHECK_PROXY as HTTP(S)_PROXY, NO_PROXY; under a network policy the
+//   agent's filtering proxy instead, src/net/filtering-proxy.ts), NODE_EXTRA_CA_CERTS, and
 //   NODE_PATH/HOME/TMPDIR; not PATH, not the agent's API_KEY or anything else;
 //   OUTPOST_SCRIPT_RUN tags every process of the run, so that what left the
 //   group (playwright starts browsers in a group of their own) is killed too;
@@ -188,22 +189,7 @@ class Semaphore {
 const semaphore = new Semaphore(DEFAULT_SCRIPT_CONCURRENCY);
 
 /** Variables that the agent sets for the child and that the job's variables may not replace. */
-const RESERVED = new Set([
-  'OUTPOST_SCRIPT_RUN',
-  'NODE_PATH',
-  'NODE_OPTIONS',
-  'HOME',
-  'TMPDIR',
-  'NODE_EXTRA_CA_CERTS',
-  'HTTP_PROXY',
-  'HTTPS_PROXY',
-  'NO_PROXY',
-  'http_proxy',
-  'https_proxy',
-  'no_proxy',
-  'NODE_USE_ENV_PROXY',
-  'OUTPOST_POLICY_PROXY',
-]);
+const RESERVED = new Set(['OUTPOST_SCRIPT_RUN', 'NODE_PATH', 'NODE_OPTIONS', 'HOME', 'TMPDIR', 'NODE_EXTRA_CA_CERTS', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'no_proxy', 'NODE_USE_ENV_PROXY', 'OUTPOST_POLICY_PROXY']);
 
 /**
  * `policyProxy`: the filtering proxy's URL under a network policy. It replaces
@@ -216,7 +202,7 @@ function childEnvironment(options: ScriptOptions, ctx: ExecutionContext, dir: st
     if (!RESERVED.has(key) && /^[^=\0]+$/.test(key) && !String(value).includes('\0')) env[key] = String(value);
   }
   Object.assign(env, ctx.serviceEnv ?? { OUTPOST: 'true' });
-  const proxy = policyProxy ?? ctx.settings.checkProxy;
+  const proxy = ctx.settings.checkProxy;
   if (policyProxy) {
     env.HTTP_PROXY = policyProxy;
     env.HTTPS_PROXY = policyProxy;

@@ -3,7 +3,9 @@
 // blocked and the allowed peers, linked to this namespace by a veth pair
 // (10.213.N.0/24, made here). BLOCKED_NETWORKS covers the whole /24 and
 // `default`; ALLOWED_NETWORKS excepts one address of it. Peers listen in this
-// namespace and count what reaches them: a blocked one must see nothing.
+// namespace and count what reaches them: a blocked one must see nothing. The
+// namespace's resolv.conf names a rebinding name server (first answer allowed,
+// later ones blocked): each name must be looked up once and connected to as judged.
 // Then: /health and the startup log show the policy (local mode), and a
 // server webhook to a blocked address is not sent, its reason recorded; a URL
 // check through tinyproxy has the proxy's address and the target judged.
@@ -11,6 +13,7 @@
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import dgram from 'node:dgram';
 import { writeFileSync } from 'node:fs';
+import { decode, encode } from 'dns-packet';
 import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
 import pino from 'pino';
@@ -36,6 +39,8 @@ let prefix = '';
 const closers: Array<() => void> = [];
 /** What reached each peer: connections accepted, datagrams received. */
 const seen = { blocked: 0, blockedUdp: 0, allowed: 0 };
+/** A queries for each rebinding name: the first is answered with the allowed address, every later one with the blocked. */
+const rebindQueries = new Map<string, number>();
 let run: { code: number | null; results: Map<string, CheckResultEntry>; stderr: string } | undefined;
 const ports = { blocked: 0, allowed: 0, dns: 0 };
 
@@ -83,6 +88,25 @@ beforeAll(async () => {
   });
   const link = lab.link(HOST, `${blockedIp}/24`, ns, `${nsIp}/24`);
   sh('ip', ['addr', 'add', `${allowedIp}/24`, 'dev', link.a]);
+  // A name server for the namespace (its own resolv.conf, bind-mounted by `ip netns exec` like its hosts file)
+  // that rebinds: a second lookup of a name would get the blocked address.
+  writeFileSync(`/etc/netns/${ns.name}/resolv.conf`, `nameserver ${blockedIp}\noptions attempts:1\n`);
+  const resolver = dgram.createSocket('udp4');
+  resolver.on('message', (raw, from) => {
+    const query = decode(raw);
+    const question = query.questions?.[0];
+    if (!question) return;
+    const asked = (rebindQueries.get(question.name) ?? 0) + 1;
+    rebindQueries.set(question.name, asked);
+    const answers =
+      question.type === 'A' && question.name.startsWith('rebind')
+        ? [{ type: 'A' as const, name: question.name, ttl: 0, data: asked === 1 ? allowedIp : blockedIp }]
+        : [];
+    const reply = encode({ type: 'response', id: query.id ?? 0, flags: 0x8180, questions: [question], answers });
+    resolver.send(reply, from.port, from.address);
+  });
+  await new Promise<void>((resolve) => resolver.bind(53, blockedIp, resolve));
+  closers.push(() => resolver.close());
 
   // The blocked peer: counts every connection and answers HTTP, so a request that got through would pass.
   ports.blocked = await listenTcp(blockedIp, (socket) => {
@@ -122,6 +146,9 @@ beforeAll(async () => {
     url('url-redirect', `http://allowed.outpost.test:${ports.allowed}/into-blocked`),
     url('url-allowed', `http://allowed.outpost.test:${ports.allowed}/`),
     { id: 'tcp-blocked', checkType: 'TCP', request: { hostname: 'blocked.outpost.test', port: ports.blocked } },
+    // Resolved once: the connection goes to the address judged, never to a second answer.
+    url('url-rebind', `http://rebind-url.outpost.test:${ports.allowed}/`),
+    { id: 'tcp-rebind', checkType: 'TCP', request: { hostname: 'rebind-tcp.outpost.test', port: ports.allowed } },
     { id: 'tcp-allowed', checkType: 'TCP', request: { hostname: allowedIp, port: ports.allowed } },
     {
       id: 'dns-blocked',
@@ -166,7 +193,7 @@ describe.skipIf(unavailable)('checks under BLOCKED_NETWORKS and ALLOWED_NETWORKS
 
   it('runs every check and exits 1 (the refused ones fail)', () => {
     expect(run?.code).toBe(1);
-    expect(run?.results.size).toBe(13);
+    expect(run?.results.size).toBe(15);
   });
 
   it('refuses a URL at a blocked address, by name, in decimal, IPv4-mapped or hex notation, with the rule', () => {
@@ -208,7 +235,15 @@ describe.skipIf(unavailable)('checks under BLOCKED_NETWORKS and ALLOWED_NETWORKS
   it('lets the allowed exception through: URL and TCP pass', () => {
     expect(run?.results.get('url-allowed')).toMatchObject({ hasFailures: false, hasErrors: false });
     expect(run?.results.get('tcp-allowed')).toMatchObject({ hasFailures: false, hasErrors: false });
-    expect(seen.allowed).toBeGreaterThanOrEqual(3);
+    expect(seen.allowed).toBeGreaterThanOrEqual(4);
+  });
+
+  it('resolves a name once and connects to the address it judged: a rebinding name server gains nothing', () => {
+    expect(run?.results.get('url-rebind')).toMatchObject({ hasFailures: false, hasErrors: false });
+    expect(run?.results.get('tcp-rebind')).toMatchObject({ hasFailures: false, hasErrors: false });
+    expect(rebindQueries.get('rebind-url.outpost.test')).toBe(1);
+    expect(rebindQueries.get('rebind-tcp.outpost.test')).toBe(1);
+    expect(seen.blocked).toBe(0);
   });
 
   it('logs the policy once at startup', () => {

@@ -14,6 +14,7 @@ import { ControlPlaneSource } from './control-plane/source.js';
 import { Spool } from './control-plane/spool.js';
 import { superviseLoop } from './health/supervise.js';
 import { Lifecycle } from './health/lifecycle.js';
+import { describePolicy } from './net/network-policy.js';
 import { EventReporter, jobTargetStrings } from './control-plane/events.js';
 import type { Logger } from './observability/logger.js';
 import { DEFAULT_STALE_SECONDS } from './observability/check-metrics.js';
@@ -95,6 +96,7 @@ export async function runAgent(
   }, logger);
   // Not ready while the spool cannot write: results would only be held in memory.
   lifecycle.modeReady = () => client.authorized === true && spool.writable;
+  lifecycle.networkPolicy = describePolicy(config.networkPolicy);
   const authRetryMs = config.authRetrySeconds * 1000;
   const onFailure = () => undefined;
   // The longest one call may take: a wait for the rate limiter's window, then the request's own timeout.

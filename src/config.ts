@@ -13,6 +13,7 @@ import { DEFAULT_MAX_RESULT_BYTES } from './results/result-size.js';
 import { LOG_LEVELS, type Logger, type LogLevel } from './observability/logger.js';
 import { VERSION } from './core/version.js';
 import type { ProxyConfig } from './net/proxy.js';
+import { type NetworkPolicy, NetworkPolicyParseError, type OwnPort, parseNetworkPolicy } from './net/network-policy.js';
 import type { ToolPaths } from './net/tool-process.js';
 import { processSecrets } from './core/process-secrets.js';
 
@@ -80,6 +81,8 @@ export interface Config {
   server?: ServerSettings;
   /** Local mode (docs/server.md "Local mode"): its read API on 127.0.0.1, and how long results are kept. */
   local?: LocalSettings;
+  /** BLOCKED_NETWORKS and ALLOWED_NETWORKS (docs/network-policy.md); undefined: no policy. */
+  networkPolicy?: NetworkPolicy;
 }
 
 export interface LocalSettings {
@@ -287,6 +290,19 @@ function serverSettings(env: Env): ServerSettings {
   };
 }
 
+/** BLOCKED_NETWORKS and ALLOWED_NETWORKS; `default` also blocks the ports this process listens on. */
+function networkPolicySetting(env: Env, config: Config): NetworkPolicy | undefined {
+  const ownPorts: OwnPort[] = [{ port: config.healthPort, what: 'health port (AGENT_HEALTH_PORT)' }];
+  const apiPort = config.server?.apiPort ?? config.local?.apiPort;
+  if (apiPort !== undefined) ownPorts.push({ port: apiPort, what: 'API port (API_PORT)' });
+  try {
+    return parseNetworkPolicy(read(env, 'BLOCKED_NETWORKS'), read(env, 'ALLOWED_NETWORKS'), ownPorts);
+  } catch (error) {
+    if (error instanceof NetworkPolicyParseError) throw new ConfigError(error.message);
+    throw error;
+  }
+}
+
 /** Parses the environment for a mode; throws ConfigError on the first bad value. */
 export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string; resultsFile?: string } = {}): Config {
   const logLevelGiven = read(env, 'LOG_LEVEL') ?? 'info';
@@ -371,6 +387,8 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
   }
   if (mode === 'server') config.server = serverSettings(env);
   if (mode === 'local') config.local = localSettings(env);
+  const networkPolicy = networkPolicySetting(env, config);
+  if (networkPolicy) config.networkPolicy = networkPolicy;
   if (mode === 'agent') {
     const apiUrl = read(env, 'API_URL');
     if (apiUrl === undefined) throw new ConfigError('API_URL is not set: agent mode needs the control-plane base URL (https://…)');
@@ -416,7 +434,8 @@ SHUTDOWN_GRACE_SECONDS, SPOOL_MAX_RESULTS, SPOOL_MAX_BYTES, CLAIM_WAIT_SECONDS,
 AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, BODY_MEMORY_BUDGET_MB,
 MAX_RESULT_BYTES, CHECK_PROXY, PING_PATH,
 DIAGNOSTICS, ARTIFACT_UPLOAD_TIMEOUT_SECONDS, TCPDUMP_PATH, TRACEPATH_PATH, TRACEROUTE_PATH,
-RUNTIMES_DIR, SCRIPT_CONCURRENCY, SCRIPT_MEMORY_MB, SCRIPT_ISOLATION, BROWSER_PATH, SECRET_DETECTION;
+RUNTIMES_DIR, SCRIPT_CONCURRENCY, SCRIPT_MEMORY_MB, SCRIPT_ISOLATION, BROWSER_PATH, SECRET_DETECTION,
+BLOCKED_NETWORKS, ALLOWED_NETWORKS;
 server mode: OUTPOST_API_KEY, API_PORT, API_HOST, RESULTS_RETENTION_DAYS, LEASE_SECONDS (docs/server.md).
 Bad values exit with code 78; bad usage with 64.`;
 
@@ -479,6 +498,7 @@ export function checkSettings(config: Config): CheckSettings {
     ...(config.processEnv.NODE_EXTRA_CA_CERTS ? { extraCaCerts: config.processEnv.NODE_EXTRA_CA_CERTS } : {}),
     tools: config.tools,
     processSecrets: config.processSecrets,
+    ...(config.networkPolicy ? { networkPolicy: config.networkPolicy } : {}),
   };
 }
 

@@ -16,6 +16,7 @@ import type { ExecutorRegistry } from './checks/executor-registry.js';
 import { bodyMemoryBudget, type Config, checkSettings, EXIT_CONFIG } from './config.js';
 import type { PreparedJob } from './jobs/prepare.js';
 import { Lifecycle } from './health/lifecycle.js';
+import { describePolicy } from './net/network-policy.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
 import { JobQueue } from './jobs/queue.js';
@@ -137,6 +138,7 @@ export async function runLocal(
   const metrics = createMetrics();
   const queue = localQueue(config, metrics, logger, secrets);
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
+  lifecycle.networkPolicy = describePolicy(config.networkPolicy);
   const runOne = async (local: LocalCheck) => {
     const completion = await queue.submit(prepareLocal(local, logger), async (attempt) => sink.deliver(attempt));
     try {
@@ -227,6 +229,7 @@ async function runLocalWithStore(
   const metrics = createMetrics();
   const queue = localQueue(config, metrics, logger, secrets);
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
+  lifecycle.networkPolicy = describePolicy(config.networkPolicy);
   const { parsed } = start;
   const heartbeatStore = new SqliteHeartbeatStore(store.access);
   const windows = new SqliteMaintenanceWindowStore(store.access);
@@ -316,6 +319,7 @@ async function runLocalWithStore(
     origin: apiOrigin(LOCAL_API_HOST, typeof address === 'object' && address ? address.port : settings.apiPort),
     checks: parsed.checks,
     suppressed: (checkId, at) => suppressed({ store, windows }, checkId, at),
+     ...(config.networkPolicy ? { networkPolicy: config.networkPolicy } : {}),
   });
   const file = config.checksFile as string;
   const reloader = new ChecksFileReloader({

@@ -28,6 +28,7 @@ import path from 'node:path';
 import { SecretPolicy, secretsInAgentEnv } from './secrets/policy.js';
 import { checkStateDir } from './state-dir.js';
 import { VERSION } from './core/version.js';
+import { describePolicy } from './net/network-policy.js';
 
 /** Scrubs text written straight to stderr (a crash); agent-wide secrets once they are known. */
 let scrubCrash: (text: string) => string = (text) => text;
@@ -112,6 +113,9 @@ async function main(): Promise<void> {
   // Local and once modes print results on stdout, so their logs go to stderr.
   const { logger, flush } = createLogger(config.logLevel, config.mode === 'agent' || config.mode === 'server' ? 'stdout' : 'stderr', secrets.scrubLogLine);
   secrets.attachLogger(logger);
+  const policy = describePolicy(config.networkPolicy);
+  if (policy) logger.info({ networkPolicy: policy }, `network policy: ${policy.blocked.length} blocked and ${policy.allowed.length} allowed rules (BLOCKED_NETWORKS, ALLOWED_NETWORKS)`);
+  else logger.info({ networkPolicy: null }, 'network policy: none (BLOCKED_NETWORKS is not set): checks may reach any address the agent can');
   if (config.mode === 'server') {
     process.on('uncaughtException', (error) => {
       logger.fatal({ err: error }, 'uncaught exception: exiting');

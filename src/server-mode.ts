@@ -11,6 +11,7 @@ import { definitionRegistry } from './checks/registry.js';
 import { type Config, ConfigError, EXIT_CONFIG } from './config.js';
 import { AGENT_ROUTE_LIMIT_PER_MINUTE } from './core/protocol.js';
 import { Lifecycle } from './health/lifecycle.js';
+import { describePolicy, type NetworkPolicy } from './net/network-policy.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
 import { Scrubber } from './secrets/scrubber.js';
@@ -138,12 +139,14 @@ export async function startAlerts(
     checks: readonly ServerCheck[];
     /** Maintenance windows: true holds back the notifications of this check at this time. */
     suppressed?: (checkId: string, at: Date) => Promise<boolean>;
+    /** BLOCKED_NETWORKS / ALLOWED_NETWORKS for the webhooks. */
+    networkPolicy?: NetworkPolicy;
   },
 ): Promise<{ evaluator: AlertEvaluator; deliverer: AlertDeliverer; rememberSecrets(checks: readonly ServerCheck[]): void; stop(): Promise<void> }> {
   // Payloads never carry the checks file's secrets.
   const secretsOf = (checks: readonly ServerCheck[]) => checks.flatMap((c) => c.variables.filter((v) => v.secret === true).map((v) => v.value));
   const scrubber = Scrubber.of(secretsOf(options.checks));
-  const deliverer = new AlertDeliverer({ alerts, logger: options.logger });
+  const deliverer = new AlertDeliverer({ alerts, logger: options.logger, ...(options.networkPolicy ? { networkPolicy: options.networkPolicy } : {}) });
   const evaluator = new AlertEvaluator({
     store,
     alerts,
@@ -191,6 +194,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   );
   // Not ready until the database is open and migrated.
   lifecycle.modeReady = () => store !== undefined;
+  lifecycle.networkPolicy = describePolicy(config.networkPolicy);
   await lifecycle.startHealth(config.healthPort, config.healthHost);
   const opened = await openStore(databaseFile(config.stateDir));
   store = opened;
@@ -266,6 +270,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
     origin: apiOrigin(settings.apiHost, typeof address === 'object' && address ? address.port : settings.apiPort),
     checks,
     suppressed: (checkId, at) => suppressed({ store: opened, windows }, checkId, at),
+     ...(config.networkPolicy ? { networkPolicy: config.networkPolicy } : {}),
   });
   const reloader = new ChecksFileReloader({
     file,

@@ -4,6 +4,7 @@ import type { ArtifactWriter } from '../artifacts/writer.js';
 import type { DiagnosticsHooks } from '../diagnostics/hooks.js';
 import type { Logger } from '../observability/logger.js';
 import type { ToolPaths } from '../net/tool-process.js';
+import type { NetworkPolicy } from '../net/network-policy.js';
 import type { MemoryLease } from '../core/memory-budget.js';
 import type { SecretRegistry } from '../secrets/policy.js';
 import type { Variables } from './variables.js';
@@ -80,6 +81,8 @@ export interface CheckSettings {
   tools?: ToolPaths;
   /** The OUTPOST_SECRET_* variables the agent holds: every job's variables include them. */
   processSecrets?: ReadonlyMap<string, string>;
+  /** BLOCKED_NETWORKS / ALLOWED_NETWORKS (src/net/network-policy.ts); absent: every address may be reached. */
+  networkPolicy?: NetworkPolicy;
 }
 
 export interface CheckLimits {

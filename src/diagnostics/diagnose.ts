@@ -11,6 +11,7 @@ import type { Logger } from '../observability/logger.js';
 import type { SecretRegistry } from '../secrets/policy.js';
 import type { DiagnosticsHooks } from './hooks.js';
 import { type IpFamily, resolveTarget } from '../net/ip-family.js';
+import { judge, type NetworkPolicy } from '../net/network-policy.js';
 import { startCapture } from './pcap.js';
 import type { ToolPaths } from './tools.js';
 import { summarizeTrace, traceroute } from './traceroute.js';
@@ -77,7 +78,7 @@ export interface DiagnosisContext {
   secrets?: SecretRegistry;
   diagnostics?: DiagnosticsHooks;
   /** Where tcpdump, traceroute and the like are found (src/checks/executor.ts CheckSettings). */
-  settings?: { readonly tools?: ToolPaths };
+  settings?: { readonly tools?: ToolPaths; readonly networkPolicy?: NetworkPolicy };
 }
 
 /**
@@ -110,6 +111,13 @@ export async function diagnose(ctx: DiagnosisContext, target: DiagnosisTarget): 
     if (resolved === 'timeout') lines.push(`Diagnostics: ${target.host} did not resolve within ${RESOLVE_TIMEOUT_MS} ms; capturing DNS traffic only`);
     else if (resolved instanceof Error) lines.push(`Diagnostics: ${target.host} does not resolve (${resolved.code ?? resolved.message}); capturing DNS traffic only`);
     else address = resolved.address;
+    const policy = ctx.settings?.networkPolicy;
+    const verdict = policy && address ? judge(policy, address, target.port) : undefined;
+    if (verdict && !verdict.allowed) {
+      // The name resolves elsewhere now: neither the capture's repeat nor a traceroute may probe a blocked address.
+      lines.push(`Diagnostics skipped: ${verdict.reason}`);
+      return result;
+    }
 
     // 1. The request again, under capture.
     if (!signal.aborted) {

@@ -31,6 +31,8 @@ export class Lifecycle {
   reload: ((trigger: 'SIGHUP' | 'POST /-/reload') => Promise<ReloadOutcome>) | undefined;
   private healthClose: (() => Promise<void>) | undefined;
   healthPort: number | undefined;
+  /** The network policy's rules as /health shows them (src/net/network-policy.ts describePolicy); null: none. */
+  networkPolicy: { blocked: string[]; allowed: string[] } | null = null;
 
   constructor(
     readonly mode: string,
@@ -77,6 +79,7 @@ export class Lifecycle {
           uptime: Math.round((Date.now() - this.startedAt) / 1000),
           stuck: watch.stuck,
           components: watch.components,
+          networkPolicy: this.networkPolicy,
         };
       },
     };

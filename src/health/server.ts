@@ -21,6 +21,8 @@ export interface HealthStatus {
   /** Parts that stopped making progress (the watchdog); empty when all are well. */
   stuck: string[];
   components: WatchdogReport['components'];
+  /** BLOCKED_NETWORKS and ALLOWED_NETWORKS as rules (docs/network-policy.md); null when no policy is set. */
+  networkPolicy?: { blocked: string[]; allowed: string[] } | null;
 }
 
 /** What a reload of the checks file came to: the checks now in force, or why the file was refused. */

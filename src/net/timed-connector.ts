@@ -7,7 +7,8 @@ import { performance } from 'node:perf_hooks';
 import tls from 'node:tls';
 import type { buildConnector } from 'undici';
 
-import { type IpFamily, resolveTarget } from './ip-family.js';
+import type { IpFamily } from './ip-family.js';
+import { type NetworkPolicy, resolvePermitted } from './network-policy.js';
 
 export type { IpFamily };
 
@@ -49,6 +50,8 @@ export interface TimedConnectorOptions {
   onConnection: (marks: ConnectionMarks) => void;
   /** A client certificate to present (mutual TLS), and the CA that replaces the system's for the server. */
   clientTls?: { cert: string; key: string; passphrase?: string; ca?: string };
+  /** BLOCKED_NETWORKS / ALLOWED_NETWORKS: judged on the resolved address, which is then the one connected to. */
+  policy?: NetworkPolicy;
 }
 
 function firstValue(value: string | string[] | undefined): string | null {
@@ -124,7 +127,7 @@ export function timedConnector(options: TimedConnectorOptions): buildConnector.c
     if (options.signal.aborted) return onAbort();
     options.signal.addEventListener('abort', onAbort, { once: true });
 
-    resolveTarget(host, options.ipFamily).then(
+    resolvePermitted(host, options.ipFamily, options.policy, port).then(
       ({ address, family: resolvedFamily, fallback }) => {
         if (settled) return;
         marks.lookupEnd = performance.now();

@@ -5,7 +5,9 @@
 // the answer kept for the attempt log. A restart finds the pending rows and
 // goes on. Each channel gets its notifications in order, one at a time.
 
+import { Agent, fetch as undiciFetch } from 'undici';
 import { Backoff, parseRetryAfter } from '../core/backoff.js';
+import { type NetworkPolicy, NetworkPolicyError, policedConnector } from '../net/network-policy.js';
 import type { Logger } from '../observability/logger.js';
 import type { AlertStore, DeliveryAttempt, Notification } from '../store/alerts.js';
 import { type AlertEvent, channelRequest, type OutgoingRequest, undeliveredReason } from './alert-payloads.js';
@@ -24,6 +26,8 @@ export interface AlertDelivererOptions {
   maxResponseBytes?: number;
   now?: () => Date;
   random?: () => number;
+  /** BLOCKED_NETWORKS / ALLOWED_NETWORKS: a webhook to a refused address is not sent (docs/network-policy.md). */
+  networkPolicy?: NetworkPolicy;
 }
 
 const BATCH = 20;
@@ -53,6 +57,8 @@ export class AlertDeliverer {
   private wakeUp: (() => void) | undefined;
   private woken = false;
   private readonly now: () => Date;
+  /** The dispatcher under a network policy, made on first use. */
+  private policed: Agent | null | undefined;
 
   constructor(private readonly options: AlertDelivererOptions) {
     this.now = options.now ?? (() => new Date());
@@ -67,6 +73,7 @@ export class AlertDeliverer {
     this.stopping.abort(new Error('the server is stopping'));
     this.wakeUp?.();
     await this.running;
+    await this.policed?.close().catch(() => undefined);
   }
 
   wake(): void {
@@ -119,7 +126,17 @@ export class AlertDeliverer {
       await alerts.recordAttempt(notification.id, null, { kind: 'cancelled', reason });
       return;
     }
-    const { status, error, retryAfterMs } = await this.send(request);
+    const { status, error, retryAfterMs, refused } = await this.send(request);
+    if (refused) {
+      // The policy does not change while the server runs: retrying would only refuse again.
+      logger.warn({ ...fields, reason: refused }, `alert notification not delivered: ${refused}`);
+      await alerts.recordAttempt(
+        notification.id,
+        { at: started.toISOString(), status: null, error: refused, durationMs: Math.max(0, this.now().getTime() - started.getTime()) },
+        { kind: 'cancelled', reason: refused },
+      );
+      return;
+    }
     const attempt: DeliveryAttempt = { at: started.toISOString(), status, error, durationMs: Math.max(0, this.now().getTime() - started.getTime()) };
     if (this.stopping.signal.aborted && status === null) return;
     if (status !== null && status >= 200 && status < 300) {
@@ -136,15 +153,24 @@ export class AlertDeliverer {
     logger.warn({ ...fields, attempts: notification.attempts + 1, status, error, nextAttemptAt: nextAt.toISOString() }, 'alert notification not delivered; it will be retried');
   }
 
-  private async send(request: OutgoingRequest): Promise<{ status: number | null; error: string | null; retryAfterMs?: number }> {
+  private async send(request: OutgoingRequest): Promise<{ status: number | null; error: string | null; retryAfterMs?: number; refused?: string }> {
     const limit = this.options.maxResponseBytes ?? 2_048;
+    const timeoutMs = this.options.timeoutMs ?? 10_000;
+    // Under a policy the connection is undici's with a connector that judges the resolved address; Node's own fetch cannot take it.
+    this.policed ??= this.options.networkPolicy
+      ? new Agent({ connect: policedConnector(this.options.networkPolicy, timeoutMs), connections: 16, keepAliveTimeout: 1_000 })
+      : null;
+    const policed = this.policed;
+    const send = policed
+      ? ((url: string, init: RequestInit) => undiciFetch(url, { ...init, dispatcher: policed } as Parameters<typeof undiciFetch>[1])) as unknown as typeof fetch
+      : fetch;
     try {
-      const response = await fetch(request.url, {
+      const response = await send(request.url, {
         method: 'POST',
         headers: request.headers,
         body: request.body,
         redirect: 'manual',
-        signal: AbortSignal.any([AbortSignal.timeout(this.options.timeoutMs ?? 10_000), this.stopping.signal]),
+        signal: AbortSignal.any([AbortSignal.timeout(timeoutMs), this.stopping.signal]),
       });
       const text = await boundedText(response, limit).catch(() => '');
       if (response.status >= 200 && response.status < 300) return { status: response.status, error: null };
@@ -152,6 +178,7 @@ export class AlertDeliverer {
       return { status: response.status, error: `HTTP ${response.status}${text ? `: ${text.slice(0, 200)}` : ''}`, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
     } catch (error) {
       const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+      if (cause instanceof NetworkPolicyError) return { status: null, error: cause.message, refused: cause.message };
       const message = (error as Error).name === 'TimeoutError' ? 'timed out' : (cause?.code ?? cause?.message ?? (error as Error).message);
       return { status: null, error: String(message).slice(0, 200) };
     }

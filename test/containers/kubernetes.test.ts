@@ -35,9 +35,26 @@ const container = pod?.containers?.[0];
 const env = (name: string) => (container?.env as Array<{ name: string; value?: string; valueFrom?: unknown }>)?.find((e) => e.name === name);
 
 describe('Kubernetes manifests', () => {
-  it('are valid YAML: one Deployment, one Secret, one PodDisruptionBudget', () => {
-    expect(files.sort()).toEqual(['deployment.yaml', 'poddisruptionbudget.yaml', 'secret.yaml']);
-    expect(manifests.map((m) => `${m.apiVersion} ${m.kind}`).sort()).toEqual(['apps/v1 Deployment', 'policy/v1 PodDisruptionBudget', 'v1 Secret']);
+  it('are valid YAML: one Deployment, one NetworkPolicy, one Secret, one PodDisruptionBudget', () => {
+    expect(files.sort()).toEqual(['deployment.yaml', 'networkpolicy.yaml', 'poddisruptionbudget.yaml', 'secret.yaml']);
+    expect(manifests.map((m) => `${m.apiVersion} ${m.kind}`).sort()).toEqual([
+      'apps/v1 Deployment',
+      'networking.k8s.io/v1 NetworkPolicy',
+      'policy/v1 PodDisruptionBudget',
+      'v1 Secret',
+    ]);
+  });
+
+  it('lock the agent down: BLOCKED_NETWORKS=default, and a NetworkPolicy on its pods keeping egress from link-local and metadata', () => {
+    expect(env('BLOCKED_NETWORKS')?.value).toBe('default');
+    const policy = byKind('NetworkPolicy')[0] as Manifest;
+    expect(policy.spec.podSelector).toEqual(deployment.spec.selector);
+    expect(policy.spec.policyTypes).toEqual(['Egress']);
+    const blocks = (policy.spec.egress as Array<{ to: Array<{ ipBlock?: { cidr: string; except: string[] } }> }>).flatMap((rule) => rule.to.flatMap((to) => (to.ipBlock ? [to.ipBlock] : [])));
+    expect(blocks).toEqual([
+      { cidr: '0.0.0.0/0', except: ['169.254.0.0/16'] },
+      { cidr: '::/0', except: ['fe80::/10', 'fd00:ec2::254/128'] },
+    ]);
   });
 
   it('run 2 replicas of this version, with probes on the health port', () => {

@@ -166,7 +166,7 @@ export interface ScriptedRun {
 /**
  * Starts the target and the page server in beforeAll, then runs `outpost once` on the checks
  * `makeChecks` returns (with BASE, PAGE and the secret API_TOKEN and UMLAUT_SECRET as file variables)
- * and keeps their FINAL results; closes both servers in afterAll.
+ * and keeps their FINAL results; closes both servers in afterAll. `extraEnv` is added to the agent's environment.
  */
 export interface ScriptedRunOptions {
   /** More agent environment (SECRET_DETECTION, …). */

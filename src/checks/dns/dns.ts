@@ -5,6 +5,7 @@
 
 import { randomInt } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
+import { judge } from '../../net/network-policy.js';
 import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { type Assertion, type AssertionOutcome, evaluate } from '../assertions/assertions.js';
@@ -227,6 +228,10 @@ export function createDnsExecutor(options: DnsExecutorOptions = {}): Executor<Dn
         address = resolved.address;
         log(`Resolved name server ${server} to ${address}`);
       }
+      // The check's own name server is judged; the system's (resolv.conf) is the operator's choice and resolves every check's names anyway.
+      const policy = ctx.settings.networkPolicy;
+      const verdict = policy && spec.nameServer !== undefined ? judge(policy, address, spec.port) : undefined;
+      if (verdict && !verdict.allowed) throw new SetupError(verdict.reason, 'ENETPOLICY');
       const family = isIP(address) === 6 ? 6 : 4;
       const serverText = displayServer(address, spec.port);
       const qtypeCode = TYPE_CODES[spec.recordType];

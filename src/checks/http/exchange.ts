@@ -11,6 +11,7 @@ import type { TimingPhases } from '../../core/result-entry.js';
 import { describeError, errorCode, JobAbortedError } from '../../core/errors.js';
 import type { ExecutionContext } from '../executor.js';
 import { type ClientTls, tlsOptionsFor } from './client-certificates.js';
+import { resolvePermitted } from '../../net/network-policy.js';
 
 export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'HEAD', 'DELETE', 'OPTIONS'] as const;
 export type HttpMethod = (typeof HTTP_METHODS)[number];
@@ -159,6 +160,29 @@ function clientCertificateRefusal(page: string, presented: boolean): string | un
   return undefined;
 }
 
+const defaultPort = (url: URL) => Number(url.port) || (url.protocol === 'https:' ? 443 : 80);
+
+/**
+ * Through a proxy undici connects by name: the proxy's address and the
+ * target's are judged here, resolved by the agent. The proxy resolves the
+ * target again on its own (docs/network-policy.md says what that leaves open).
+ */
+async function proxiedHopPermitted(proxyUrl: string, target: string, ipFamily: IpFamily, ctx: ExecutionContext): Promise<void> {
+  const policy = ctx.settings.networkPolicy;
+  if (!policy) return;
+  const proxy = new URL(proxyUrl);
+  await resolvePermitted(proxy.hostname, ipFamily, policy, defaultPort(proxy), ctx.signal);
+  const next = new URL(target);
+  try {
+    await resolvePermitted(next.hostname, ipFamily, policy, defaultPort(next), ctx.signal);
+  } catch (caught) {
+    const code = errorCode(caught);
+    // A name only the proxy can resolve is the proxy's to police: refusing it would break every check behind such a proxy.
+    if (code !== 'ENOTFOUND' && code !== 'EAI_AGAIN' && code !== 'ENODATA') throw caught;
+    ctx.jobLog.push(`Network policy: ${next.hostname} does not resolve here (${code}); the proxy resolves it and its own rules apply`);
+  }
+}
+
 export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext): Promise<Exchange> {
   const startedAt = new Date();
   const start = performance.now();
@@ -175,6 +199,7 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
     ipFamily: spec.ipFamily,
     rejectUnauthorized: !spec.skipSSL,
     signal: ctx.signal,
+    ...(ctx.settings.networkPolicy ? { policy: ctx.settings.networkPolicy } : {}),
     onConnection: (marks) => {
       const hop = hops.at(-1);
       if (hop) hop.connection = marks;
@@ -230,6 +255,7 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
     for (;;) {
       const hop: Hop = { start: performance.now() };
       hops.push(hop);
+      if (proxy && spec.proxyUrl) await proxiedHopPermitted(spec.proxyUrl, url, spec.ipFamily, ctx);
       const dispatcher = dispatcherFor(url);
       const response = await request(url, {
         method,

@@ -10,7 +10,8 @@
 
 import { getegid, getgroups, getuid } from 'node:process';
 import { performance } from 'node:perf_hooks';
-import { type IpFamily, MAX_HOSTNAME_LENGTH, type ResolvedTarget, resolveTarget } from '../../net/ip-family.js';
+import { type IpFamily, MAX_HOSTNAME_LENGTH, type ResolvedTarget } from '../../net/ip-family.js';
+import { resolvePermitted } from '../../net/network-policy.js';
 import {
   explainPingFailure,
   type LatencyStats,
@@ -153,7 +154,7 @@ async function runIcmp(check: CheckDefinition<IcmpRequest>, ctx: ExecutionContex
     code = 'ENOENT';
   } else if (error === undefined) {
     try {
-      resolved = await resolveTarget(spec.hostname, spec.ipFamily, signal);
+      resolved = await resolvePermitted(spec.hostname, spec.ipFamily, ctx.settings.networkPolicy, undefined, signal);
       if (resolved.fallback) ctx.jobLog.push(resolved.fallback);
       if (resolved.address !== spec.hostname.replace(/^\[(.*)\]$/, '$1')) {
         ctx.jobLog.push(`Resolved ${spec.hostname} to ${resolved.address} (IPv${resolved.family})`);

@@ -9,7 +9,8 @@
 //   resolves to the runtime's packages and nothing else;
 // - an environment holding only the job's variables (with the agent's
 //   OUTPOST_SECRET_* ones), the service environment (OUTPOST, CI), the check
-//   proxy (CHECK_PROXY as HTTP(S)_PROXY, NO_PROXY), NODE_EXTRA_CA_CERTS, and
+//   proxy (CHECK_PROXY as HTTP(S)_PROXY, NO_PROXY; under a network policy the
+//   agent's filtering proxy instead, src/net/filtering-proxy.ts), NODE_EXTRA_CA_CERTS, and
 //   NODE_PATH/HOME/TMPDIR; not PATH, not the agent's API_KEY or anything else;
 //   OUTPOST_SCRIPT_RUN tags every process of the run, so that what left the
 //   group (playwright starts browsers in a group of their own) is killed too;
@@ -30,6 +31,7 @@ import { performance } from 'node:perf_hooks';
 import { StringDecoder } from 'node:string_decoder';
 import { jobScrubber, scrubArtifactText } from '../../artifacts/scrub.js';
 import { browserPath, type Runtime } from './runtimes.js';
+import { sharedFilteringProxy } from '../../net/filtering-proxy.js';
 import { redactHar } from '../../secrets/har.js';
 import { type DetectedSecret, SecretDetector } from '../../secrets/detection.js';
 import type { ExecutionContext } from '../executor.js';
@@ -195,9 +197,13 @@ class Semaphore {
 const semaphore = new Semaphore(DEFAULT_SCRIPT_CONCURRENCY);
 
 /** Variables that the agent sets for the child and that the job's variables may not replace. */
-const RESERVED = new Set(['OUTPOST_SCRIPT_RUN', 'NODE_PATH', 'NODE_OPTIONS', 'HOME', 'TMPDIR', 'NODE_EXTRA_CA_CERTS', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'no_proxy']);
+const RESERVED = new Set(['OUTPOST_SCRIPT_RUN', 'NODE_PATH', 'NODE_OPTIONS', 'HOME', 'TMPDIR', 'NODE_EXTRA_CA_CERTS', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'no_proxy', 'NODE_USE_ENV_PROXY', 'OUTPOST_POLICY_PROXY']);
 
-function childEnvironment(options: ScriptOptions, ctx: ExecutionContext, dir: string): Record<string, string> {
+/**
+ * `policyProxy`: the filtering proxy's URL under a network policy. It replaces
+ * CHECK_PROXY (which it chains to) and NO_PROXY: nothing bypasses it.
+ */
+function childEnvironment(options: ScriptOptions, ctx: ExecutionContext, dir: string, policyProxy?: string): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [key, value] of Object.entries(options.environment)) {
     // A name with '=' or NUL, or a value with NUL, cannot be an environment variable: it stays in `environment` only.
@@ -205,7 +211,15 @@ function childEnvironment(options: ScriptOptions, ctx: ExecutionContext, dir: st
   }
   Object.assign(env, ctx.serviceEnv ?? { OUTPOST: 'true' });
   const proxy = ctx.settings.checkProxy;
-  if (proxy) {
+  if (policyProxy) {
+    env.HTTP_PROXY = policyProxy;
+    env.HTTPS_PROXY = policyProxy;
+    env.http_proxy = policyProxy;
+    env.https_proxy = policyProxy;
+    // Node 24's fetch and http honour HTTP(S)_PROXY only with this; the harness points playwright-core at it.
+    env.NODE_USE_ENV_PROXY = '1';
+    env.OUTPOST_POLICY_PROXY = policyProxy;
+  } else if (proxy) {
     env.HTTP_PROXY = proxy;
     env.HTTPS_PROXY = proxy;
     if (ctx.settings.noProxy) env.NO_PROXY = ctx.settings.noProxy;
@@ -486,6 +500,9 @@ async function runChild(
   ]);
   // The run's uid owns its folder (0700): no other run's uid can look in.
   if (uid !== undefined) await giveToRunUid(dir, uid);
+  const policy = ctx.settings.networkPolicy;
+  const policyProxy = policy ? (await sharedFilteringProxy(policy, ctx.settings.checkProxy)).url : undefined;
+  if (policyProxy) ctx.jobLog.push(`Network policy: the script's HTTP(S) goes through the agent's filtering proxy (${policyProxy})`);
   const command = isolatedCommand(isolation, { dir, ...(uid !== undefined ? { uid } : {}) }, process.execPath, [`--max-old-space-size=${memoryMb}`, harness, inputFile, outputFile, scriptFile]);
   const startedAt = new Date();
   const started = performance.now();
@@ -498,7 +515,7 @@ async function runChild(
     try {
       child = spawn(command.file, command.args, {
         cwd: dir,
-        env: childEnvironment(options, ctx, dir),
+        env: childEnvironment(options, ctx, dir, policyProxy),
         detached: true,
         // 3: the harness's lifeline (its watchdog ends the run when the agent's end closes).
         stdio: ['ignore', 'pipe', 'pipe', 'pipe'],

@@ -13,7 +13,8 @@
 
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { type IpFamily, MAX_HOSTNAME_LENGTH, type ResolvedTarget, resolveTarget } from '../../net/ip-family.js';
+import { type IpFamily, MAX_HOSTNAME_LENGTH, type ResolvedTarget } from '../../net/ip-family.js';
+import { resolvePermitted } from '../../net/network-policy.js';
 import { type AssertionOutcome, evaluate } from '../assertions/assertions.js';
 import type { CheckDefinition } from '../definition.js';
 import { describeError, errorCode, JobAbortedError } from '../../core/errors.js';
@@ -243,7 +244,7 @@ async function runTcp(check: CheckDefinition<TcpRequest>, ctx: ExecutionContext)
   let code: string | undefined;
   let exchanged: Exchange | undefined;
   try {
-    resolved = await resolveTarget(spec.hostname, spec.ipFamily, signal);
+    resolved = await resolvePermitted(spec.hostname, spec.ipFamily, ctx.settings.networkPolicy, spec.port, signal);
     timings.dns = round(resolved.lookupMs);
     if (resolved.fallback) ctx.jobLog.push(resolved.fallback);
     if (resolved.address !== spec.hostname.replace(/^\[(.*)\]$/, '$1')) {

@@ -181,8 +181,27 @@ function watchPage(page) {
 // network recorded into a HAR outside the artifacts folder, handed over only if the script fails.
 const harDir = input.artifactsDir ? path.join(path.dirname(input.artifactsDir), 'har') : null;
 const hars = [];
+// Under a network policy every context's HTTP(S) goes through the agent's filtering proxy
+// (src/net/filtering-proxy.ts); a proxy the script names itself is replaced, never added to.
+const policyProxy = process.env.OUTPOST_POLICY_PROXY ? { server: process.env.OUTPOST_POLICY_PROXY } : null;
+// Node.js itself sends http, https and fetch through HTTP(S)_PROXY with NODE_USE_ENV_PROXY=1 (24.5 and later);
+// axios, which reads the same variables and proxies by itself, would then go through the proxy twice and fail.
+if (policyProxy) {
+  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+  if (major > 24 || (major === 24 && minor >= 5)) {
+    try {
+      // @ts-expect-error: the runtime's package (on the run's NODE_PATH), not the agent's: no types here.
+      require('axios').defaults.proxy = false;
+    } catch {
+      // No axios in this runtime.
+    }
+  }
+}
+function proxyOption(options) {
+  return policyProxy ? Object.assign({}, options || {}, { proxy: policyProxy }) : options;
+}
 function harOption(options) {
-  const opts = Object.assign({}, options || {});
+  const opts = Object.assign({}, proxyOption(options) || {});
   if (harDir && !opts.recordHar) {
     fs.mkdirSync(harDir, { recursive: true, mode: 0o700 });
     const name = `network-${hars.length + 1}.har`;
@@ -339,12 +358,14 @@ if (input.kind === 'MULTI_STEP' || input.kind === 'BROWSER') {
     // @ts-expect-error: the runtime's package (on the run's NODE_PATH), not the agent's: no types here.
     const pw = require('playwright-core');
     const newContext = pw.request.newContext.bind(pw.request);
-    pw.request.newContext = async (...args) => instrument(await newContext(...args));
+    pw.request.newContext = async (options) => instrument(await newContext(proxyOption(options)));
     if (input.kind === 'BROWSER') {
       const withDefaults = (options) => {
         const opts = Object.assign({ headless: true }, options || {});
         if (!opts.executablePath && process.env.OUTPOST_BROWSER_PATH) opts.executablePath = process.env.OUTPOST_BROWSER_PATH;
         opts.args = CHROMIUM_FLAGS.concat(opts.args || []);
+        // Playwright adds <-loopback> to the bypass list itself: loopback goes through the proxy too.
+        if (policyProxy) opts.proxy = policyProxy;
         return opts;
       };
       const launch = pw.chromium.launch.bind(pw.chromium);
@@ -517,7 +538,7 @@ async function runSuite() {
     globalTimeout: given.timeoutMs,
     reporter: [['list'], ['json', { outputFile: report }]],
     outputDir: path.join(base, 'test-results'),
-    use: { headless: true, screenshot: 'only-on-failure', trace: 'off', video: 'off', launchOptions },
+    use: { headless: true, screenshot: 'only-on-failure', trace: 'off', video: 'off', launchOptions, ...(policyProxy ? { proxy: policyProxy } : {}) },
   })};\n`);
   const { spawn } = require('node:child_process');
   // The runner and its worker get the script's heap limit too; their output (the list reporter's) is the jobLog.

@@ -95,7 +95,7 @@ header.dash-header h1{font-size:1.5rem;margin:0}
 .status{font-weight:600;text-transform:uppercase;font-size:.8rem;padding:2px 8px;border-radius:10px;border:1px solid currentColor;white-space:nowrap}
 .status-passing{color:var(--ok)}.status-degraded{color:var(--warn)}.status-failing{color:var(--bad)}.status-no-data{color:var(--none)}
 .tags{margin:6px 0 0;padding:0;list-style:none;display:flex;gap:4px;flex-wrap:wrap}.tags li{font-size:.75rem;border:1px solid var(--line);border-radius:4px;padding:0 6px;color:var(--muted)}
-dl.figures{display:grid;grid-template-columns:repeat(auto-fit,minmax(70px,1fr));gap:4px;margin:8px 0}
+dl.figures{display:grid;grid-template-columns:repeat(auto-fit,minmax(54px,1fr));gap:4px;margin:8px 0}
 dl.figures div{text-align:center}dl.figures dt{font-size:.7rem;color:var(--muted);text-transform:uppercase}dl.figures dd{margin:0;font-weight:600;font-variant-numeric:tabular-nums}
 svg.chart{width:100%;height:auto;display:block}
 svg.chart .line{fill:none;stroke:var(--chart);stroke-width:2}
@@ -114,7 +114,7 @@ form.login{max-width:360px;margin:15vh auto;background:var(--card);border:1px so
 form.login input{width:100%;padding:8px;margin:8px 0;font:inherit;background:var(--bg);color:var(--fg);border:1px solid var(--line);border-radius:4px}
 form.login button{padding:8px 16px;font:inherit}
 .error{color:var(--bad)}
-@media (max-width:480px){.dash-frame{padding:8px}.checks{grid-template-columns:1fr}header.dash-header h1{font-size:1.2rem}}
+@media (max-width:480px){.dash-frame{padding:8px}dl.figures dd{font-size:.9rem}.checks{grid-template-columns:1fr}header.dash-header h1{font-size:1.2rem}}
 `;
 
 function themeClass(theme: Theme): string {

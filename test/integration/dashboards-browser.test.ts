@@ -377,7 +377,7 @@ describe('dashboards in headless Chromium', () => {
       expect(shown.frameDisplay).toBe('block');
       // Nothing wider than the viewport, the phone's included.
       expect(shown.scrollWidth).toBeLessThanOrEqual(shown.width);
-      expect(shown.refresh).toBe('60;url=' + (view.query === '' ? '?' : view.query));
+      expect(shown.refresh).toBe(`60;url=${view.query === '' ? '?' : view.query}`);
       const now = shown.now;
       expect(Math.abs(now - Date.now())).toBeLessThan(10 * 60_000);
       // The dashboard's tags: web or db; not the internal check; sorted by name within groups (web first, then db).

@@ -52,11 +52,21 @@ export function bucketStarts(now: number, range: ChartRange): number[] {
   return Array.from({ length: ms / bucketMs }, (_, i) => now - ms + i * bucketMs);
 }
 
-/** The figures of one check from its samples of the last 30 days (oldest first), at `now`. */
-export function checkFigures(samples: readonly ResultSample[], now: number, range: ChartRange): CheckFigures {
+/** Uptime per window from [total, up] counts in UPTIME_WINDOWS' order. */
+export function uptimeOf(counts: ReadonlyArray<{ total: number; up: number }>): Pick<CheckFigures, 'uptime' | 'counts'> {
   const uptime = { '24h': null, '7d': null, '30d': null } as CheckFigures['uptime'];
-  const counts = { '24h': 0, '7d': 0, '30d': 0 } as CheckFigures['counts'];
-  for (const [name, ms] of UPTIME_WINDOWS) {
+  const totals = { '24h': 0, '7d': 0, '30d': 0 } as CheckFigures['counts'];
+  UPTIME_WINDOWS.forEach(([name], i) => {
+    const { total, up } = counts[i] ?? { total: 0, up: 0 };
+    totals[name] = total;
+    uptime[name] = total === 0 ? null : up / total;
+  });
+  return { uptime, counts: totals };
+}
+
+/** Counts per uptime window from samples (oldest first), as the store's availability() answers them. */
+export function countWindows(samples: readonly ResultSample[], now: number): Array<{ total: number; up: number }> {
+  return UPTIME_WINDOWS.map(([, ms]) => {
     let total = 0;
     let up = 0;
     for (const s of samples) {
@@ -64,9 +74,17 @@ export function checkFigures(samples: readonly ResultSample[], now: number, rang
       total++;
       if (s.up) up++;
     }
-    counts[name] = total;
-    uptime[name] = total === 0 ? null : up / total;
-  }
+    return { total, up };
+  });
+}
+
+/**
+ * The figures of one check at `now`: its samples of the chart's range (oldest
+ * first) and its availability counts per uptime window (computed from the
+ * samples when not given: tests pass 30 days of samples).
+ */
+export function checkFigures(samples: readonly ResultSample[], now: number, range: ChartRange, availability = countWindows(samples, now)): CheckFigures {
+  const { uptime, counts } = uptimeOf(availability);
   const starts = bucketStarts(now, range);
   const { bucketMs } = CHART_RANGES[range];
   const first = starts[0] as number;

@@ -15,7 +15,7 @@ import type { MaintenanceWindowStore } from '../store/maintenance-windows.js';
 import { finalOutcome } from '../store/session-status.js';
 import type { DashboardKeyChange, DashboardRecord, DashboardStore, FileDashboard, IncidentRecord, ResultSample, StoredDashboardKey } from '../store/dashboards.js';
 import type { Store, StoredCheck } from '../store/store.js';
-import { CHART_RANGES, type ChartRange, checkFigures } from './dashboard-stats.js';
+import { CHART_RANGES, type ChartRange, checkFigures, UPTIME_WINDOWS } from './dashboard-stats.js';
 import { type CheckStatus, type PageCheck, type PageGroup, pageHeaders, renderDashboardPage, renderLoginPage, THEMES, type Theme } from './dashboard-page.js';
 import { ApiError, badRequest, notFound } from './http/api-error.js';
 import { keyHash } from './http/credentials.js';
@@ -36,7 +36,6 @@ export interface DashboardsApiDeps {
 export const KEY_ATTEMPTS_PER_MINUTE = 10;
 /** How long the login cookie lasts. */
 export const KEY_COOKIE_MAX_AGE_SECONDS = 30 * 86_400;
-const DAY_MS = 86_400_000;
 
 /** A key's masked form: eight stars and its last four characters. */
 export function maskDashboardKey(rawKey: string): string {
@@ -199,17 +198,15 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
     const shown = ordered.slice((page - 1) * perPage, page * perPage);
     const locationNames = new Map((await store.locations()).map((l) => [l.id, l.name]));
     const allWindows = (await windows.all()).filter((w) => windowInEffect(w, at));
-    const from = new Date(t - 30 * DAY_MS);
+    const from = new Date(t - CHART_RANGES[range].ms);
     const checks: PageCheck[] = [];
     for (const check of shown) {
       const samples: ResultSample[] = await dashboards.samples(check.id, from, at);
-      const latest = new Map<string, ResultSample>();
-      for (const s of samples) latest.set(s.location, s);
+      const availability = await dashboards.availability(check.id, at, UPTIME_WINDOWS.map(([, ms]) => ms));
       const newest = await latestFinals(store, check);
-      const locations = [...new Set([...check.locations, ...latest.keys()])].map((id) => {
+      const locations = check.locations.map((id) => {
         const entry = newest.get(id);
-        const status: CheckStatus = entry === undefined ? 'no data' : entry;
-        return { id, name: locationNames.get(id) ?? id, status, responseTime: latest.get(id)?.responseTime ?? null };
+        return { id, name: locationNames.get(id) ?? id, status: entry?.status ?? ('no data' as const), responseTime: entry?.responseTime ?? null };
       });
       const tags = tagsOf(check.definition);
       checks.push({
@@ -219,7 +216,7 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
         tags,
         status: worst(locations.map((l) => l.status)),
         locations,
-        figures: checkFigures(samples, t, range),
+        figures: checkFigures(samples, t, range, availability),
         inMaintenance: activeWindows(allWindows, { id: check.id, name: check.name, tags }, at).length > 0,
       });
     }
@@ -401,15 +398,15 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
   ];
 }
 
-/** The verdict of the newest FINAL of each of the check's locations, as the badge reads them. */
-async function latestFinals(store: Store, check: StoredCheck): Promise<Map<string, CheckStatus>> {
-  const out = new Map<string, CheckStatus>();
+/** The verdict and response time of the newest FINAL of each of the check's locations, as the badge reads them. */
+async function latestFinals(store: Store, check: StoredCheck): Promise<Map<string, { status: CheckStatus; responseTime: number }>> {
+  const out = new Map<string, { status: CheckStatus; responseTime: number }>();
   for (const location of check.locations) {
     const page = await store.listResults({ checkId: check.id, limit: 1, resultType: 'FINAL', location });
     const entry = page.entries[0];
     if (!entry) continue;
     const outcome = finalOutcome(entry);
-    out.set(location, outcome === 'passed' ? 'passing' : outcome === 'degraded' ? 'degraded' : 'failing');
+    out.set(location, { status: outcome === 'passed' ? 'passing' : outcome === 'degraded' ? 'degraded' : 'failing', responseTime: entry.responseTime });
   }
   return out;
 }

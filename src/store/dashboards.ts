@@ -64,7 +64,7 @@ export interface ResultSample {
   /** startedAt, ms since the epoch. */
   at: number;
   responseTime: number;
-  /** Passed or degraded (not failed, no error): counts as up. */
+  /** Not failed (hasFailures false; an error is always a failure in Outpost's results): counts as up. */
   up: boolean;
   location: string;
 }
@@ -93,4 +93,6 @@ export interface DashboardStore {
   incidentsOf(dashboard: number): Promise<IncidentRecord[]>;
   /** The FINAL results of a check started in [from, to), oldest first. */
   samples(checkId: string, from: Date, to: Date): Promise<ResultSample[]>;
+  /** For each window (ms before `to`): the FINAL results started in [to − window, to), and how many of them did not fail. */
+  availability(checkId: string, to: Date, windowsMs: readonly number[]): Promise<Array<{ total: number; up: number }>>;
 }

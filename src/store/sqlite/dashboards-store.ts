@@ -1,6 +1,7 @@
 // Dashboards, their keys and incidents on SQLite (the model is
 // ../dashboards.ts). The SQL is plain (no upsert syntax); the one SQLite
-// function used is json_extract, in samples(), where PostgreSQL has `->>`.
+// function used is json_extract, in samples(), where PostgreSQL has `->>`;
+// availability() reads only indexed columns.
 
 import type { DashboardDefinition, IncidentDefinition, IncidentImpact, IncidentStatus } from '../../core/dashboard.js';
 import type {
@@ -17,7 +18,7 @@ import type {
 import { json, num, type Row, str, strOrNull } from './rows.js';
 import type { SqliteAccess } from './sqlite-store.js';
 
-/** A page view reads at most this many results of one check: the newest ones (docs/dashboards.md). */
+/** A chart reads at most this many results of one check: the newest ones (docs/dashboards.md). */
 export const MAX_SAMPLES = 200_000;
 
 export class SqliteDashboardStore implements DashboardStore {
@@ -254,7 +255,7 @@ export class SqliteDashboardStore implements DashboardStore {
 
   async samples(checkId: string, from: Date, to: Date): Promise<ResultSample[]> {
     const rows = this.db.all(
-      `SELECT started_at, location, has_failures, json_extract(body, '$.responseTime') AS response_time, json_extract(body, '$.hasErrors') AS has_errors
+      `SELECT started_at, location, has_failures, json_extract(body, '$.responseTime') AS response_time
        FROM results WHERE check_id = ? AND result_type = 'FINAL' AND started_at >= ? AND started_at < ?
        ORDER BY started_at DESC LIMIT ?`,
       checkId,
@@ -269,10 +270,28 @@ export class SqliteDashboardStore implements DashboardStore {
       samples[i] = {
         at: num(row, 'started_at'),
         responseTime: typeof responseTime === 'number' && Number.isFinite(responseTime) ? responseTime : 0,
-        up: num(row, 'has_failures') === 0 && !row.has_errors,
+        up: num(row, 'has_failures') === 0,
         location: str(row, 'location'),
       };
     }
     return samples;
+  }
+
+  async availability(checkId: string, to: Date, windowsMs: readonly number[]): Promise<Array<{ total: number; up: number }>> {
+    if (windowsMs.length === 0) return [];
+    const end = to.getTime();
+    // One pass over the index (check, type, start, has_failures): no result body is read.
+    const columns = windowsMs.map(
+      (_, i) => `SUM(CASE WHEN started_at >= ? THEN 1 ELSE 0 END) AS total_${i}, SUM(CASE WHEN started_at >= ? AND has_failures = 0 THEN 1 ELSE 0 END) AS up_${i}`,
+    );
+    const starts = windowsMs.flatMap((ms) => [end - ms, end - ms]);
+    const row = this.db.get(
+      `SELECT ${columns.join(', ')} FROM results WHERE check_id = ? AND result_type = 'FINAL' AND started_at >= ? AND started_at < ?`,
+      ...starts,
+      checkId,
+      end - Math.max(...windowsMs),
+      end,
+    ) as Row;
+    return windowsMs.map((_, i) => ({ total: Number(row[`total_${i}`] ?? 0), up: Number(row[`up_${i}`] ?? 0) }));
   }
 }

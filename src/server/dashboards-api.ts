@@ -190,7 +190,9 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
       const name = groupOf(definition, check);
       if (!groupNames.includes(name)) groupNames.push(name);
     }
-    groupNames.sort((a, b) => (a === null ? 1 : b === null ? -1 : 0));
+    // The dashboard's tags in its order (or the tags' names when it has none), untagged last.
+    const rank = (name: string | null) => (name === null ? Number.POSITIVE_INFINITY : definition.tags.length > 0 ? definition.tags.indexOf(name) : 0);
+    groupNames.sort((a, b) => rank(a) - rank(b) || (a ?? '').localeCompare(b ?? ''));
     const ordered = groupNames.flatMap((name) => selected.filter((c) => groupOf(definition, c) === name));
     const perPage = definition.paginate ? definition.checksPerPage : Math.max(1, ordered.length);
     const pages = Math.max(1, Math.ceil(ordered.length / perPage));

@@ -286,6 +286,61 @@ describe('the pages', () => {
     expect((await page('/dashboards/filed')).status).toBe(200);
   });
 
+  it('each display field changes the page as documented', async () => {
+    const draw = async (fields: Record<string, unknown>) => {
+      expect((await api('PUT', '/v1/dashboards/looks', { tags: ['web'], ...fields })).status).toBeLessThan(300);
+      return (await page('/dashboards/looks')).html;
+    };
+    const plain = await draw({ header: 'Looks', description: 'Below the header' });
+    expect(plain).toContain('<meta http-equiv="refresh" content="60;url=?">');
+    expect(plain).toContain('<h1>Looks</h1>');
+    expect(plain).toContain('Below the header');
+    expect(plain).toContain('<ul class="tags">');
+    expect(plain).toContain('<h2>web</h2>');
+    expect(plain).toContain('data-figure="p95"');
+    expect(plain).toContain('data-figure="p99"');
+    expect(plain).toContain('class="dash-frame width-full"');
+    expect(plain).toMatch(/<details>/);
+    expect(plain).not.toContain('@scope');
+    const changed = await draw({
+      header: 'Looks',
+      description: 'Below the header',
+      refreshRate: 600,
+      showHeader: false,
+      hideTags: true,
+      showGroupNames: false,
+      showP95: false,
+      showP99: false,
+      width: '960PX',
+      expandChecks: true,
+      customCSS: '.check { padding: 3px }',
+      logo: 'data:image/png;base64,iVBORw0KGgo=',
+      link: 'https://example.com/',
+    });
+    expect(changed).toContain('<meta http-equiv="refresh" content="600;url=?">');
+    expect(changed).not.toContain('<h1>');
+    expect(changed).not.toContain('Below the header');
+    expect(changed).not.toContain('<ul class="tags">');
+    expect(changed).not.toContain('<h2>web</h2>');
+    expect(changed).not.toContain('data-figure="p95"');
+    expect(changed).not.toContain('data-figure="p99"');
+    expect(changed).toContain('class="dash-frame width-960px"');
+    expect(changed).toMatch(/<details open>/);
+    expect(changed).toMatch(/<style nonce="[^"]+">@scope \(\.dash-scope\) \{\n\.check \{ padding: 3px \}\n\}<\/style>/);
+    // A data: logo is drawn, inside its link; an http(s) logo or favicon is not (nothing is loaded from elsewhere).
+    const logo = await draw({ logo: 'data:image/png;base64,iVBORw0KGgo=', link: 'https://example.com/', favicon: 'https://example.com/favicon.ico' });
+    expect(logo).toContain('<a href="https://example.com/" rel="noopener noreferrer"><img class="logo" src="data:image/png;base64,iVBORw0KGgo=" alt=""></a>');
+    expect(logo).toContain('<link rel="icon" href="data:,">');
+    expect(logo).not.toContain('favicon.ico');
+    const remote = await draw({ logo: 'https://example.com/logo.png' });
+    expect(remote).not.toContain('logo.png');
+    // No tags: every check; useTagsAndOperator: only checks with every tag.
+    expect(await draw({ tags: [] })).toContain('Secret payroll');
+    const both = await draw({ tags: ['web', 'internal'], useTagsAndOperator: true });
+    expect(both).toContain('No checks match this dashboard.');
+    expect(await draw({ tags: ['web', 'internal'], useTagsAndOperator: false })).toContain('Secret payroll');
+  });
+
   it('bad parameters and unknown dashboards', async () => {
     expect((await page('/dashboards/nowhere')).status).toBe(404);
     expect((await page('/dashboards/shared?theme=pink')).status).toBe(400);

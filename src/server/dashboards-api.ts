@@ -116,6 +116,7 @@ function cookie(req: IncomingMessage, name: string): string | undefined {
 }
 
 const FORM_LIMIT = 4096;
+const FORM_DEADLINE_MS = 10_000;
 
 /** The `key` of an urlencoded login form, at most 4 KiB, within 10 s. */
 async function formKey(req: IncomingMessage): Promise<string | undefined> {
@@ -123,16 +124,24 @@ async function formKey(req: IncomingMessage): Promise<string | undefined> {
   if (!type.startsWith('application/x-www-form-urlencoded')) throw new ApiError(415, 'the login form is application/x-www-form-urlencoded');
   const chunks: Buffer[] = [];
   let size = 0;
-  const timer = setTimeout(() => req.destroy(), 10_000);
+  let late = false;
+  const timer = setTimeout(() => {
+    late = true;
+    // Ends the iteration below: a client this slow gets its socket back, not an answer.
+    req.destroy();
+  }, FORM_DEADLINE_MS);
   try {
     for await (const chunk of req as AsyncIterable<Buffer>) {
       size += chunk.length;
       if (size > FORM_LIMIT) throw new ApiError(413, `the form is larger than ${FORM_LIMIT} bytes`);
       chunks.push(chunk);
     }
+  } catch (error) {
+    if (!late) throw error;
   } finally {
     clearTimeout(timer);
   }
+  if (late) throw new ApiError(408, `the form did not arrive within ${FORM_DEADLINE_MS / 1000} s`);
   return new URLSearchParams(Buffer.concat(chunks).toString('utf8')).get('key') ?? undefined;
 }
 

@@ -392,6 +392,8 @@ describe('the pages', () => {
     expect(await bad.text()).not.toContain('Secret payroll');
     const json = await fetch(`${base}/dashboards/inside/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     expect(json.status).toBe(415);
+    const huge = await fetch(`${base}/dashboards/inside/login`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `key=${'k'.repeat(5000)}` });
+    expect(huge.status).toBe(413);
   });
 
   it('wrong keys are limited per client address (429 with Retry-After); the right key still counts nothing', async () => {

@@ -84,7 +84,7 @@ export interface DashboardStore {
   put(definition: DashboardDefinition, keys: readonly DashboardKeyChange[], now: Date): Promise<PutOutcome>;
   /** By dashboardId. */
   dashboard(dashboardId: string): Promise<DashboardRecord | undefined>;
-  /** What /dashboards/{ref} names: a customUrl first, then a dashboardId. */
+  /** What /dashboards/{ref} names: a customUrl first, then a dashboardId, then a numeric id. */
   dashboardByRef(ref: string): Promise<DashboardRecord | undefined>;
   /** API dashboards only; 'file' when the checks file owns it, false when unknown. */
   deleteDashboard(dashboardId: string): Promise<true | false | 'file'>;

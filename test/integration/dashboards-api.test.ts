@@ -282,8 +282,10 @@ describe('the pages', () => {
     // No event handler attribute: outside quoted (escaped) attribute values, no on…= appears inside a tag.
     for (const tag of answer.html.match(/<[a-z][^>]*>/gi) ?? []) expect(tag.replace(/"[^"]*"/g, '""'), tag).not.toMatch(/\son[a-z]+=/i);
     expect(answer.html).toContain('&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &quot;quoted&quot; &amp; &lt;img src=x onerror=alert(1)&gt;');
-    // The dashboardId works as well as the customUrl.
-    expect((await page('/dashboards/filed')).status).toBe(200);
+    // The dashboardId and the numeric id work as well as the customUrl.
+    expect((await page('/dashboards/filed')).html).toContain('From the file');
+    const { id } = (await api('GET', '/v1/dashboards/filed')).body;
+    expect((await page(`/dashboards/${id}`)).html).toContain('From the file');
   });
 
   it('each display field changes the page as documented', async () => {

@@ -202,7 +202,8 @@ export class SqliteDashboardStore implements DashboardStore {
     // A file dashboard first: the file wins a customUrl (sync keeps them unique, this keeps the rule if not).
     const row =
       this.db.get("SELECT * FROM dashboards WHERE custom_url = ? ORDER BY CASE source WHEN 'file' THEN 0 ELSE 1 END, id LIMIT 1", ref) ??
-      this.db.get('SELECT * FROM dashboards WHERE dashboard_id = ?', ref);
+      this.db.get('SELECT * FROM dashboards WHERE dashboard_id = ?', ref) ??
+      (/^[1-9][0-9]{0,14}$/.test(ref) ? this.db.get('SELECT * FROM dashboards WHERE id = ?', Number(ref)) : undefined);
     return row ? this.recordOf(row) : undefined;
   }
 

@@ -8,6 +8,7 @@
 
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { parseDashboard } from '../checks/dashboard-fields.js';
 import { DefinitionError, Fields } from '../checks/fields.js';
 import type { DashboardDefinition } from '../core/dashboard.js';
@@ -212,6 +213,8 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
     const from = new Date(t - CHART_RANGES[range].ms);
     const checks: PageCheck[] = [];
     for (const check of shown) {
+      // The store's reads are synchronous: between checks, agents' requests get their turn.
+      await nextTurn();
       const samples: ResultSample[] = await dashboards.samples(check.id, from, at);
       const availability = await dashboards.availability(check.id, at, UPTIME_WINDOWS.map(([, ms]) => ms));
       const newest = await latestFinals(store, check);

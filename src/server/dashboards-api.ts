@@ -13,6 +13,7 @@ import { parseDashboard } from '../checks/dashboard-fields.js';
 import { DefinitionError, Fields } from '../checks/fields.js';
 import type { DashboardDefinition } from '../core/dashboard.js';
 import type { MaintenanceWindowStore } from '../store/maintenance-windows.js';
+import { HEARTBEAT_LOCATION } from '../store/heartbeats.js';
 import { finalOutcome } from '../store/session-status.js';
 import type { DashboardKeyChange, DashboardRecord, DashboardStore, FileDashboard, IncidentRecord, ResultSample, StoredDashboardKey } from '../store/dashboards.js';
 import type { Store, StoredCheck } from '../store/store.js';
@@ -217,8 +218,8 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
       await nextTurn();
       const samples: ResultSample[] = await dashboards.samples(check.id, from, at);
       const availability = await dashboards.availability(check.id, at, UPTIME_WINDOWS.map(([, ms]) => ms));
-      const newest = await latestFinals(store, check);
-      const locations = check.locations.map((id) => {
+      const newest = await latestFinals(store, check.id, locationsOf(check));
+      const locations = locationsOf(check).map((id) => {
         const entry = newest.get(id);
         return { id, name: locationNames.get(id) ?? id, status: entry?.status ?? ('no data' as const), responseTime: entry?.responseTime ?? null };
       });
@@ -412,11 +413,16 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
   ];
 }
 
-/** The verdict and response time of the newest FINAL of each of the check's locations, as the badge reads them. */
-async function latestFinals(store: Store, check: StoredCheck): Promise<Map<string, { status: CheckStatus; responseTime: number }>> {
+/** Where a check's results come from: its locations, or the server itself for a heartbeat check (its pings). */
+function locationsOf(check: StoredCheck): string[] {
+  return check.checkType === 'HEARTBEAT' ? [HEARTBEAT_LOCATION] : check.locations;
+}
+
+/** The verdict and response time of the newest FINAL of each location, as the badge reads them. */
+async function latestFinals(store: Store, checkId: string, locations: readonly string[]): Promise<Map<string, { status: CheckStatus; responseTime: number }>> {
   const out = new Map<string, { status: CheckStatus; responseTime: number }>();
-  for (const location of check.locations) {
-    const page = await store.listResults({ checkId: check.id, limit: 1, resultType: 'FINAL', location });
+  for (const location of locations) {
+    const page = await store.listResults({ checkId, limit: 1, resultType: 'FINAL', location });
     const entry = page.entries[0];
     if (!entry) continue;
     const outcome = finalOutcome(entry);

@@ -9,6 +9,7 @@ import { type AgentProcess, cleanEnv, startAgent, tempDir } from '../support/age
 import { READY_DEADLINE_MS } from '../support/daemon.js';
 
 const API_KEY = 'dashboards-server-api-key-01';
+const HEARTBEAT_TOKEN = 'nightly-backup-token-4Tq9Wm2';
 let stateDir: string;
 let file: string;
 let server: AgentProcess;
@@ -17,7 +18,10 @@ let port: number;
 function checksFile(header: string, resolved: boolean) {
   return {
     privateLocations: [{ id: 'lab', name: 'Lab' }],
-    checks: [{ id: 'web', name: 'Web page', checkType: 'API', frequency: 10, tags: ['web'], request: { method: 'GET', url: 'http://127.0.0.1:9/' } }],
+    checks: [
+      { id: 'web', name: 'Web page', checkType: 'API', frequency: 10, tags: ['web'], request: { method: 'GET', url: 'http://127.0.0.1:9/' } },
+      { id: 'nightly', name: 'Nightly backup', checkType: 'HEARTBEAT', tags: ['web'], heartbeat: { period: 3600, grace: 60, token: HEARTBEAT_TOKEN } },
+    ],
     dashboards: [{ dashboardId: 'wall', customUrl: 'status', header, tags: ['web'], enableIncidents: true }],
     incidents: [
       {
@@ -50,6 +54,11 @@ async function get(route: string, init: RequestInit = {}) {
   return { status: response.status, text: await response.text() };
 }
 
+/** The status a page shows for a check. */
+function statusOf(html: string, checkId: string): string | undefined {
+  return new RegExp(`data-check="${checkId}"[\\s\\S]*?data-status="([a-z ]+)"`).exec(html)?.[1];
+}
+
 beforeAll(async () => {
   stateDir = tempDir('outpost-dashboards-server-');
   file = path.join(stateDir, 'checks.json');
@@ -70,6 +79,12 @@ describe('dashboards in outpost server', () => {
     expect(first.text).toContain('data-active="true"');
     const incident = JSON.parse((await get('/v1/incidents/incident-1')).text);
     expect(incident).toMatchObject({ id: 'incident-1', impact: 'MAJOR', incidentUpdates: [{ status: 'INVESTIGATING' }] });
+    // A heartbeat check's status comes from its pings.
+    expect(statusOf(first.text, 'nightly')).toBe('no data');
+    expect((await fetch(`http://127.0.0.1:${port}/ping/${HEARTBEAT_TOKEN}`)).status).toBe(200);
+    const pinged = await get('/dashboards/status');
+    expect(statusOf(pinged.text, 'nightly')).toBe('passing');
+    expect(pinged.text).toContain('data-location="heartbeat"');
     expect((await get('/v1/dashboards/wall', { method: 'PUT', body: '{}', headers: { 'content-type': 'application/json' } })).status).toBe(409);
 
     writeFileSync(file, JSON.stringify(checksFile('Lab status, renamed', true)));

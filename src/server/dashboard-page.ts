@@ -96,7 +96,7 @@ header.dash-header h1{font-size:1.5rem;margin:0}
 .status-passing{color:var(--ok)}.status-degraded{color:var(--warn)}.status-failing{color:var(--bad)}.status-no-data{color:var(--none)}
 .tags{margin:6px 0 0;padding:0;list-style:none;display:flex;gap:4px;flex-wrap:wrap}.tags li{font-size:.75rem;border:1px solid var(--line);border-radius:4px;padding:0 6px;color:var(--muted)}
 dl.figures{display:grid;grid-template-columns:repeat(auto-fit,minmax(54px,1fr));gap:4px;margin:8px 0}
-dl.figures div{text-align:center}dl.figures dt{font-size:.7rem;color:var(--muted);text-transform:uppercase}dl.figures dd{margin:0;font-weight:600;font-variant-numeric:tabular-nums}
+dl.figures div{text-align:center}dl.figures dt{font-size:.7rem;color:var(--muted);text-transform:uppercase}dl.figures dd{margin:0;font-weight:600;font-variant-numeric:tabular-nums;white-space:nowrap}
 svg.chart{width:100%;height:auto;display:block}
 svg.chart .line{fill:none;stroke:var(--chart);stroke-width:2}
 svg.chart .pt{fill:var(--chart)}
@@ -114,7 +114,7 @@ form.login{max-width:360px;margin:15vh auto;background:var(--card);border:1px so
 form.login input{width:100%;padding:8px;margin:8px 0;font:inherit;background:var(--bg);color:var(--fg);border:1px solid var(--line);border-radius:4px}
 form.login button{padding:8px 16px;font:inherit}
 .error{color:var(--bad)}
-@media (max-width:480px){.dash-frame{padding:8px}dl.figures dd{font-size:.9rem}.checks{grid-template-columns:1fr}header.dash-header h1{font-size:1.2rem}}
+@media (max-width:480px){.dash-frame{padding:8px}dl.figures{gap:6px}dl.figures dd{font-size:.8rem}.checks{grid-template-columns:1fr}header.dash-header h1{font-size:1.2rem}}
 `;
 
 function themeClass(theme: Theme): string {
@@ -226,19 +226,36 @@ function latestUpdate(incident: IncidentRecord) {
   return incident.incidentUpdates[0];
 }
 
-/** An incident in effect at `now`: begun (startedAt, else its first update), not stopped, and its newest update not RESOLVED. */
-export function incidentActive(incident: IncidentRecord, now: number): boolean {
+/** When an incident begins: its startedAt, else its first update. */
+function beginsAt(incident: IncidentRecord): number | null {
   const begins = incident.startedAt ?? incident.incidentUpdates.at(-1)?.created_at ?? null;
-  if (begins !== null && Date.parse(begins) > now) return false;
+  return begins === null ? null : Date.parse(begins);
+}
+
+/** An incident in effect at `now`: begun, not stopped, and its newest update not RESOLVED. */
+export function incidentActive(incident: IncidentRecord, now: number): boolean {
+  const begins = beginsAt(incident);
+  if (begins !== null && begins > now) return false;
   if (incident.stoppedAt !== null && Date.parse(incident.stoppedAt) <= now) return false;
   return latestUpdate(incident)?.status !== 'RESOLVED';
 }
 
-function renderIncident(incident: IncidentRecord, active: boolean): string {
+/** An incident that begins after `now` (a maintenance announced ahead). */
+export function incidentScheduled(incident: IncidentRecord, now: number): boolean {
+  const begins = beginsAt(incident);
+  return begins !== null && begins > now;
+}
+
+type IncidentState = 'active' | 'scheduled' | 'past';
+
+const INCIDENT_PREFIX: Record<IncidentState, string> = { active: '', scheduled: 'Scheduled: ', past: 'Past incident: ' };
+
+function renderIncident(incident: IncidentRecord, state: IncidentState): string {
+  const active = state === 'active';
   const updates = incident.incidentUpdates
     .map((u) => `<li data-update="${escapeHtml(u.id)}"><strong>${escapeHtml(u.status)}</strong> <time datetime="${escapeHtml(u.created_at)}">${escapeHtml(utc(Date.parse(u.created_at)))} UTC</time> — ${escapeHtml(u.description)}</li>`)
     .join('');
-  return `<section class="banner incident impact-${incident.impact}" data-incident="${escapeHtml(incident.id)}" data-active="${active}"><h2>${active ? '' : 'Past incident: '}${escapeHtml(incident.name)} <small>(${escapeHtml(incident.impact)})</small></h2><ul class="updates">${updates}</ul></section>`;
+  return `<section class="banner incident impact-${incident.impact}" data-incident="${escapeHtml(incident.id)}" data-active="${active}" data-state="${state}"><h2>${INCIDENT_PREFIX[state]}${escapeHtml(incident.name)} <small>(${escapeHtml(incident.impact)})</small></h2><ul class="updates">${updates}</ul></section>`;
 }
 
 function pageLink(page: DashboardPage, number: number): string {
@@ -260,8 +277,9 @@ export function renderDashboardPage(page: DashboardPage): string {
     ? `<header class="dash-header">${heading}<h1>${escapeHtml(title)}</h1></header>${dashboard.description ? `<p class="description">${escapeHtml(dashboard.description)}</p>` : ''}`
     : '';
   const active = page.incidents.filter((i) => incidentActive(i, now));
-  const past = page.incidents.filter((i) => !incidentActive(i, now)).slice(0, 5);
-  const incidents = dashboard.enableIncidents ? active.map((i) => renderIncident(i, true)).join('') : '';
+  const scheduled = page.incidents.filter((i) => incidentScheduled(i, now));
+  const past = page.incidents.filter((i) => !incidentActive(i, now) && !incidentScheduled(i, now)).slice(0, 5);
+  const incidents = dashboard.enableIncidents ? [...active.map((i) => renderIncident(i, 'active')), ...scheduled.map((i) => renderIncident(i, 'scheduled'))].join('') : '';
   const maintenance = page.maintenance
     .map((w) => `<section class="banner maintenance" data-maintenance="${w.id}"><h2>Maintenance in progress: ${escapeHtml(w.name)}</h2>Checks in this window may fail without alerting.</section>`)
     .join('');
@@ -275,7 +293,7 @@ export function renderDashboardPage(page: DashboardPage): string {
           .join('')}</nav>`
       : '';
   const custom = dashboard.customCSS.trim() === '' ? '' : `<style nonce="${nonce}">@scope (.dash-scope) {\n${dashboard.customCSS}\n}</style>`;
-  const pastSection = dashboard.enableIncidents && past.length > 0 ? `<section class="past"><h2>Past incidents</h2>${past.map((i) => renderIncident(i, false)).join('')}</section>` : '';
+  const pastSection = dashboard.enableIncidents && past.length > 0 ? `<section class="past"><h2>Past incidents</h2>${past.map((i) => renderIncident(i, 'past')).join('')}</section>` : '';
   return [
     '<!doctype html>',
     `<html lang="en"${themeClass(page.theme)}>`,

@@ -143,6 +143,14 @@ const definitions = {
       ],
     },
     {
+      id: 'upgrade',
+      name: 'Planned upgrade',
+      impact: 'MAINTENANCE',
+      dashboard: 'wall',
+      startedAt: 'TOMORROW',
+      incidentUpdates: [{ status: 'INVESTIGATING', description: 'Announced ahead.', created_at: 'START1' }],
+    },
+    {
       id: 'old-outage',
       name: 'Last week outage',
       impact: 'MAJOR',
@@ -174,8 +182,9 @@ beforeAll(async () => {
   const windows = new SqliteMaintenanceWindowStore(store.access);
   t0 = Date.now();
   const text = JSON.stringify(definitions)
-    .replace('START1', new Date(t0 - 2 * HOUR).toISOString())
-    .replace('START2', new Date(t0 - HOUR).toISOString());
+    .replaceAll('START1', new Date(t0 - 2 * HOUR).toISOString())
+    .replace('START2', new Date(t0 - HOUR).toISOString())
+    .replace('TOMORROW', new Date(t0 + DAY).toISOString());
   const root = Fields.root(JSON.parse(text), '$');
   const parsed = parseDashboards(root);
   const incidents = parseIncidents(root, new Set(parsed.map((d) => d.definition.dashboardId)));
@@ -283,7 +292,7 @@ interface Shown {
     points: Array<{ count: number; mean: number }>;
     lines: number;
   }>;
-  incidents: Array<{ id: string; active: string; text: string }>;
+  incidents: Array<{ id: string; active: string; state: string; text: string }>;
   maintenance: string[];
   loginForm: boolean;
   refresh: string | null;
@@ -310,7 +319,7 @@ const READ_PAGE = `(() => {
   return {
     now: main ? Number(main.dataset.now) : 0,
     checks,
-    incidents: [...document.querySelectorAll('[data-incident]')].map((s) => ({ id: s.dataset.incident, active: s.dataset.active, text: s.textContent })),
+    incidents: [...document.querySelectorAll('[data-incident]')].map((s) => ({ id: s.dataset.incident, active: s.dataset.active, state: s.dataset.state, text: s.textContent })),
     maintenance: [...document.querySelectorAll('[data-maintenance]')].map((s) => s.textContent),
     loginForm: document.querySelector('form.login input[name=key]') !== null,
     refresh: document.querySelector('meta[http-equiv=refresh]')?.getAttribute('content') ?? null,
@@ -408,10 +417,11 @@ describe('dashboards in headless Chromium', () => {
       }
       // db failed for six hours three days ago: its 7-day uptime is below 100 %, its 24-hour one too (the latest run failed).
       expect(Number(byId.get('db')?.figures['uptime-7d'])).toBeLessThan(1);
-      // The active incident first, then the resolved one under "Past incidents".
-      expect(shown.incidents.map((i) => [i.id, i.active])).toEqual([
-        ['4f6c2a1e-1c1b-4c43-9d7e-3b9a0c1d2e3f', 'true'],
-        ['old-outage', 'false'],
+      // The active incident first, then the scheduled one, then the resolved one under "Past incidents".
+      expect(shown.incidents.map((i) => [i.id, i.active, i.state])).toEqual([
+        ['4f6c2a1e-1c1b-4c43-9d7e-3b9a0c1d2e3f', 'true', 'active'],
+        ['upgrade', 'false', 'scheduled'],
+        ['old-outage', 'false', 'past'],
       ]);
       expect(shown.incidents[0]?.text).toContain('Login slower than usual');
       // Updates newest first.

@@ -10,7 +10,7 @@ import { Fields } from '../../src/checks/fields.js';
 import type { DashboardDefinition } from '../../src/core/dashboard.js';
 import type { IncidentRecord, ResultSample } from '../../src/store/dashboards.js';
 import { bucketStarts, checkFigures } from '../../src/server/dashboard-stats.js';
-import { escapeHtml, incidentActive, pageHeaders, renderDashboardPage, renderLoginPage } from '../../src/server/dashboard-page.js';
+import { escapeHtml, incidentActive, incidentScheduled, pageHeaders, renderDashboardPage, renderLoginPage } from '../../src/server/dashboard-page.js';
 import { keyOpens } from '../../src/server/dashboards-api.js';
 import { keyHash } from '../../src/server/http/credentials.js';
 import { percentileCont } from '../../src/server/stats/percentile.js';
@@ -273,6 +273,8 @@ describe('incidents and pages', () => {
     expect(incidentActive(incident({}), t)).toBe(true);
     expect(incidentActive(incident({}), Date.parse('2026-11-24T00:30:00Z'))).toBe(false);
     expect(incidentActive(incident({ startedAt: '2026-11-24T03:00:00.000Z' }), t)).toBe(false);
+    expect(incidentScheduled(incident({ startedAt: '2026-11-24T03:00:00.000Z' }), t)).toBe(true);
+    expect(incidentScheduled(incident({}), t)).toBe(false);
     expect(incidentActive(incident({ stoppedAt: '2026-11-24T01:30:00.000Z' }), t)).toBe(false);
     const resolved = incident({});
     resolved.incidentUpdates.unshift({ id: 'v', status: 'RESOLVED', description: 'ok', incidentId: 'i', created_at: '2026-11-24T01:10:00.000Z', updated_at: null });

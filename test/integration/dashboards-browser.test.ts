@@ -3,7 +3,8 @@
 // and SQLite store: a week of results is posted through the agent protocol
 // (POST /v1/agent/claim, POST /v1/agent/results) with chosen start times,
 // then each dashboard is opened light, dark and on a phone-sized viewport
-// (screenshots kept under the test's temp dir; the path is printed). The
+// (screenshots kept in os.tmpdir()/outpost-dashboard-screenshots, replaced
+// by the next run; each path is printed). The
 // page must show each check's status, uptime figures equal to the ones
 // computed here from the rows posted, one SVG point per non-empty bucket,
 // P95/P99 equal to a brute-force computation, the active incident and the
@@ -165,8 +166,10 @@ const definitions = {
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'outpost-dashboards-browser-'));
-  shots = path.join(dir, 'screenshots');
-  await mkdir(shots);
+  // Kept after the run (one fixed directory, overwritten by the next run): the test's artifacts.
+  shots = path.join(tmpdir(), 'outpost-dashboard-screenshots');
+  await rm(shots, { recursive: true, force: true });
+  await mkdir(shots, { recursive: true });
   store = (await openTestStore(dir)) as SqliteStore;
   await store.syncLocations([
     { id: A, name: 'Office A' },
@@ -223,7 +226,7 @@ beforeAll(async () => {
 afterAll(async () => {
   if (server) await closeApiServer(server, 1_000);
   await store?.close();
-  if (dir && process.env.KEEP_DASHBOARD_SCREENSHOTS !== '1') await rm(dir, { recursive: true, force: true });
+  if (dir) await rm(dir, { recursive: true, force: true });
 });
 
 // ---- the brute-force figures, from the rows posted ----
@@ -351,6 +354,7 @@ async function open(url: string, options: Parameters<Browser['newContext']>[0], 
   const violations = await page.evaluate<string[]>('window.__violations');
   const file = path.join(shots, `${shot}.png`);
   await page.screenshot({ path: file, fullPage: true });
+  process.stdout.write(`dashboard screenshot: ${file}\n`);
   return { page, context, shown, requests, problems, violations, status: response?.status() ?? 0, file };
 }
 
@@ -374,7 +378,6 @@ describe('dashboards in headless Chromium', () => {
     const backgrounds = new Map<string, string>();
     for (const view of views) {
       const { shown, requests, problems, violations, status, context, file } = await open(`${base}/dashboards/status${view.query}`, view.options, view.shot);
-      process.stdout.write(`dashboard screenshot: ${file}\n`);
       expect(status).toBe(200);
       expectOnlyOwnOrigin(requests);
       expect(violations).toEqual([]);
@@ -465,6 +468,7 @@ describe('dashboards in headless Chromium', () => {
     expect(opened.loginForm).toBe(false);
     expect(opened.checks.map((c) => c.name)).toEqual(['Payroll export']);
     await closed.page.screenshot({ path: path.join(shots, 'private-open.png'), fullPage: true });
+    process.stdout.write(`dashboard screenshot: ${path.join(shots, 'private-open.png')}\n`);
     expectOnlyOwnOrigin(closed.requests);
     await closed.context.close();
   });

@@ -130,7 +130,8 @@ export function parseServerChecksFile(
     root.fail('$.privateLocations', 'is required in server mode: at least one private location ({"id": "lab", "name": "Lab network"})');
   }
   const maintenanceWindows = parseMaintenanceWindows(root);
-  const dashboards = parseDashboards(root);
+  // The file's variables, for dashboard keys; their own problems are readChecks' to report.
+  const dashboards = parseDashboards(root, parseEnvironmentVariables(Fields.root(json, '$')));
   const incidents = parseIncidents(root, new Set(dashboards.map((d) => d.definition.dashboardId)));
   const raw = Array.isArray(root.raw('checks')) ? (root.raw('checks') as unknown[]) : [];
   const locationsOf = new Map<string, string[]>();

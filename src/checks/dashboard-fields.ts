@@ -17,8 +17,10 @@ import {
   PAGINATION_RATES,
   REFRESH_RATES,
 } from '../core/dashboard.js';
+import type { EnvironmentVariable } from '../core/protocol.js';
 import type { Fields } from './fields.js';
 import { parseTags } from './maintenance-windows.js';
+import { UnknownVariableError, Variables } from './variables.js';
 
 export const DASHBOARD_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 /** A subdomain's shape: it names the page at /dashboards/{customUrl}. */
@@ -166,7 +168,8 @@ export function customCssProblem(css: string): string | undefined {
   return undefined;
 }
 
-function parseKeys(item: Fields, requireRaw: boolean): DashboardKeyInput[] {
+/** `variables`: the checks file's, whose `{{NAME}}` a file key's rawKey may use (undefined: a PUT body, taken as written). */
+function parseKeys(item: Fields, requireRaw: boolean, variables?: Variables): DashboardKeyInput[] {
   const value = item.raw('keys');
   if (value === undefined || value === null) return [];
   if (!Array.isArray(value) || value.length > MAX_KEYS) {
@@ -177,10 +180,22 @@ function parseKeys(item: Fields, requireRaw: boolean): DashboardKeyInput[] {
   item.list('keys').forEach((key, index) => {
     unknownFields(key, new Set(['id', 'rawKey', 'maskedKey', 'created_at', 'updated_at']), value[index]);
     const id = key.string('id', { maxLength: 64 });
-    const rawKey = key.string('rawKey', { maxLength: 256 });
+    const written = key.string('rawKey', { maxLength: 1_000 });
+    let rawKey = written;
+    if (written !== undefined && variables !== undefined) {
+      try {
+        rawKey = variables.interpolate(written, key.at('rawKey'));
+      } catch (error) {
+        if (!(error instanceof UnknownVariableError)) throw error;
+        key.fail(key.at('rawKey'), `uses the unknown variable {{${error.variable}}}: define it in $.environmentVariables`);
+        rawKey = undefined;
+      }
+    }
     if (id !== undefined && !KEY_ID.test(id)) key.fail(key.at('id'), 'must be 1 to 64 letters, digits or ._-');
-    if (rawKey !== undefined && !RAW_KEY.test(rawKey)) key.fail(key.at('rawKey'), 'must be 16 to 256 printable ASCII characters without spaces');
-    if (rawKey === undefined && (requireRaw || id === undefined)) key.fail(key.at('rawKey'), requireRaw ? 'is required' : 'is required, or the id of a key this dashboard has');
+    if (rawKey !== undefined && !RAW_KEY.test(rawKey)) {
+      key.fail(key.at('rawKey'), `must be 16 to 256 printable ASCII characters without spaces${written !== rawKey ? ' once its variables are filled in' : ''}`);
+    }
+    if (written === undefined && (requireRaw || id === undefined)) key.fail(key.at('rawKey'), requireRaw ? 'is required' : 'is required, or the id of a key this dashboard has');
     const keyId = id ?? `key-${index + 1}`;
     if (keys.some((k) => k.id === keyId)) key.fail(key.at('id'), `${keyId} is already used by another key of this dashboard`);
     keys.push(rawKey === undefined ? { id: keyId } : { id: keyId, rawKey });
@@ -198,7 +213,7 @@ export interface ParsedDashboard {
  * route's (PUT); from the checks file it is the item's required
  * `dashboardId`. `fromFile`: a file's keys must carry their raw value.
  */
-export function parseDashboard(item: Fields, value: unknown, options: { dashboardId?: string; fromFile: boolean }): ParsedDashboard {
+export function parseDashboard(item: Fields, value: unknown, options: { dashboardId?: string; fromFile: boolean; variables?: Variables }): ParsedDashboard {
   unknownFields(item, DASHBOARD_FIELDS, value);
   const given = options.fromFile ? item.string('dashboardId', { required: true, maxLength: 64 }) : item.string('dashboardId', { maxLength: 64 });
   const dashboardId = options.dashboardId ?? given ?? '';
@@ -247,13 +262,14 @@ export function parseDashboard(item: Fields, value: unknown, options: { dashboar
     showP95: item.boolean('showP95', true),
     showP99: item.boolean('showP99', true),
   };
-  const keys = parseKeys(item, options.fromFile);
+  const keys = parseKeys(item, options.fromFile, options.variables);
   if (options.fromFile && definition.isPrivate && keys.length === 0) item.fail(item.at('keys'), 'is required for a private dashboard: at least one {"id", "rawKey"}');
   return { definition, keys };
 }
 
-/** `$.dashboards`: dashboardIds and customUrls unique within the file. */
-export function parseDashboards(root: Fields): ParsedDashboard[] {
+/** `$.dashboards`: dashboardIds and customUrls unique within the file; keys may use the file's variables (`globals`). */
+export function parseDashboards(root: Fields, globals: readonly EnvironmentVariable[] = []): ParsedDashboard[] {
+  const variables = new Variables([...globals]);
   const declared = root.raw('dashboards');
   if (Array.isArray(declared) && declared.length > MAX_DASHBOARDS) {
     root.fail(root.at('dashboards'), `must have at most ${MAX_DASHBOARDS} dashboards (got ${declared.length})`);
@@ -261,7 +277,7 @@ export function parseDashboards(root: Fields): ParsedDashboard[] {
   }
   const parsed: ParsedDashboard[] = [];
   root.list('dashboards').forEach((item, index) => {
-    const dashboard = parseDashboard(item, (declared as unknown[])[index], { fromFile: true });
+    const dashboard = parseDashboard(item, (declared as unknown[])[index], { fromFile: true, variables });
     const { dashboardId, customUrl } = dashboard.definition;
     const sameId = parsed.findIndex((p) => p.definition.dashboardId === dashboardId);
     if (dashboardId !== '' && sameId >= 0) item.fail(item.at('dashboardId'), `${dashboardId} is already used by $.dashboards[${sameId}]`);

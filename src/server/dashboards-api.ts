@@ -1,6 +1,6 @@
 // Dashboards and incidents over HTTP (docs/dashboards.md): PUT, GET and
 // DELETE /v1/dashboards/{dashboardId} and GET /v1/incidents/{id} with the
-// API key; the pages themselves at /dashboards/{customUrl or dashboardId},
+// API key; the pages themselves at /dashboards/{customUrl, dashboardId or id},
 // without credentials (rate limited per client address), a private one
 // behind one of its keys: a login form that sets a cookie for that
 // dashboard, or `?key=`. Keys are compared as SHA-256 digests in constant

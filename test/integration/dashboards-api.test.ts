@@ -31,6 +31,7 @@ const FILE_KEY = 'file-dashboard-key-0123456789';
 const HOSTILE = `<script>alert('x')</script> "quoted" & <img src=x onerror=alert(1)>`;
 
 const checksFile = {
+  environmentVariables: [{ key: 'WALL_KEY', value: FILE_KEY, secret: true }],
   privateLocations: [{ id: A, name: 'Lab' }],
   checks: [
     { id: 'web', name: 'Web', checkType: 'API', frequency: 1, tags: ['web'], request: { method: 'GET', url: 'http://127.0.0.1:9/' } },
@@ -38,7 +39,7 @@ const checksFile = {
   ],
   dashboards: [
     { dashboardId: 'filed', customUrl: 'shared', tags: ['web'], enableIncidents: true, header: 'From the file' },
-    { dashboardId: 'inside', isPrivate: true, keys: [{ id: 'wall', rawKey: FILE_KEY }], tags: ['internal'], header: 'Internal header' },
+    { dashboardId: 'inside', isPrivate: true, keys: [{ id: 'wall', rawKey: '{{WALL_KEY}}' }], tags: ['internal'], header: 'Internal header' },
   ],
   incidents: [
     {

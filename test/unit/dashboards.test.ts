@@ -130,6 +130,19 @@ describe('dashboard fields', () => {
     ]);
   });
 
+  it('in the checks file, a key may use the file’s variables', () => {
+    const root = Fields.root({ dashboards: [{ dashboardId: 'p', isPrivate: true, keys: [{ id: 'a', rawKey: 'k-{{TV_KEY}}' }, { id: 'b', rawKey: '{{NOPE}}' }, { id: 'c', rawKey: '{{SHORT}}' }] }] }, '$');
+    const [parsed] = parseDashboards(root, [
+      { key: 'TV_KEY', value: 'from-a-variable-0123', secret: true },
+      { key: 'SHORT', value: 'short' },
+    ]);
+    expect(parsed?.keys[0]).toEqual({ id: 'a', rawKey: 'k-from-a-variable-0123' });
+    expect(root.issues.map((i) => `${i.path}: ${i.problem}`)).toEqual([
+      '$.dashboards[0].keys[1].rawKey: uses the unknown variable {{NOPE}}: define it in $.environmentVariables',
+      '$.dashboards[0].keys[2].rawKey: must be 16 to 256 printable ASCII characters without spaces once its variables are filled in',
+    ]);
+  });
+
   it('incidents: impact default MINOR, a known dashboard, 1 to 100 updates with a status of the set', () => {
     const root = Fields.root(
       {

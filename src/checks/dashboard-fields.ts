@@ -37,8 +37,9 @@ const MAX_UPDATES = 100;
 const MAX_DATA_URL = 64 * 1024;
 const DATA_IMAGE = /^data:image\/(?:png|gif|jpeg|webp);base64,[A-Za-z0-9+/]+={0,2}$/;
 
-/** The fields a body may carry: the service's set, and the three the server answers with (ignored when they agree). */
+/** The fields a body may carry: the service's set, and those the server answers with (ignored), so a GET answer can be PUT back. */
 const DASHBOARD_FIELDS = new Set([
+  'source',
   'id',
   'dashboardId',
   'created_at',

@@ -44,6 +44,8 @@ import { ChecksFileReloader } from './checks-file-reload.js';
 import { suppressed } from './server/maintenance.js';
 import { errorGroupRoutes } from './server/error-groups-api.js';
 import { maintenanceRoutes } from './server/maintenance-api.js';
+import { dashboardRoutes } from './server/dashboards-api.js';
+import { SqliteDashboardStore } from './store/sqlite/dashboards-store.js';
 import { SqliteMaintenanceWindowStore } from './store/sqlite/maintenance-windows-store.js';
 
 /** The private location local mode implies and runs in this process. */
@@ -235,7 +237,8 @@ async function runLocalWithStore(
   const windows = new SqliteMaintenanceWindowStore(store.access);
   const { SqliteAlertStore } = await import('./store/sqlite/alerts-store.js');
   const alertStore = new SqliteAlertStore(store.access);
-  const stores: ChecksFileStores = { store, heartbeats: heartbeatStore, windows, alerts: alertStore };
+  const dashboards = new SqliteDashboardStore(store.access);
+  const stores: ChecksFileStores = { store, heartbeats: heartbeatStore, windows, alerts: alertStore, dashboards };
   try {
     await lifecycle.startHealth(config.healthPort, config.healthHost);
     await applyChecksFile(stores, parsed);
@@ -287,6 +290,7 @@ async function runLocalWithStore(
       ...maintenanceRoutes({ windows }),
       ...alertsRoutes({ store, alerts: alertStore }),
       ...analyticsRoutes({ store, analytics: new SqliteAnalyticsStore(store.access) }),
+      ...dashboardRoutes({ store, dashboards, windows }),
     ],
     {
       // Unset: the read API answers without a key; it listens on loopback only.

@@ -40,6 +40,9 @@ import type { Store, StoredCheck } from './store/store.js';
 import type { AlertStore } from './store/alerts.js';
 import { suppressed } from './server/maintenance.js';
 import { ChecksFileReloader } from './checks-file-reload.js';
+import { dashboardRoutes, fileDashboards } from './server/dashboards-api.js';
+import type { DashboardStore } from './store/dashboards.js';
+import { SqliteDashboardStore } from './store/sqlite/dashboards-store.js';
 
 /** The public API's limit per key (the service's, for most routes). */
 export const PUBLIC_LIMIT_PER_MINUTE = 600;
@@ -101,13 +104,14 @@ export interface ChecksFileStores {
   heartbeats: SqliteHeartbeatStore;
   windows: SqliteMaintenanceWindowStore;
   alerts: AlertStore;
+  dashboards: DashboardStore;
 }
 
 /**
  * Puts a parsed checks file in the store, at start and at every reload:
  * locations, checks (a check missing from the file is marked removed),
- * heartbeat checks (their deadlines count from now), maintenance windows and
- * the file's alert channels. The scheduler picks the checks up on its start
+ * heartbeat checks (their deadlines count from now), maintenance windows,
+ * the file's alert channels, dashboards and incidents. The scheduler picks the checks up on its start
  * or its next reschedule().
  */
 export async function applyChecksFile(stores: ChecksFileStores, parsed: ParsedChecksFile, now = new Date()): Promise<void> {
@@ -116,6 +120,7 @@ export async function applyChecksFile(stores: ChecksFileStores, parsed: ParsedCh
   await stores.heartbeats.sync(heartbeatSyncs(parsed.heartbeats), now);
   await stores.windows.sync(parsed.maintenanceWindows, now);
   await stores.alerts.syncFileChannels(parsed.alertChannels, now);
+  await stores.dashboards.sync(fileDashboards(parsed.dashboards), parsed.incidents, now);
 }
 
 /** The API's base URL for links in notifications: the address it listens on (this host's name for a wildcard). */
@@ -205,6 +210,8 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const stores: ChecksFileStores = { store: opened, heartbeats: heartbeatStore, windows, alerts: alertStore };
   const analytics = new SqliteAnalyticsStore(opened.access);
   const addressBook = new AgentAddressBook(analytics);
+  const dashboards = new SqliteDashboardStore(opened.access);
+  const stores: ChecksFileStores = { store: opened, heartbeats: heartbeatStore, windows, alerts: alertStore, dashboards };
   // Every heartbeat deadline counts from this start (heartbeats.ts, docs/server.md).
   await applyChecksFile(stores, parsed);
   const watcher = new HeartbeatWatcher({ store: heartbeatStore, logger, heartbeat: lifecycle.watchdog.heart('heartbeats') });
@@ -247,6 +254,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
       ...alertsRoutes({ store: opened, alerts: alertStore }),
       ...analyticsRoutes({ store: opened, analytics }),
       ...staticIpv6Routes({ book: addressBook }),
+      ...dashboardRoutes({ store: opened, dashboards, windows }),
     ],
     {
       publicKey: settings.apiKey,

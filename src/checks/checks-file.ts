@@ -13,6 +13,8 @@ import { DefinitionError, Fields } from './fields.js';
 import { type HeartbeatCheck, isHeartbeatItem, parseHeartbeatCheck } from './heartbeat-check.js';
 import { parseMaintenanceWindows, parseTags } from './maintenance-windows.js';
 import type { MaintenanceWindowDefinition } from '../core/maintenance-window.js';
+import type { IncidentDefinition } from '../core/dashboard.js';
+import { type ParsedDashboard, parseDashboards, parseIncidents } from './dashboard-fields.js';
 import type { EnvironmentVariable } from '../core/protocol.js';
 
 export interface LocalCheck {
@@ -76,7 +78,15 @@ export function parseServerChecksFile(
   file: string,
   registry: ExecutorRegistry,
   implied?: PrivateLocation,
-): { checks: ServerCheck[]; privateLocations: PrivateLocation[]; heartbeats: HeartbeatCheck[]; maintenanceWindows: MaintenanceWindowDefinition[]; alertChannels: FileAlertChannel[] } {
+): {
+  checks: ServerCheck[];
+  privateLocations: PrivateLocation[];
+  heartbeats: HeartbeatCheck[];
+  maintenanceWindows: MaintenanceWindowDefinition[];
+  alertChannels: FileAlertChannel[];
+  dashboards: ParsedDashboard[];
+  incidents: IncidentDefinition[];
+} {
   const problems: string[] = [];
   let read: ReturnType<typeof readChecks> | undefined;
   const heartbeats: HeartbeatCheck[] = [];
@@ -120,6 +130,9 @@ export function parseServerChecksFile(
     root.fail('$.privateLocations', 'is required in server mode: at least one private location ({"id": "lab", "name": "Lab network"})');
   }
   const maintenanceWindows = parseMaintenanceWindows(root);
+  // The file's variables, for dashboard keys; their own problems are readChecks' to report.
+  const dashboards = parseDashboards(root, parseEnvironmentVariables(Fields.root(json, '$')));
+  const incidents = parseIncidents(root, new Set(dashboards.map((d) => d.definition.dashboardId)));
   const raw = Array.isArray(root.raw('checks')) ? (root.raw('checks') as unknown[]) : [];
   const locationsOf = new Map<string, string[]>();
   const definitions = new Map<string, unknown>();
@@ -166,6 +179,8 @@ export function parseServerChecksFile(
     heartbeats,
     maintenanceWindows,
     alertChannels,
+    dashboards,
+    incidents,
   };
 }
 

@@ -1,7 +1,9 @@
 // Exact percentiles: linear interpolation between the closest ranks, as
 // PostgreSQL's percentile_cont and numpy's default method compute them.
 // For sorted values v[0..n-1] and 0 <= p <= 1, the rank is h = p·(n−1); the
-// answer is v[⌊h⌋] + (h − ⌊h⌋)·(v[⌊h⌋+1] − v[⌊h⌋]).
+// answer is v[⌊h⌋] + (h − ⌊h⌋)·(v[⌊h⌋+1] − v[⌊h⌋]). The dashboards' P95/P99
+// and the analytics routes use this one definition, so the same window answers
+// the same figure on both (docs/dashboards.md, docs/analytics.md).
 
 /** The p-th quantile (0–1) of ascending `sorted`; NaN for no values. */
 export function percentileCont(sorted: Float64Array | number[], p: number): number {

@@ -263,6 +263,58 @@ export const MIGRATIONS: readonly Migration[] = [
     `,
   },
   {
+    version: 6,
+    description: 'status dashboards (checks file and API), their access keys, incidents and incident updates',
+    sql: `
+      -- source 'file': the checks file's (synced); 'api': PUT /v1/dashboards/{dashboardId}. The numeric id stays
+      -- when a dashboard changes (incidents name their dashboard by it).
+      CREATE TABLE dashboards (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        dashboard_id TEXT NOT NULL UNIQUE,
+        custom_url TEXT,                      -- looked up by /dashboards/{customUrl}; unique among dashboards, kept by the store
+        source TEXT NOT NULL,
+        definition TEXT NOT NULL,             -- JSON DashboardDefinition
+        created_at TEXT NOT NULL,
+        updated_at TEXT
+      );
+      CREATE INDEX dashboards_by_url ON dashboards (custom_url);
+      -- A private dashboard's keys, as their SHA-256 only.
+      CREATE TABLE dashboard_keys (
+        dashboard INTEGER NOT NULL REFERENCES dashboards (id) ON DELETE CASCADE,
+        id TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        masked_key TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT,
+        PRIMARY KEY (dashboard, id)
+      );
+      CREATE TABLE incidents (
+        id TEXT PRIMARY KEY,
+        dashboard INTEGER NOT NULL REFERENCES dashboards (id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        impact TEXT NOT NULL,
+        started_at TEXT,
+        stopped_at TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT
+      );
+      CREATE INDEX incidents_by_dashboard ON incidents (dashboard);
+      CREATE TABLE incident_updates (
+        incident_id TEXT NOT NULL REFERENCES incidents (id) ON DELETE CASCADE,
+        id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        description TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,          -- orders the updates, newest first
+        updated_at TEXT,
+        PRIMARY KEY (incident_id, id)
+      );
+      -- A check's FINAL results in a time window (dashboards' charts and percentiles); has_failures makes it
+      -- covering for their uptime counts.
+      CREATE INDEX results_by_check_time ON results (check_id, result_type, started_at, has_failures);
+    `,
+  },
+  {
     version: 7,
     description: 'analytics: narrow per-result columns of FINAL results (filled by triggers), IPv6 addresses agents report',
     sql: ANALYTICS_SQL,

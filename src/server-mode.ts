@@ -207,7 +207,6 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const windows = new SqliteMaintenanceWindowStore(opened.access);
   const { SqliteAlertStore } = await import('./store/sqlite/alerts-store.js');
   const alertStore = new SqliteAlertStore(opened.access);
-  const stores: ChecksFileStores = { store: opened, heartbeats: heartbeatStore, windows, alerts: alertStore };
   const analytics = new SqliteAnalyticsStore(opened.access);
   const addressBook = new AgentAddressBook(analytics);
   const dashboards = new SqliteDashboardStore(opened.access);

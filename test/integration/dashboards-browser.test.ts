@@ -24,11 +24,13 @@ import { parseDashboards, parseIncidents } from '../../src/checks/dashboard-fiel
 import { Fields } from '../../src/checks/fields.js';
 import { AGENT_ROUTE_LIMIT_PER_MINUTE, type Job, type ResultEnvelope } from '../../src/core/protocol.js';
 import { agentRoutes } from '../../src/server/agent-api.js';
+import { analyticsRoutes } from '../../src/server/analytics-api.js';
 import { dashboardRoutes, fileDashboards } from '../../src/server/dashboards-api.js';
 import { keyHash, maskKey, newAgentKey } from '../../src/server/http/credentials.js';
 import { RateLimiter } from '../../src/server/http/rate-limit.js';
 import { closeApiServer, Router, startApiServer } from '../../src/server/http/router.js';
 import { JobSignal } from '../../src/server/job-signal.js';
+import { SqliteAnalyticsStore } from '../../src/store/sqlite/analytics-store.js';
 import { SqliteDashboardStore } from '../../src/store/sqlite/dashboards-store.js';
 import { SqliteMaintenanceWindowStore } from '../../src/store/sqlite/maintenance-windows-store.js';
 import type { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
@@ -199,7 +201,7 @@ beforeAll(async () => {
     new Date(),
   );
   const router = new Router(
-    [...agentRoutes({ store, jobSignal: new JobSignal(), artifactsDir: path.join(dir, 'artifacts'), logger }), ...dashboardRoutes({ store, dashboards, windows })],
+    [...agentRoutes({ store, jobSignal: new JobSignal(), artifactsDir: path.join(dir, 'artifacts'), logger }), ...dashboardRoutes({ store, dashboards, windows }), ...analyticsRoutes({ store, analytics: new SqliteAnalyticsStore(store.access) })],
     {
       publicKey: 'dashboards-browser-key',
       agentKey: (token) => store.keyByHash(keyHash(token)),
@@ -358,6 +360,16 @@ async function open(url: string, options: Parameters<Browser['newContext']>[0], 
   return { page, context, shown, requests, problems, violations, status: response?.status() ?? 0, file };
 }
 
+async function analyticsP9x(checkId: string, now: number): Promise<{ results: number; responseTime_p95: number; responseTime_p99: number }> {
+  const query = `metrics=responseTime_p95,responseTime_p99&from=${Math.ceil((now - DAY) / 1000)}&to=${Math.ceil(now / 1000)}`;
+  const response = await fetch(`${base}/v1/analytics/checks/${checkId}?${query}`, { headers: { authorization: 'Bearer dashboards-browser-key' } });
+  expect(response.status).toBe(200);
+  const report = (await response.json()) as { series: { data: { results: number; responseTime_p95: number; responseTime_p99: number }[] }[] };
+  expect(report.series).toHaveLength(1);
+  expect(report.series[0]?.data).toHaveLength(1);
+  return report.series[0]?.data[0] as { results: number; responseTime_p95: number; responseTime_p99: number };
+}
+
 function expectOnlyOwnOrigin(requests: readonly string[]) {
   expect(requests.length).toBeGreaterThan(0);
   for (const url of requests) if (!url.startsWith('data:')) expect(new URL(url).origin, url).toBe(base);
@@ -377,7 +389,7 @@ describe('dashboards in headless Chromium', () => {
     ];
     const backgrounds = new Map<string, string>();
     for (const view of views) {
-      const { shown, requests, problems, violations, status, context, file } = await open(`${base}/dashboards/status${view.query}`, view.options, view.shot);
+      const { shown, requests, problems, violations, status, context } = await open(`${base}/dashboards/status${view.query}`, view.options, view.shot);
       expect(status).toBe(200);
       expectOnlyOwnOrigin(requests);
       expect(violations).toEqual([]);
@@ -417,6 +429,12 @@ describe('dashboards in headless Chromium', () => {
         expect(check.points.reduce((n, p) => n + p.count, 0)).toBe(day.length);
         expect(check.figures.p95).toBe(String(bruteQuantile(day.map((r) => r.responseTime), 0.95)));
         expect(check.figures.p99).toBe(String(bruteQuantile(day.map((r) => r.responseTime), 0.99)));
+        // The analytics route answers the same P95/P99 for the same window (results sit 7 minutes off the half
+        // hours, so whole seconds bound the same rows as the page's milliseconds).
+        const report = await analyticsP9x(check.id, now);
+        expect(report.results).toBe(day.length);
+        expect(check.figures.p95).toBe(String(report.responseTime_p95));
+        expect(check.figures.p99).toBe(String(report.responseTime_p99));
       }
       // db failed for six hours three days ago: its 7-day uptime is below 100 %, its 24-hour one too (the latest run failed).
       expect(Number(byId.get('db')?.figures['uptime-7d'])).toBeLessThan(1);

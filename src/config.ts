@@ -62,6 +62,8 @@ export interface Config {
   runtimesDir?: string;
   /** BROWSER_PATH as given (undefined: Debian's chromium); whether it exists is decided where it is used. */
   browserPath?: string;
+  /** DEPENDENCY_CACHE_DIR, DEPENDENCY_CACHE_MAX_MB, DEPENDENCY_INSTALL_TIMEOUT_SECONDS, DEPENDENCY_REGISTRY: PLAYWRIGHT suites' own dependencies. */
+  dependencies: { cacheDir: string; maxBytes: number; installTimeoutMs: number; registry?: string };
   /** PING_PATH, TCPDUMP_PATH, TRACEPATH_PATH, TRACEROUTE_PATH and PATH: where the system tools are found. */
   tools: ToolPaths;
   /** The OUTPOST_SECRET_* variables: secrets the agent holds itself, which checks may use by name. */
@@ -173,6 +175,19 @@ export function stateDirSetting(env: Env): string {
 export function runtimesDirSetting(env: Env): string | undefined {
   const given = read(env, 'RUNTIMES_DIR');
   return given === undefined ? undefined : path.resolve(given);
+}
+
+/** The DEPENDENCY_* variables; the cache is under STATE_DIR unless DEPENDENCY_CACHE_DIR says where. */
+function dependencySettings(env: Env): Config['dependencies'] {
+  const cacheDir = absolutePath(env, 'DEPENDENCY_CACHE_DIR', 'a folder for installed suite dependencies') ?? path.join(stateDirSetting(env), 'dependency-cache');
+  const registry = httpUrl('DEPENDENCY_REGISTRY', read(env, 'DEPENDENCY_REGISTRY'));
+  return {
+    cacheDir: path.resolve(cacheDir),
+    maxBytes: integer(env, 'DEPENDENCY_CACHE_MAX_MB', 2048, 16, 1_048_576) * 1024 * 1024,
+    // At most DEPENDENCY_INSTALL_TIMEOUT_MAX_MS (src/checks/scripted/dependencies/prepare.ts): a PLAYWRIGHT job's cap allows for it.
+    installTimeoutMs: integer(env, 'DEPENDENCY_INSTALL_TIMEOUT_SECONDS', 120, 5, 300) * 1000,
+    ...(registry ? { registry } : {}),
+  };
 }
 
 /** BROWSER_PATH, trimmed; undefined when unset. */
@@ -333,6 +348,7 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     scriptConcurrency: integer(env, 'SCRIPT_CONCURRENCY', 2, 1, 100),
     scriptMemoryMb: integer(env, 'SCRIPT_MEMORY_MB', 256, 32, 16_384),
     scriptIsolation,
+    dependencies: dependencySettings(env),
     tools: {},
     processSecrets: processSecrets(env),
     processEnv: Object.freeze({ ...env }),
@@ -409,7 +425,8 @@ SHUTDOWN_GRACE_SECONDS, SPOOL_MAX_RESULTS, SPOOL_MAX_BYTES, CLAIM_WAIT_SECONDS,
 AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, BODY_MEMORY_BUDGET_MB,
 MAX_RESULT_BYTES, CHECK_PROXY, PING_PATH,
 DIAGNOSTICS, ARTIFACT_UPLOAD_TIMEOUT_SECONDS, TCPDUMP_PATH, TRACEPATH_PATH, TRACEROUTE_PATH,
-RUNTIMES_DIR, SCRIPT_CONCURRENCY, SCRIPT_MEMORY_MB, SCRIPT_ISOLATION, BROWSER_PATH;
+RUNTIMES_DIR, SCRIPT_CONCURRENCY, SCRIPT_MEMORY_MB, SCRIPT_ISOLATION, BROWSER_PATH,
+DEPENDENCY_CACHE_DIR, DEPENDENCY_CACHE_MAX_MB, DEPENDENCY_INSTALL_TIMEOUT_SECONDS, DEPENDENCY_REGISTRY;
 server mode: OUTPOST_API_KEY, API_PORT, API_HOST, RESULTS_RETENTION_DAYS, LEASE_SECONDS (docs/server.md).
 Bad values exit with code 78; bad usage with 64.`;
 
@@ -471,6 +488,13 @@ export function checkSettings(config: Config): CheckSettings {
     ...(config.processEnv.NODE_EXTRA_CA_CERTS ? { extraCaCerts: config.processEnv.NODE_EXTRA_CA_CERTS } : {}),
     tools: config.tools,
     processSecrets: config.processSecrets,
+    dependencies: {
+      ...config.dependencies,
+      // The installer goes out the way the agent does (its proxy), not the way checks do (CHECK_PROXY).
+      ...(config.proxy.httpProxy ? { httpProxy: config.proxy.httpProxy } : {}),
+      ...(config.proxy.httpsProxy ? { httpsProxy: config.proxy.httpsProxy } : {}),
+      ...(config.proxy.noProxy ? { noProxy: config.proxy.noProxy } : {}),
+    },
   };
 }
 

@@ -23,7 +23,7 @@
 
 import { spawn } from 'node:child_process';
 import { constants as fsConstants } from 'node:fs';
-import { copyFile, lstat, mkdir, mkdtemp, readdir, readFile, realpath, rm, writeFile } from 'node:fs/promises';
+import { copyFile, lstat, mkdir, mkdtemp, readdir, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -147,6 +147,8 @@ export interface ScriptOptions {
   environment: Record<string, string>;
   /** PLAYWRIGHT: files of the suite besides `code` (the spec). */
   files?: SuiteFile[];
+  /** PLAYWRIGHT: the cache entry whose node_modules the suite gets (src/checks/scripted/dependencies/). */
+  dependencies?: string;
 }
 
 /** A counting semaphore: SCRIPT_CONCURRENCY scripts at once, agent-wide. */
@@ -469,7 +471,7 @@ async function runChild(options: ScriptOptions, ctx: ExecutionContext, dir: stri
   ]);
   // The run's uid owns its folder (0700): no other run's uid can look in.
   if (uid !== undefined) await giveToRunUid(dir, uid);
-  const command = isolatedCommand(isolation, { dir, ...(uid !== undefined ? { uid } : {}) }, process.execPath, [`--max-old-space-size=${memoryMb}`, harness, inputFile, outputFile, scriptFile]);
+  const command = isolatedCommand(isolation, { dir, ...(uid !== undefined ? { uid } : {}), ...(options.dependencies ? { shared: options.dependencies } : {}) }, process.execPath, [`--max-old-space-size=${memoryMb}`, harness, inputFile, outputFile, scriptFile]);
   const startedAt = new Date();
   const started = performance.now();
   const output = new OutputCapture(SCRIPT_OUTPUT_LIMIT_BYTES);
@@ -622,6 +624,16 @@ async function writeSuite(dir: string, options: ScriptOptions, sources: HarnessS
   const shimDir = path.join(dir, 'shim');
   await mkdir(path.join(shimDir, '@playwright', 'test'), { recursive: true, mode: 0o700 });
   await writeFile(path.join(shimDir, '@playwright', 'test', 'index.js'), sources[SUITE_SHIM_FILE]);
+  if (options.dependencies) {
+    // The suite's imports find its installed packages in the run's node_modules (a link to the cache
+    // entry, one folder up) — but '@playwright/test' first in suite/node_modules: the runner's own,
+    // through the shim, whatever version the suite's lockfile holds.
+    await symlink(path.join(options.dependencies, 'node_modules'), path.join(dir, 'node_modules'));
+    await mkdir(path.join(suiteDir, 'node_modules', '@playwright', 'test'), { recursive: true, mode: 0o700 });
+    await writeFile(path.join(suiteDir, 'node_modules', '@playwright', 'test', 'index.js'), sources[SUITE_SHIM_FILE], { flag: 'wx' });
+    // CommonJS even when the suite's package.json says "type": "module".
+    await writeFile(path.join(suiteDir, 'node_modules', '@playwright', 'test', 'package.json'), '{"type":"commonjs","main":"index.js"}\n', { flag: 'wx' });
+  }
   return { cli: path.join(options.runtime.nodeModules, '@playwright', 'test', 'cli.js'), specs, shimDir };
 }
 

@@ -1,0 +1,302 @@
+// PLAYWRIGHT suites with their own package.json and lockfile (pnpm, yarn 1,
+// npm), installed by the real agent in once mode from a private registry the
+// test serves itself (test/support/npm-registry.ts: packages it packs, one
+// with a dependency), through tinyproxy as the agent's HTTP_PROXY. A second
+// run on the same DEPENDENCY_CACHE_DIR installs nothing and reports the cache
+// hit; lockfiles that cannot install give error results that say which
+// package and why. The suites' tests need no browser.
+
+import { execFile } from 'node:child_process';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
+import { cleanEnv, startAgent, tempDir } from '../support/agent-process.js';
+import { type NpmRegistry, startNpmRegistry } from '../support/npm-registry.js';
+import { installRuntime, RUNTIME, RUNTIME_DIR } from '../support/scripted-run.js';
+import { startTinyproxy, type Tinyproxy } from '../support/tinyproxy.js';
+
+const run = promisify(execFile);
+
+type Manager = 'npm' | 'pnpm' | 'yarn';
+const LOCKFILE: Record<Manager, string> = {
+  npm: 'package-lock.json',
+  pnpm: 'pnpm-lock.yaml',
+  yarn: 'yarn.lock',
+};
+const CLI: Record<Manager, string> = {
+  npm: 'npm/bin/npm-cli.js',
+  pnpm: 'pnpm/bin/pnpm.cjs',
+  yarn: 'yarn/bin/yarn.js',
+};
+
+interface Report {
+  packageManager: string;
+  packageManagerVersion: string | null;
+  lockfile: string;
+  cacheHit: boolean;
+  installMs: number;
+  key: string | null;
+}
+interface Detail {
+  requestError: string | null;
+  jobLog: string[];
+  steps: Array<{ name: string; passed: boolean; error: string | null }>;
+  dependencies?: Report;
+}
+
+/** Every suite: package.json asks for `greeter` (which needs left-pad-lite); the spec imports it. */
+const PACKAGE_JSON = JSON.stringify(
+  {
+    name: 'suite',
+    version: '1.0.0',
+    private: true,
+    dependencies: { greeter: '^2.0.0' },
+  },
+  null,
+  2,
+);
+const SPEC = `import { test, expect } from '@playwright/test';
+import greet from 'greeter';
+test('greets with its own dependency', () => {
+  expect(greet('you')).toBe('hello, you');
+});
+`;
+
+/** The lockfile the manager writes for PACKAGE_JSON against the registry (directly, not through the proxy). */
+async function lockfileFor(manager: Manager, registry: string): Promise<string> {
+  const dir = tempDir(`outpost-lock-${manager}-`);
+  writeFileSync(path.join(dir, 'package.json'), PACKAGE_JSON);
+  writeFileSync(path.join(dir, '.npmrc'), `registry=${registry}\n`);
+  const cli = path.join(RUNTIME_DIR, 'node_modules', CLI[manager]);
+  const args =
+    manager === 'npm'
+      ? ['install', '--package-lock-only', '--ignore-scripts', '--no-audit', '--no-fund']
+      : manager === 'pnpm'
+        ? ['install', '--lockfile-only', '--ignore-scripts']
+        : ['install', '--ignore-scripts', '--non-interactive', '--registry', registry];
+  await run(process.execPath, [cli, ...args], {
+    cwd: dir,
+    env: {
+      PATH: path.dirname(process.execPath),
+      HOME: dir,
+      npm_config_registry: registry,
+      YARN_CACHE_FOLDER: path.join(dir, 'yarn-cache'),
+      CI: 'true',
+    },
+    timeout: 60_000,
+  });
+  return readFileSync(path.join(dir, LOCKFILE[manager]), 'utf8');
+}
+
+function suiteCheck(id: string, files: Array<{ path: string; content: string }>): object {
+  return {
+    id,
+    checkType: 'PLAYWRIGHT',
+    runtimeId: RUNTIME,
+    maxResponseTime: 60_000,
+    script: SPEC,
+    files,
+  };
+}
+
+describe('PLAYWRIGHT suites with their own dependencies', () => {
+  let registry: NpmRegistry;
+  let proxy: Tinyproxy;
+  const cacheDir = tempDir('outpost-dependency-cache-');
+  let checksFile = '';
+  const runs: Array<Map<string, CheckResultEntry>> = [];
+  const registryAsked: string[][] = [];
+
+  async function once(): Promise<void> {
+    const before = registry.requests.length;
+    const agent = startAgent(
+      ['once', checksFile],
+      cleanEnv({
+        STATE_DIR: tempDir('outpost-deps-state-'),
+        TMPDIR: tempDir('outpost-deps-tmp-'),
+        JOB_CONCURRENCY: '4',
+        SCRIPT_MEMORY_MB: '128',
+        HTTP_PROXY: proxy.url,
+        HTTPS_PROXY: proxy.url,
+        DEPENDENCY_REGISTRY: registry.url,
+        DEPENDENCY_CACHE_DIR: cacheDir,
+        DEPENDENCY_INSTALL_TIMEOUT_SECONDS: '60',
+      }),
+    );
+    await agent.exit;
+    const results = new Map<string, CheckResultEntry>();
+    for (const line of agent.stdoutLines.filter(Boolean)) {
+      const r = JSON.parse(line) as CheckResultEntry;
+      if (r.resultType === 'FINAL') results.set(r.checkId as string, r);
+    }
+    if (results.size === 0) throw new Error(`no results; stderr: ${agent.stderr().slice(-3000)}`);
+    runs.push(results);
+    registryAsked.push(registry.requests.slice(before));
+  }
+
+  const detail = (runIndex: number, id: string): Detail => {
+    const result = runs[runIndex]?.get(id);
+    if (!result) throw new Error(`no FINAL result for ${id} in run ${runIndex + 1}`);
+    return result.browserCheckResult as unknown as Detail;
+  };
+  const result = (runIndex: number, id: string): CheckResultEntry => runs[runIndex]?.get(id) as CheckResultEntry;
+
+  beforeAll(async () => {
+    await installRuntime();
+    registry = await startNpmRegistry([
+      {
+        name: 'left-pad-lite',
+        version: '1.0.0',
+        files: { 'index.js': "module.exports = (s) => ', ' + s;\n" },
+      },
+      {
+        name: 'greeter',
+        version: '2.1.0',
+        dependencies: { 'left-pad-lite': '^1.0.0' },
+        files: {
+          'index.js': "const pad = require('left-pad-lite');\nmodule.exports = (name) => 'hello' + pad(name);\nmodule.exports.default = module.exports;\n",
+        },
+      },
+    ]);
+    proxy = await startTinyproxy();
+    const [npmLock, pnpmLock, yarnLock] = await Promise.all((['npm', 'pnpm', 'yarn'] as const).map((m) => lockfileFor(m, registry.url)));
+    // A lockfile that names a package the registry does not have.
+    const ghostLock = (pnpmLock as string).replaceAll('greeter', 'ghost-greeter');
+    // A yarn.lock that package.json has moved on from (it now also asks for left-pad-lite 1.0.0 itself).
+    const movedOn = JSON.stringify({
+      name: 'suite',
+      version: '1.0.0',
+      private: true,
+      dependencies: { greeter: '^2.0.0', 'left-pad-lite': '1.0.0' },
+    });
+    const dir = tempDir('outpost-deps-checks-');
+    checksFile = path.join(dir, 'checks.json');
+    writeFileSync(
+      checksFile,
+      JSON.stringify({
+        checks: [
+          suiteCheck('with-pnpm', [
+            { path: 'package.json', content: PACKAGE_JSON },
+            { path: 'pnpm-lock.yaml', content: pnpmLock as string },
+          ]),
+          suiteCheck('with-yarn', [
+            { path: 'package.json', content: PACKAGE_JSON },
+            { path: 'yarn.lock', content: yarnLock as string },
+          ]),
+          suiteCheck('with-npm', [
+            { path: 'package.json', content: PACKAGE_JSON },
+            { path: 'package-lock.json', content: npmLock as string },
+          ]),
+          suiteCheck('ghost-package', [
+            {
+              path: 'package.json',
+              content: PACKAGE_JSON.replace('greeter', 'ghost-greeter'),
+            },
+            { path: 'pnpm-lock.yaml', content: ghostLock },
+          ]),
+          suiteCheck('stale-yarn-lock', [
+            { path: 'package.json', content: movedOn },
+            { path: 'yarn.lock', content: yarnLock as string },
+          ]),
+        ],
+      }),
+    );
+    await once();
+    await once();
+  }, 240_000);
+
+  afterAll(async () => {
+    await proxy?.stop();
+    await registry?.stop();
+  });
+
+  it.each(['pnpm', 'yarn', 'npm'] as const)('a suite with a %s lockfile installs through the proxy, runs, and hits the cache the second time', (manager) => {
+    const id = `with-${manager}`;
+    const first = detail(0, id);
+    expect(result(0, id).hasFailures, first.requestError ?? first.jobLog.join('\n')).toBe(false);
+    expect(first.steps).toEqual([
+      expect.objectContaining({
+        name: 'check.spec.ts › greets with its own dependency',
+        passed: true,
+      }),
+    ]);
+    expect(first.dependencies).toMatchObject({
+      packageManager: manager,
+      lockfile: LOCKFILE[manager],
+      cacheHit: false,
+    });
+    expect(first.dependencies?.packageManagerVersion).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(first.jobLog.some((l) => l.startsWith(`Dependencies: installed from ${LOCKFILE[manager]} with ${manager}`))).toBe(true);
+
+    const second = detail(1, id);
+    expect(result(1, id).hasFailures, second.requestError ?? second.jobLog.join('\n')).toBe(false);
+    expect(second.steps).toEqual([expect.objectContaining({ passed: true })]);
+    expect(second.dependencies).toMatchObject({
+      packageManager: manager,
+      cacheHit: true,
+      installMs: 0,
+      key: first.dependencies?.key,
+    });
+    expect(second.jobLog.some((l) => l.startsWith(`Dependencies: cache hit for ${LOCKFILE[manager]}`))).toBe(true);
+    expect(second.jobLog.some((l) => l.startsWith(`[${manager}]`))).toBe(false);
+  });
+
+  it('went through the proxy to the registry for the packuments and tarballs, and not at all the second time', () => {
+    const log = proxy.log();
+    const port = new URL(registry.url).port;
+    for (const wanted of ['greeter/-/greeter-2.1.0.tgz', 'left-pad-lite/-/left-pad-lite-1.0.0.tgz']) {
+      expect(log).toMatch(new RegExp(`GET http://127\\.0\\.0\\.1:${port}/${wanted.replaceAll('.', '\\.')}`));
+    }
+    // Three installs fetched each tarball (yarn, npm and pnpm keep no cache between runs of the agent: their caches live in each install's own folder).
+    expect(registryAsked[0]?.filter((p) => p === '/greeter/-/greeter-2.1.0.tgz').length).toBeGreaterThanOrEqual(3);
+    // The second run installed only what failed the first time (ghost-greeter again), never greeter.
+    expect(registryAsked[1]?.filter((p) => p.startsWith('/greeter'))).toEqual([]);
+    expect(registryAsked[1]).toContain('/ghost-greeter/-/ghost-greeter-2.1.0.tgz');
+  });
+
+  it('keeps one entry per lockfile in the cache folder', () => {
+    expect(readdirSync(path.join(cacheDir, 'entries')).length).toBe(3);
+    expect(readdirSync(path.join(cacheDir, 'installs'))).toEqual([]);
+  });
+
+  it('a lockfile naming a package the registry lacks is an error result that names it and says why', () => {
+    const d = detail(0, 'ghost-package');
+    expect(result(0, 'ghost-package').hasErrors).toBe(true);
+    expect(d.requestError).toMatch(/^Installing the suite's dependencies from pnpm-lock\.yaml with pnpm [\d.]+ failed \(exit code 1\): .*ghost-greeter/);
+    expect(d.requestError).toMatch(/404|Not Found/i);
+    expect(d.dependencies).toMatchObject({
+      packageManager: 'pnpm',
+      cacheHit: false,
+    });
+    expect(d.steps).toEqual([]);
+    // Not cached: the second run tried again, and failed the same way.
+    expect(detail(1, 'ghost-package').requestError).toMatch(/ghost-greeter/);
+  });
+
+  it('a yarn.lock that package.json has moved on from is an error result, not a fresh resolve', () => {
+    const d = detail(0, 'stale-yarn-lock');
+    expect(result(0, 'stale-yarn-lock').hasErrors).toBe(true);
+    expect(d.requestError).toMatch(/^Installing the suite's dependencies from yarn\.lock with yarn 1\.22\.\d+ failed \(exit code 1\): .*lockfile needs to be updated/);
+  });
+
+  it('a package.json without a lockfile is refused when the check is read, naming the field', async () => {
+    const file = path.join(tempDir('outpost-deps-nolock-'), 'checks.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        checks: [suiteCheck('no-lockfile', [{ path: 'package.json', content: PACKAGE_JSON }])],
+      }),
+    );
+    const agent = startAgent(
+      ['once', file],
+      cleanEnv({
+        STATE_DIR: tempDir('outpost-deps-state-'),
+        DEPENDENCY_CACHE_DIR: cacheDir,
+      }),
+    );
+    expect((await agent.exit).code).toBe(78);
+    expect(agent.stderr()).toMatch(/check "no-lockfile" at \$\.checks\[0\]\.files: package\.json needs a lockfile beside it \(package-lock\.json, pnpm-lock\.yaml, yarn\.lock\)/);
+  });
+});

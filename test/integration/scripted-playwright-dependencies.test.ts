@@ -7,7 +7,7 @@
 // package and why. The suites' tests need no browser.
 
 import { execFile } from 'node:child_process';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chownSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -90,15 +90,33 @@ async function lockfileFor(manager: Manager, registry: string): Promise<string> 
   return readFileSync(path.join(dir, LOCKFILE[manager]), 'utf8');
 }
 
-function suiteCheck(id: string, files: Array<{ path: string; content: string }>): object {
-  return {
-    id,
-    checkType: 'PLAYWRIGHT',
-    runtimeId: RUNTIME,
-    maxResponseTime: 60_000,
-    script: SPEC,
-    files,
-  };
+/** A suite that tries to change the installed package it imports: the cache entry is not its to change. */
+const TAMPER_SPEC = `import { test, expect } from '@playwright/test';
+import fs from 'node:fs';
+import path from 'node:path';
+import greet from 'greeter';
+const code = (f: () => void) => { try { f(); return 'written'; } catch (e) { return String((e as NodeJS.ErrnoException).code); } };
+test('cannot change its cached dependencies', () => {
+  const file = require.resolve('greeter');
+  expect(code(() => fs.writeFileSync(file, 'module.exports = () => "poisoned";'))).toMatch(/^(EROFS|EACCES|EPERM)$/);
+  expect(code(() => fs.mkdirSync(path.join(path.dirname(file), 'added')))).toMatch(/^(EROFS|EACCES|EPERM)$/);
+  expect(greet('you')).toBe('hello, you');
+});
+`;
+
+function suiteCheck(id: string, files: Array<{ path: string; content: string }>, script = SPEC): object {
+  return { id, checkType: 'PLAYWRIGHT', runtimeId: RUNTIME, maxResponseTime: 60_000, script, files };
+}
+
+/** An unprivileged user for the agent (scripts are then isolated with userns): what the images' uid 10001 is. */
+const NOBODY = 65534;
+const AS_NOBODY = ['/usr/bin/setpriv', `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '--'];
+
+/** A folder the agent, whoever it runs as, may write. */
+function agentDir(prefix: string): string {
+  const dir = tempDir(prefix);
+  chownSync(dir, NOBODY, NOBODY);
+  return dir;
 }
 
 describe('PLAYWRIGHT suites with their own dependencies', () => {
@@ -108,22 +126,26 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
   let checksFile = '';
   const runs: Array<Map<string, CheckResultEntry>> = [];
   const registryAsked: string[][] = [];
+  let asNobody = new Map<string, CheckResultEntry>();
+  /** The script isolation each agent run chose. */
+  const mechanisms: string[] = [];
 
-  async function once(): Promise<void> {
+  async function once(file = checksFile, cache = cacheDir, prefix: string[] = []): Promise<Map<string, CheckResultEntry>> {
     const before = registry.requests.length;
     const agent = startAgent(
-      ['once', checksFile],
+      ['once', file],
       cleanEnv({
-        STATE_DIR: tempDir('outpost-deps-state-'),
-        TMPDIR: tempDir('outpost-deps-tmp-'),
+        STATE_DIR: agentDir('outpost-deps-state-'),
+        TMPDIR: agentDir('outpost-deps-tmp-'),
         JOB_CONCURRENCY: '4',
         SCRIPT_MEMORY_MB: '128',
         HTTP_PROXY: proxy.url,
         HTTPS_PROXY: proxy.url,
         DEPENDENCY_REGISTRY: registry.url,
-        DEPENDENCY_CACHE_DIR: cacheDir,
+        DEPENDENCY_CACHE_DIR: cache,
         DEPENDENCY_INSTALL_TIMEOUT_SECONDS: '60',
       }),
+      prefix,
     );
     await agent.exit;
     const results = new Map<string, CheckResultEntry>();
@@ -132,8 +154,9 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
       if (r.resultType === 'FINAL') results.set(r.checkId as string, r);
     }
     if (results.size === 0) throw new Error(`no results; stderr: ${agent.stderr().slice(-3000)}`);
-    runs.push(results);
     registryAsked.push(registry.requests.slice(before));
+    mechanisms.push(String(agent.logs.find((l) => typeof l.scriptIsolation === 'string')?.scriptIsolation));
+    return results;
   }
 
   const detail = (runIndex: number, id: string): Detail => {
@@ -171,7 +194,9 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
       private: true,
       dependencies: { greeter: '^2.0.0', 'left-pad-lite': '1.0.0' },
     });
-    const dir = tempDir('outpost-deps-checks-');
+    // Its own cache entry (another package.json): it installs for itself.
+    const tamperPackage = { path: 'package.json', content: PACKAGE_JSON.replace('"suite"', '"tamper"') };
+    const dir = agentDir('outpost-deps-checks-');
     checksFile = path.join(dir, 'checks.json');
     writeFileSync(
       checksFile,
@@ -181,6 +206,12 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
             { path: 'package.json', content: PACKAGE_JSON },
             { path: 'pnpm-lock.yaml', content: pnpmLock as string },
           ]),
+          // The same suite at the same time: one install, the other job waits for it.
+          suiteCheck('with-pnpm-too', [
+            { path: 'package.json', content: PACKAGE_JSON },
+            { path: 'pnpm-lock.yaml', content: pnpmLock as string },
+          ]),
+          suiteCheck('tamper', [tamperPackage, { path: 'pnpm-lock.yaml', content: pnpmLock as string }], TAMPER_SPEC),
           suiteCheck('with-yarn', [
             { path: 'package.json', content: PACKAGE_JSON },
             { path: 'yarn.lock', content: yarnLock as string },
@@ -203,8 +234,13 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
         ],
       }),
     );
-    await once();
-    await once();
+    runs.push(await once());
+    runs.push(await once());
+    // The agent as an unprivileged user (userns): the installer and the bind of the entry work there too.
+    const nobodyFile = path.join(agentDir('outpost-deps-nobody-'), 'checks.json');
+    writeFileSync(nobodyFile, JSON.stringify({ checks: [suiteCheck('tamper', [tamperPackage, { path: 'pnpm-lock.yaml', content: pnpmLock as string }], TAMPER_SPEC)] }));
+    chownSync(nobodyFile, NOBODY, NOBODY);
+    asNobody = await once(nobodyFile, agentDir('outpost-deps-nobody-cache-'), AS_NOBODY);
   }, 240_000);
 
   afterAll(async () => {
@@ -213,7 +249,8 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
   });
 
   it.each(['pnpm', 'yarn', 'npm'] as const)('a suite with a %s lockfile installs through the proxy, runs, and hits the cache the second time', (manager) => {
-    const id = `with-${manager}`;
+    // pnpm's suite runs twice at once in the first run: whichever installed.
+    const id = manager === 'pnpm' && detail(0, 'with-pnpm').dependencies?.cacheHit ? 'with-pnpm-too' : `with-${manager}`;
     const first = detail(0, id);
     expect(result(0, id).hasFailures, first.requestError ?? first.jobLog.join('\n')).toBe(false);
     expect(first.steps).toEqual([
@@ -256,8 +293,26 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
     expect(registryAsked[1]).toContain('/ghost-greeter/-/ghost-greeter-2.1.0.tgz');
   });
 
+  it('installs once for two jobs that need the same lockfile at the same time', () => {
+    const twins = [detail(0, 'with-pnpm'), detail(0, 'with-pnpm-too')];
+    expect(twins.map((d) => d.dependencies?.cacheHit).sort()).toEqual([false, true]);
+    expect(twins.filter((d) => d.jobLog.some((l) => l.startsWith("Installing the suite's dependencies"))).length).toBe(1);
+    expect(twins.every((d) => d.steps.length === 1 && d.steps[0]?.passed)).toBe(true);
+    expect(twins[0]?.dependencies?.key).toBe(twins[1]?.dependencies?.key);
+  });
+
+  it.each([
+    ['root (uid-pidns: a uid of its own per run)', 0, 'uid-pidns', () => detail(0, 'tamper')],
+    ['an unprivileged user (userns: the entry bound back read-only)', 2, 'userns', () => asNobody.get('tamper')?.browserCheckResult as unknown as Detail],
+  ] as const)('a suite cannot change its cached dependencies, the agent running as %s', (_as, runIndex, mechanism, get) => {
+    expect(mechanisms[runIndex]).toBe(mechanism);
+    const d = get();
+    expect(d.steps, d.requestError ?? d.jobLog.join('\n')).toEqual([expect.objectContaining({ passed: true })]);
+    expect(d.dependencies).toMatchObject({ packageManager: 'pnpm', cacheHit: false });
+  });
+
   it('keeps one entry per lockfile in the cache folder', () => {
-    expect(readdirSync(path.join(cacheDir, 'entries')).length).toBe(3);
+    expect(readdirSync(path.join(cacheDir, 'entries')).length).toBe(4);
     expect(readdirSync(path.join(cacheDir, 'installs'))).toEqual([]);
   });
 

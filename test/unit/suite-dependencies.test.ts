@@ -2,15 +2,17 @@
 // suite's files ask for and every way they are refused (also through the check's parsing, naming the
 // field); the cache key; the line an installer's failure is summed up in, from each manager's real
 // wording; the cache's one install per key, failed installs left out, and least-recently-used eviction
-// that spares entries in use.
+// that spares entries in use; the installer's process (a stand-in for the package manager): its
+// environment and folders, its time limit and its bounded output.
 
+import { readFileSync } from 'node:fs';
 import { mkdir, readdir, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DefinitionError, Fields } from '../../src/checks/fields.js';
 import { parseSuiteRequest } from '../../src/checks/scripted/executors.js';
 import { DependencyCache, ENTRY_MARK, folderSize } from '../../src/checks/scripted/dependencies/cache.js';
-import { whyInstallFailed } from '../../src/checks/scripted/dependencies/install.js';
+import { type ManagerInstall, runInstall, whyInstallFailed } from '../../src/checks/scripted/dependencies/install.js';
 import { dependencyKey, type SuiteDependencies, suiteDependencies } from '../../src/checks/scripted/dependencies/lockfile.js';
 import { useTempTrees } from '../support/temp-tree.js';
 
@@ -19,7 +21,11 @@ const file = (p: string, content = 'x') => ({ path: p, content });
 
 describe('which package manager a suite asks for', () => {
   it('reads it from the one lockfile beside package.json', () => {
-    expect(suiteDependencies([file('package.json', PACKAGE_JSON), file('pnpm-lock.yaml', "lockfileVersion: '9.0'\n")], false)).toMatchObject({ manager: 'pnpm', lockfile: 'pnpm-lock.yaml', allowScripts: false });
+    expect(suiteDependencies([file('package.json', PACKAGE_JSON), file('pnpm-lock.yaml', "lockfileVersion: '9.0'\n")], false)).toMatchObject({
+      manager: 'pnpm',
+      lockfile: 'pnpm-lock.yaml',
+      allowScripts: false,
+    });
     expect(suiteDependencies([file('package.json', PACKAGE_JSON), file('yarn.lock', '# yarn lockfile v1\n')], true)).toMatchObject({ manager: 'yarn', allowScripts: true });
     expect(suiteDependencies([file('package.json', PACKAGE_JSON), file('package-lock.json', '{}')], false)).toMatchObject({ manager: 'npm' });
     expect(suiteDependencies([file('helpers/pages.ts')], false)).toBeNull();
@@ -179,7 +185,7 @@ describe('the dependency cache', () => {
     expect(await folderSize(dir)).toBeGreaterThanOrEqual(1500);
   });
 
-  it('stops waiting for another job\'s install when its own job is aborted', async () => {
+  it("stops waiting for another job's install when its own job is aborted", async () => {
     const cache = new DependencyCache(tree({}), 10 * 1024 * 1024);
     let finish: () => void = () => undefined;
     const slow = (scratch: string) =>
@@ -195,5 +201,107 @@ describe('the dependency cache', () => {
     expect(await second).toBeNull();
     finish();
     expect(await first).toBeNull();
+  });
+});
+
+describe('an install', () => {
+  const tree = useTempTrees('outpost-dependency-install-unit-');
+  const deps = suiteDependencies([file('package.json', PACKAGE_JSON), file('pnpm-lock.yaml', 'lock')], false) as SuiteDependencies;
+  const settings = { cacheDir: '/unused', maxBytes: 1, installTimeoutMs: 20_000, registry: 'http://registry.test/', httpProxy: 'http://user:pw@proxy.test:3128', noProxy: 'internal.test' };
+  /** A package manager that runs `body` (CommonJS) with the arguments it was given. */
+  const standIn = (body: string): ManagerInstall => {
+    const dir = tree({ 'cli.js': body });
+    return { manager: 'pnpm', cli: path.join(dir, 'cli.js'), version: '10.34.9' };
+  };
+  const install = (manager: ManagerInstall, extra: Partial<typeof settings> = {}, signal = new AbortController().signal) =>
+    runInstall({ deps, manager, scratch: tree({}), settings: { ...settings, ...extra }, isolation: { mechanism: 'off', detail: 'test' }, signal, extraCaCerts: '/etc/ssl/ca.pem' });
+
+  it('gets only the environment it is given, frozen and without scripts, with every folder in its scratch folder', async () => {
+    const manager = standIn(`const fs = require('node:fs');
+fs.writeFileSync('../seen.json', JSON.stringify({ env: process.env, args: process.argv.slice(2), cwd: process.cwd(), npmrc: fs.readFileSync(process.env.HOME + '/.npmrc', 'utf8') }));
+console.log('proxy ' + process.env.HTTP_PROXY);
+fs.mkdirSync('node_modules/pkg', { recursive: true });`);
+    const scratch = tree({});
+    const result = await runInstall({ deps, manager, scratch, settings, isolation: { mechanism: 'off', detail: 'test' }, signal: new AbortController().signal, extraCaCerts: '/etc/ssl/ca.pem' });
+    expect(result.ok).toBe(true);
+    const seen = JSON.parse(readFileSync(path.join(scratch, 'seen.json'), 'utf8')) as { env: Record<string, string>; args: string[]; cwd: string; npmrc: string };
+    expect(seen.cwd).toBe(path.join(scratch, 'project'));
+    expect(seen.args.slice(0, 3)).toEqual(['install', '--frozen-lockfile', '--ignore-scripts']);
+    expect(
+      Object.keys(seen.env)
+        .filter((k) => !k.startsWith('XDG_') && !k.startsWith('npm_config_'))
+        .sort(),
+    ).toEqual(
+      [
+        'CI',
+        'HOME',
+        'HTTPS_PROXY',
+        'HTTP_PROXY',
+        'NODE_EXTRA_CA_CERTS',
+        'NO_PROXY',
+        'PATH',
+        'PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD',
+        'TMPDIR',
+        'YARN_CACHE_FOLDER',
+        'http_proxy',
+        'https_proxy',
+        'no_proxy',
+      ].sort(),
+    );
+    for (const key of ['HOME', 'TMPDIR', 'XDG_CACHE_HOME', 'XDG_CONFIG_HOME', 'XDG_DATA_HOME', 'XDG_STATE_HOME', 'YARN_CACHE_FOLDER', 'npm_config_userconfig']) {
+      expect(seen.env[key]?.startsWith(`${scratch}/`), `${key}=${seen.env[key]}`).toBe(true);
+    }
+    expect([seen.env.HTTP_PROXY, seen.env.HTTPS_PROXY, seen.env.NO_PROXY, seen.env.NODE_EXTRA_CA_CERTS, seen.env.npm_config_registry]).toEqual([
+      'http://user:pw@proxy.test:3128',
+      'http://user:pw@proxy.test:3128',
+      'internal.test',
+      '/etc/ssl/ca.pem',
+      'http://registry.test/',
+    ]);
+    expect(seen.npmrc).toContain('registry=http://registry.test/\n');
+    expect(seen.npmrc).toContain('https-proxy=http://user:pw@proxy.test:3128\n');
+    // The proxy's credentials never reach the jobLog.
+    expect(result.lines).toEqual(['[pnpm] proxy http://*****@proxy.test:3128']);
+  });
+
+  it('allows install scripts only when the check does', async () => {
+    const manager = standIn("console.log(process.argv.slice(2).join(' '));");
+    const allowed = await runInstall({
+      deps: { ...deps, allowScripts: true },
+      manager,
+      scratch: tree({}),
+      settings,
+      isolation: { mechanism: 'off', detail: 'test' },
+      signal: new AbortController().signal,
+    });
+    expect(allowed.lines[0]).not.toContain('--ignore-scripts');
+    expect(allowed.lines[0]).toContain('--config.dangerously-allow-all-builds=true');
+  });
+
+  it('is stopped at its time limit, with what it printed', async () => {
+    const result = await install(standIn("console.log('resolving'); setInterval(() => {}, 1000);"), { installTimeoutMs: 1_000 });
+    expect(result.ok).toBe(false);
+    expect(result.error).toMatch(/^Installing the suite's dependencies from pnpm-lock\.yaml with pnpm 10\.34\.9 was stopped: it ran past DEPENDENCY_INSTALL_TIMEOUT_SECONDS \(1 s\)$/);
+    expect(result.lines).toEqual(['[pnpm] resolving']);
+  });
+
+  it('is stopped when the job is aborted', async () => {
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error('the lease was lost')), 300);
+    const result = await install(standIn('setInterval(() => {}, 1000);'), {}, controller.signal);
+    expect(result.error).toMatch(/was stopped: the lease was lost$/);
+  });
+
+  it('keeps a bounded part of a noisy installer, cut at a full line, and says why it failed', async () => {
+    const result = await install(
+      standIn(
+        "for (let i = 0; i < 5000; i++) console.log('line ' + i + ' ' + 'x'.repeat(40)); console.error(' ERR_PNPM_FETCH_404  GET http://registry.test/ghost: Not Found - 404'); process.exitCode = 1;",
+      ),
+    );
+    expect(result.ok).toBe(false);
+    expect(result.lines.length).toBeLessThan(2_000);
+    expect(result.lines.at(-1)).toMatch(/^\[pnpm\] \[output truncated: \d+ more bytes, cut at the last full line\]$/);
+    // The line that says why came after the limit: the last line kept is what the error quotes.
+    expect(result.error).toMatch(/^Installing the suite's dependencies from pnpm-lock\.yaml with pnpm 10\.34\.9 failed \(exit code 1\): /);
   });
 });

@@ -7,7 +7,7 @@
 // package and why. The suites' tests need no browser.
 
 import { execFile } from 'node:child_process';
-import { chownSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -112,6 +112,16 @@ function suiteCheck(id: string, files: Array<{ path: string; content: string }>,
 const NOBODY = 65534;
 const AS_NOBODY = ['/usr/bin/setpriv', `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '--'];
 
+/** A temporary directory like /tmp (1777): under `uid`, each run's own uid makes its folder there. */
+function openDir(prefix: string): string {
+  const dir = tempDir(prefix);
+  chmodSync(dir, 0o1777);
+  return dir;
+}
+
+/** Root, but `unshare` fails (bound over with /bin/false): scripts are isolated with `uid`. */
+const WITHOUT_UNSHARE = ['/usr/bin/unshare', '--mount', '--', '/bin/sh', '-c', 'mount --bind /bin/false /usr/bin/unshare && exec "$@"', 'sh'];
+
 /** A folder the agent, whoever it runs as, may write. */
 function agentDir(prefix: string): string {
   const dir = tempDir(prefix);
@@ -127,6 +137,9 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
   const runs: Array<Map<string, CheckResultEntry>> = [];
   const registryAsked: string[][] = [];
   let asNobody = new Map<string, CheckResultEntry>();
+  let asRunUid = new Map<string, CheckResultEntry>();
+  let behindClosed = new Map<string, CheckResultEntry>();
+  let closedCache = '';
   /** The script isolation each agent run chose. */
   const mechanisms: string[] = [];
 
@@ -136,7 +149,7 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
       ['once', file],
       cleanEnv({
         STATE_DIR: agentDir('outpost-deps-state-'),
-        TMPDIR: agentDir('outpost-deps-tmp-'),
+        TMPDIR: openDir('outpost-deps-tmp-'),
         JOB_CONCURRENCY: '4',
         SCRIPT_MEMORY_MB: '128',
         HTTP_PROXY: proxy.url,
@@ -241,6 +254,13 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
     writeFileSync(nobodyFile, JSON.stringify({ checks: [suiteCheck('tamper', [tamperPackage, { path: 'pnpm-lock.yaml', content: pnpmLock as string }], TAMPER_SPEC)] }));
     chownSync(nobodyFile, NOBODY, NOBODY);
     asNobody = await once(nobodyFile, agentDir('outpost-deps-nobody-cache-'), AS_NOBODY);
+    // Root without namespaces (unshare fails: the `uid` mechanism): runs reach the entry by its real path,
+    // which must be open to them; a cache folder behind a closed one is refused, naming it.
+    const openCache = tempDir('outpost-deps-uid-cache-');
+    chmodSync(openCache, 0o755);
+    asRunUid = await once(nobodyFile, path.join(openCache, 'cache'), WITHOUT_UNSHARE);
+    closedCache = tempDir('outpost-deps-closed-');
+    behindClosed = await once(nobodyFile, path.join(closedCache, 'cache'), WITHOUT_UNSHARE);
   }, 240_000);
 
   afterAll(async () => {
@@ -304,11 +324,21 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
   it.each([
     ['root (uid-pidns: a uid of its own per run)', 0, 'uid-pidns', () => detail(0, 'tamper')],
     ['an unprivileged user (userns: the entry bound back read-only)', 2, 'userns', () => asNobody.get('tamper')?.browserCheckResult as unknown as Detail],
+    ["root without namespaces (uid: the entry reached by its path, not the run uid's)", 3, 'uid', () => asRunUid.get('tamper')?.browserCheckResult as unknown as Detail],
   ] as const)('a suite cannot change its cached dependencies, the agent running as %s', (_as, runIndex, mechanism, get) => {
     expect(mechanisms[runIndex]).toBe(mechanism);
     const d = get();
     expect(d.steps, d.requestError ?? d.jobLog.join('\n')).toEqual([expect.objectContaining({ passed: true })]);
     expect(d.dependencies).toMatchObject({ packageManager: 'pnpm', cacheHit: false });
+  });
+
+  it('under uid, a cache behind a folder runs cannot pass is an error result that names the folder', () => {
+    expect(mechanisms[4]).toBe('uid');
+    const r = behindClosed.get('tamper') as CheckResultEntry;
+    expect(r.hasErrors).toBe(true);
+    expect((r.browserCheckResult as unknown as Detail).requestError).toBe(
+      `DEPENDENCY_CACHE_DIR ${closedCache}/cache is out of scripts' reach: ${closedCache} is not searchable by other users (chmod o+x), and scripts run under uids of their own`,
+    );
   });
 
   it('keeps one entry per lockfile in the cache folder', () => {

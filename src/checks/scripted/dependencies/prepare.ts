@@ -3,6 +3,7 @@
 // key (installed now, or a hit), and what the result says about it. The
 // suite's run then sees the entry's node_modules (src/checks/scripted/runner.ts).
 
+import { stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { DependencySettings, ExecutionContext } from '../../executor.js';
@@ -37,6 +38,22 @@ export interface DependencyReport {
 
 export type Prepared = { ok: true; lease: CacheLease; report: DependencyReport } | { ok: false; error: string; report: DependencyReport };
 
+/** The first existing folder on the way to `dir` (itself included) that others may not pass, or null. */
+async function closedFolder(dir: string): Promise<string | null> {
+  const folders: string[] = [];
+  for (let at = path.resolve(dir); ; at = path.dirname(at)) {
+    folders.unshift(at);
+    if (at === path.dirname(at)) break;
+  }
+  for (const folder of folders) {
+    const info = await stat(folder).catch(() => null);
+    // Not made yet: the cache makes it 0755.
+    if (!info) return null;
+    if ((info.mode & 0o001) === 0) return folder;
+  }
+  return null;
+}
+
 export async function prepareDependencies(deps: SuiteDependencies, runtime: Runtime, ctx: ExecutionContext): Promise<Prepared> {
   const settings = ctx.settings.dependencies ?? DEFAULT_DEPENDENCY_SETTINGS;
   const report: DependencyReport = {
@@ -69,6 +86,14 @@ export async function prepareDependencies(deps: SuiteDependencies, runtime: Runt
       ok: false,
       report,
       error: `The suite's dependencies were not installed: no way to isolate the installer from the agent works here (${isolation.detail})`,
+    };
+  // Under `uid` (no mount namespace) a run's own uid reaches the entry through the real path.
+  const unreachable = isolation.mechanism === 'uid' ? await closedFolder(settings.cacheDir) : null;
+  if (unreachable)
+    return {
+      ok: false,
+      report,
+      error: `DEPENDENCY_CACHE_DIR ${settings.cacheDir} is out of scripts' reach: ${unreachable} is not searchable by other users (chmod o+x), and scripts run under uids of their own`,
     };
   const key = dependencyKey(deps, manager.version);
   report.key = key.slice(0, 12);

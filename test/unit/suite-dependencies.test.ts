@@ -29,12 +29,17 @@ describe('which package manager a suite asks for', () => {
     expect(suiteDependencies([file('package.json', PACKAGE_JSON), file('yarn.lock', '# yarn lockfile v1\n')], true)).toMatchObject({ manager: 'yarn', allowScripts: true });
     expect(suiteDependencies([file('package.json', PACKAGE_JSON), file('package-lock.json', '{}')], false)).toMatchObject({ manager: 'npm' });
     expect(suiteDependencies([file('helpers/pages.ts')], false)).toBeNull();
+    // A package.json that asks for nothing (or is not JSON) is only a file of the suite, as before.
+    expect(suiteDependencies([file('package.json', '{"name":"suite","dependencies":{}}')], false)).toBeNull();
+    expect(suiteDependencies([file('package.json', 'not json')], false)).toBeNull();
     // Only at the top of the suite.
     expect(suiteDependencies([file('fixtures/package.json', PACKAGE_JSON), file('fixtures/yarn.lock')], false)).toBeNull();
   });
 
   it('refuses what cannot be installed frozen, saying why', () => {
     expect(suiteDependencies([file('package.json', PACKAGE_JSON)], false)).toMatch(/^package\.json needs a lockfile beside it/);
+    expect(suiteDependencies([file('package.json', '{"devDependencies":{"x":"1.0.0"}}')], false)).toMatch(/^package\.json needs a lockfile beside it/);
+    expect(suiteDependencies([file('package.json', PACKAGE_JSON.replace('{"name"', '{"type":"module","name"')), file('yarn.lock')], false)).toMatch(/"type": "module": suites with dependencies run as CommonJS/);
     expect(suiteDependencies([file('yarn.lock')], false)).toBe('yarn.lock needs a package.json beside it');
     expect(suiteDependencies([file('package.json', PACKAGE_JSON), file('yarn.lock'), file('package-lock.json')], false)).toMatch(/has yarn\.lock and package-lock\.json: keep only/);
     expect(suiteDependencies([file('package.json', '{nope'), file('yarn.lock')], false)).toMatch(/^package\.json is not valid JSON/);

@@ -196,7 +196,7 @@ function scriptedExecutor(
   what: string,
 ): Executor<ScriptedRequest> {
   const graceMs = timeoutGraceMs(checkType);
-  // A PLAYWRIGHT suite may install its dependencies first, within its own time limit.
+  // A PLAYWRIGHT suite may install its dependencies first: the cap allows for the longest install on top of its time limit.
   const installMs = checkType === 'PLAYWRIGHT' ? DEPENDENCY_INSTALL_TIMEOUT_MAX_MS : 0;
   return {
     checkType,

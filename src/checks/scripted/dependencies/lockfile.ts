@@ -25,6 +25,11 @@ export interface SuiteDependencies {
   allowScripts: boolean;
 }
 
+/** The package.json fields that make an install. */
+const DEPENDENCY_FIELDS = ['dependencies', 'devDependencies', 'optionalDependencies'];
+
+const hasEntries = (value: unknown): boolean => value !== null && typeof value === 'object' && Object.keys(value).length > 0;
+
 /** Bumped when the layout of a cache entry changes: old entries are then never hit again (and age out). */
 const ENTRY_FORMAT = 1;
 
@@ -36,17 +41,22 @@ export function suiteDependencies(files: ReadonlyArray<{ path: string; content: 
   const manifest = files.find((f) => f.path === 'package.json');
   const lockfiles = files.filter((f) => f.path in LOCKFILES);
   if (!manifest) return lockfiles.length > 0 ? `${lockfiles[0]?.path} needs a package.json beside it` : null;
-  if (lockfiles.length === 0) {
-    return `package.json needs a lockfile beside it (${Object.keys(LOCKFILES).join(', ')}): dependencies are installed exactly as it locks them`;
-  }
-  if (lockfiles.length > 1) return `the suite has ${lockfiles.map((f) => f.path).join(' and ')}: keep only the lockfile of the package manager to install with`;
   let parsed: unknown;
   try {
     parsed = JSON.parse(manifest.content);
   } catch (error) {
-    return `package.json is not valid JSON (${(error as Error).message})`;
+    return lockfiles.length === 0 ? null : `package.json is not valid JSON (${(error as Error).message})`;
   }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return 'package.json must hold a JSON object';
+  const manifestObject = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : null;
+  if (lockfiles.length === 0) {
+    // A package.json that asks for no package is only a file of the suite (as before suites could install).
+    if (!manifestObject || !DEPENDENCY_FIELDS.some((field) => hasEntries(manifestObject[field]))) return null;
+    return `package.json needs a lockfile beside it (${Object.keys(LOCKFILES).join(', ')}): dependencies are installed exactly as it locks them`;
+  }
+  if (lockfiles.length > 1) return `the suite has ${lockfiles.map((f) => f.path).join(' and ')}: keep only the lockfile of the package manager to install with`;
+  if (!manifestObject) return 'package.json must hold a JSON object';
+  // The runner's '@playwright/test' module, which the suite imports, is CommonJS (src/checks/scripted/harness/shim.cjs).
+  if (manifestObject.type === 'module') return 'package.json says "type": "module": suites with dependencies run as CommonJS (import syntax and TypeScript still work); remove "type"';
   const lock = lockfiles[0] as { path: string; content: string };
   const manager = LOCKFILES[lock.path] as PackageManager;
   // Yarn 2+ writes `__metadata:` at the top of its yarn.lock; its install would need Yarn 2+ itself.

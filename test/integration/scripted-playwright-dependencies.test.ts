@@ -143,7 +143,8 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
   /** The script isolation each agent run chose. */
   const mechanisms: string[] = [];
 
-  async function once(file = checksFile, cache = cacheDir, prefix: string[] = []): Promise<Map<string, CheckResultEntry>> {
+  /** `cache` null: the default, STATE_DIR/dependency-cache (which the namespace mechanisms cover, then bind the entry back). */
+  async function once(file = checksFile, cache: string | null = cacheDir, prefix: string[] = []): Promise<Map<string, CheckResultEntry>> {
     const before = registry.requests.length;
     const agent = startAgent(
       ['once', file],
@@ -155,7 +156,7 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
         HTTP_PROXY: proxy.url,
         HTTPS_PROXY: proxy.url,
         DEPENDENCY_REGISTRY: registry.url,
-        DEPENDENCY_CACHE_DIR: cache,
+        ...(cache ? { DEPENDENCY_CACHE_DIR: cache } : {}),
         DEPENDENCY_INSTALL_TIMEOUT_SECONDS: '60',
       }),
       prefix,
@@ -249,11 +250,12 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
     );
     runs.push(await once());
     runs.push(await once());
-    // The agent as an unprivileged user (userns): the installer and the bind of the entry work there too.
+    // The agent as an unprivileged user (userns), the cache in STATE_DIR, which scripts' namespaces cover:
+    // the installer's folder and the entry are bound back, the entry read-only.
     const nobodyFile = path.join(agentDir('outpost-deps-nobody-'), 'checks.json');
     writeFileSync(nobodyFile, JSON.stringify({ checks: [suiteCheck('tamper', [tamperPackage, { path: 'pnpm-lock.yaml', content: pnpmLock as string }], TAMPER_SPEC)] }));
     chownSync(nobodyFile, NOBODY, NOBODY);
-    asNobody = await once(nobodyFile, agentDir('outpost-deps-nobody-cache-'), AS_NOBODY);
+    asNobody = await once(nobodyFile, null, AS_NOBODY);
     // Root without namespaces (unshare fails: the `uid` mechanism): runs reach the entry by its real path,
     // which must be open to them; a cache folder behind a closed one is refused, naming it.
     const openCache = tempDir('outpost-deps-uid-cache-');

@@ -29,6 +29,9 @@ export interface EntryRecord {
   installedAt: string;
 }
 
+/** Installs into its scratch folder; resolves to the entry's record, or null when it failed. */
+export type Installer = (scratch: string) => Promise<Omit<EntryRecord, 'sizeBytes' | 'installedAt'> | null>;
+
 /** What a job got from the cache: the entry's folder, released when its run is over. */
 export interface CacheLease {
   dir: string;
@@ -105,9 +108,18 @@ export class DependencyCache {
     );
   }
 
-  private lease(key: string, hit: boolean): CacheLease {
+  private hold(key: string): void {
     this.inUse.set(key, (this.inUse.get(key) ?? 0) + 1);
-    // The mark's mtime is the entry's last use (LRU), whatever the file system does with atimes.
+  }
+
+  private drop(key: string): void {
+    const left = (this.inUse.get(key) ?? 1) - 1;
+    if (left <= 0) this.inUse.delete(key);
+    else this.inUse.set(key, left);
+  }
+
+  /** The job's hold on the entry, handed over as a lease; its mark's mtime is the entry's last use (LRU), whatever the file system does with atimes. */
+  private leased(key: string, hit: boolean): CacheLease {
     const now = new Date();
     void utimes(path.join(this.entryDir(key), ENTRY_MARK), now, now).catch(() => undefined);
     let released = false;
@@ -117,9 +129,7 @@ export class DependencyCache {
       release: () => {
         if (released) return;
         released = true;
-        const left = (this.inUse.get(key) ?? 1) - 1;
-        if (left <= 0) this.inUse.delete(key);
-        else this.inUse.set(key, left);
+        this.drop(key);
       },
     };
   }
@@ -130,26 +140,36 @@ export class DependencyCache {
    * must leave `project/` (package.json, lockfile, node_modules) in it. `install` resolves to the
    * record on success or to null (the entry is then not made; the caller has its reason).
    */
-  async acquire(key: string, install: (scratch: string) => Promise<Omit<EntryRecord, 'sizeBytes' | 'installedAt'> | null>, signal: AbortSignal): Promise<CacheLease | null> {
+  async acquire(key: string, install: Installer, signal: AbortSignal): Promise<CacheLease | null> {
     await this.prepare();
-    if (await this.present(key)) return this.lease(key, true);
+    // Held from the start: an eviction meanwhile (after another key's install) passes it by.
+    this.hold(key);
+    let lease: CacheLease | null = null;
+    try {
+      lease = await this.find(key, install, signal);
+      return lease;
+    } finally {
+      if (!lease) this.drop(key);
+    }
+  }
+
+  private async find(key: string, install: Installer, signal: AbortSignal): Promise<CacheLease | null> {
+    if (await this.present(key)) return this.leased(key, true);
     const running = this.inflight.get(key);
     if (running) {
       const done = await Promise.race([running, abortOf(signal)]);
-      if (done === ABORTED) return null;
-      return done === null ? null : this.lease(key, true);
+      return done === ABORTED || done === null ? null : this.leased(key, true);
     }
     const attempt = this.installEntry(key, install);
     this.inflight.set(key, attempt);
     try {
-      const dir = await attempt;
-      return dir === null ? null : this.lease(key, false);
+      return (await attempt) === null ? null : this.leased(key, false);
     } finally {
       this.inflight.delete(key);
     }
   }
 
-  private async installEntry(key: string, install: (scratch: string) => Promise<Omit<EntryRecord, 'sizeBytes' | 'installedAt'> | null>): Promise<string | null> {
+  private async installEntry(key: string, install: Installer): Promise<string | null> {
     const scratch = path.join(this.installsDir(), `${key.slice(0, 32)}-${randomBytes(6).toString('hex')}`);
     await mkdir(scratch, { mode: 0o755 });
     try {

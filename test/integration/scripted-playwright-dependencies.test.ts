@@ -4,7 +4,11 @@
 // with a dependency), through tinyproxy as the agent's HTTP_PROXY. A second
 // run on the same DEPENDENCY_CACHE_DIR installs nothing and reports the cache
 // hit; lockfiles that cannot install give error results that say which
-// package and why. The suites' tests need no browser.
+// package and why. Also: two jobs with one lockfile at once install once; a
+// suite cannot change its cached packages under uid-pidns, userns (the agent
+// as nobody, cache in STATE_DIR) and uid; the registry over TLS with a
+// private CA (NODE_EXTRA_CA_CERTS), tunnelled by the proxy. The suites' tests
+// need no browser.
 
 import { execFile } from 'node:child_process';
 import { chmodSync, chownSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -16,6 +20,7 @@ import { cleanEnv, startAgent, tempDir } from '../support/agent-process.js';
 import { type NpmRegistry, startNpmRegistry } from '../support/npm-registry.js';
 import { installRuntime, RUNTIME, RUNTIME_DIR } from '../support/scripted-run.js';
 import { startTinyproxy, type Tinyproxy } from '../support/tinyproxy.js';
+import { createTestPki, type TestPki } from '../support/tls.js';
 
 const run = promisify(execFile);
 
@@ -140,11 +145,13 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
   let asRunUid = new Map<string, CheckResultEntry>();
   let behindClosed = new Map<string, CheckResultEntry>();
   let closedCache = '';
+  let overTls = new Map<string, CheckResultEntry>();
+  let pki: TestPki;
   /** The script isolation each agent run chose. */
   const mechanisms: string[] = [];
 
   /** `cache` null: the default, STATE_DIR/dependency-cache (which the namespace mechanisms cover, then bind the entry back). */
-  async function once(file = checksFile, cache: string | null = cacheDir, prefix: string[] = []): Promise<Map<string, CheckResultEntry>> {
+  async function once(file = checksFile, cache: string | null = cacheDir, prefix: string[] = [], env: Record<string, string> = {}): Promise<Map<string, CheckResultEntry>> {
     const before = registry.requests.length;
     const agent = startAgent(
       ['once', file],
@@ -158,6 +165,7 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
         DEPENDENCY_REGISTRY: registry.url,
         ...(cache ? { DEPENDENCY_CACHE_DIR: cache } : {}),
         DEPENDENCY_INSTALL_TIMEOUT_SECONDS: '60',
+        ...env,
       }),
       prefix,
     );
@@ -182,21 +190,25 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
 
   beforeAll(async () => {
     await installRuntime();
-    registry = await startNpmRegistry([
-      {
-        name: 'left-pad-lite',
-        version: '1.0.0',
-        files: { 'index.js': "module.exports = (s) => ', ' + s;\n" },
-      },
-      {
-        name: 'greeter',
-        version: '2.1.0',
-        dependencies: { 'left-pad-lite': '^1.0.0' },
-        files: {
-          'index.js': "const pad = require('left-pad-lite');\nmodule.exports = (name) => 'hello' + pad(name);\nmodule.exports.default = module.exports;\n",
+    pki = createTestPki();
+    registry = await startNpmRegistry(
+      [
+        {
+          name: 'left-pad-lite',
+          version: '1.0.0',
+          files: { 'index.js': "module.exports = (s) => ', ' + s;\n" },
         },
-      },
-    ]);
+        {
+          name: 'greeter',
+          version: '2.1.0',
+          dependencies: { 'left-pad-lite': '^1.0.0' },
+          files: {
+            'index.js': "const pad = require('left-pad-lite');\nmodule.exports = (name) => 'hello' + pad(name);\nmodule.exports.default = module.exports;\n",
+          },
+        },
+      ],
+      pki.valid,
+    );
     proxy = await startTinyproxy();
     const [npmLock, pnpmLock, yarnLock] = await Promise.all((['npm', 'pnpm', 'yarn'] as const).map((m) => lockfileFor(m, registry.url)));
     // A lockfile that names a package the registry does not have.
@@ -263,6 +275,20 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
     asRunUid = await once(nobodyFile, path.join(openCache, 'cache'), WITHOUT_UNSHARE);
     closedCache = tempDir('outpost-deps-closed-');
     behindClosed = await once(nobodyFile, path.join(closedCache, 'cache'), WITHOUT_UNSHARE);
+    // The registry over TLS with a private CA: only NODE_EXTRA_CA_CERTS makes it trusted; the proxy tunnels (CONNECT).
+    const tlsFile = path.join(agentDir('outpost-deps-tls-'), 'checks.json');
+    writeFileSync(
+      tlsFile,
+      JSON.stringify({
+        checks: [
+          suiteCheck('over-tls', [
+            { path: 'package.json', content: PACKAGE_JSON.replace('"suite"', '"over-tls"') },
+            { path: 'pnpm-lock.yaml', content: pnpmLock as string },
+          ]),
+        ],
+      }),
+    );
+    overTls = await once(tlsFile, cacheDir, [], { DEPENDENCY_REGISTRY: registry.httpsUrl as string, NODE_EXTRA_CA_CERTS: pki.caCert });
   }, 240_000);
 
   afterAll(async () => {
@@ -343,8 +369,15 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
     );
   });
 
+  it('installs from a registry over TLS through the proxy, trusting it by NODE_EXTRA_CA_CERTS', () => {
+    const d = overTls.get('over-tls')?.browserCheckResult as unknown as Detail;
+    expect(d.steps, d.requestError ?? d.jobLog.join('\n')).toEqual([expect.objectContaining({ passed: true })]);
+    expect(d.dependencies).toMatchObject({ packageManager: 'pnpm', cacheHit: false });
+    expect(proxy.log()).toMatch(new RegExp(`CONNECT 127\\.0\\.0\\.1:${new URL(registry.httpsUrl as string).port}`));
+  });
+
   it('keeps one entry per lockfile in the cache folder', () => {
-    expect(readdirSync(path.join(cacheDir, 'entries')).length).toBe(4);
+    expect(readdirSync(path.join(cacheDir, 'entries')).length).toBe(5);
     expect(readdirSync(path.join(cacheDir, 'installs'))).toEqual([]);
   });
 

@@ -7,7 +7,8 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { tempDir } from './agent-process.js';
@@ -23,6 +24,8 @@ export interface RegistryPackage {
 export interface NpmRegistry {
   /** http://127.0.0.1:<port>/ */
   url: string;
+  /** https://127.0.0.1:<port>/, the same packages, when started with a certificate. */
+  httpsUrl?: string;
   /** Every path asked for, in order. */
   requests: string[];
   stop(): Promise<void>;
@@ -55,21 +58,20 @@ function pack(pkg: RegistryPackage, root: string): Packed {
   };
 }
 
-/** Packs the packages and serves them on loopback. */
-export async function startNpmRegistry(packages: RegistryPackage[]): Promise<NpmRegistry> {
+/** Packs the packages and serves them on loopback (also over TLS with `tls`: the same tarballs). */
+export async function startNpmRegistry(packages: RegistryPackage[], tls?: { cert: string; key: string }): Promise<NpmRegistry> {
   const root = tempDir('outpost-registry-');
   const packed = packages.map((pkg) => pack(pkg, root));
   const requests: string[] = [];
-  let base = '';
-  const server = createServer((req, res) => {
+  const bases = new Map<unknown, string>();
+  const answer = (req: IncomingMessage, res: ServerResponse) => {
+    // Tarball addresses on the scheme and port the packument was asked on.
+    const base = `${(req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http'}://${req.headers.host}/`;
     const url = decodeURIComponent((req.url ?? '/').split('?')[0] as string);
     requests.push(url);
     const tarball = packed.find((p) => url === `/${p.manifest.name}/-/${p.file}`);
     if (tarball) {
-      res.writeHead(200, {
-        'content-type': 'application/octet-stream',
-        'content-length': tarball.tarball.length,
-      });
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': tarball.tarball.length });
       res.end(tarball.tarball);
       return;
     }
@@ -98,21 +100,30 @@ export async function startNpmRegistry(packages: RegistryPackage[]): Promise<Npm
       ),
     };
     const body = JSON.stringify(packument);
-    res.writeHead(200, {
-      'content-type': 'application/json',
-      'content-length': Buffer.byteLength(body),
-    });
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
     res.end(body);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  };
+  const servers: Array<{ server: HttpServer | HttpsServer; scheme: string }> = [{ server: createServer(answer), scheme: 'http' }];
+  if (tls) servers.push({ server: createHttpsServer({ cert: readFileSync(tls.cert), key: readFileSync(tls.key) }, answer), scheme: 'https' });
+  for (const { server, scheme } of servers) {
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    bases.set(server, `${scheme}://127.0.0.1:${(server.address() as AddressInfo).port}/`);
+  }
+  const [plain, secure] = servers;
   return {
-    url: base,
+    url: bases.get(plain?.server) as string,
+    ...(secure ? { httpsUrl: bases.get(secure.server) as string } : {}),
     requests,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    stop: async () => {
+      await Promise.all(
+        servers.map(
+          ({ server }) =>
+            new Promise<void>((resolve) => {
+              server.closeAllConnections();
+              server.close(() => resolve());
+            }),
+        ),
+      );
+    },
   };
 }

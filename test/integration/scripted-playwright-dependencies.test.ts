@@ -70,9 +70,9 @@ test('greets with its own dependency', () => {
 `;
 
 /** The lockfile the manager writes for PACKAGE_JSON against the registry (directly, not through the proxy). */
-async function lockfileFor(manager: Manager, registry: string): Promise<string> {
+async function lockfileFor(manager: Manager, registry: string, packageJson = PACKAGE_JSON): Promise<string> {
   const dir = tempDir(`outpost-lock-${manager}-`);
-  writeFileSync(path.join(dir, 'package.json'), PACKAGE_JSON);
+  writeFileSync(path.join(dir, 'package.json'), packageJson);
   writeFileSync(path.join(dir, '.npmrc'), `registry=${registry}\n`);
   const cli = path.join(RUNTIME_DIR, 'node_modules', CLI[manager]);
   const args =
@@ -94,6 +94,15 @@ async function lockfileFor(manager: Manager, registry: string): Promise<string> 
   });
   return readFileSync(path.join(dir, LOCKFILE[manager]), 'utf8');
 }
+
+const BUILDER_JSON = JSON.stringify({ name: 'built-suite', version: '1.0.0', private: true, dependencies: { builder: '1.0.0' } });
+/** A suite that expects `builder`'s postinstall to have run, or not. */
+const builtSpec = (expected: boolean) => `import { test, expect } from '@playwright/test';
+import built from 'builder';
+test('postinstall ${expected ? 'ran' : 'did not run'}', () => {
+  expect(built).toBe(${expected});
+});
+`;
 
 /** A suite that tries to change the installed package it imports: the cache entry is not its to change. */
 const TAMPER_SPEC = `import { test, expect } from '@playwright/test';
@@ -198,6 +207,13 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
           version: '1.0.0',
           files: { 'index.js': "module.exports = (s) => ', ' + s;\n" },
         },
+        // Its postinstall leaves built.txt beside it; it exports whether that is there.
+        {
+          name: 'builder',
+          version: '1.0.0',
+          scripts: { postinstall: "node -e \"require('fs').writeFileSync('built.txt', 'built')\"" },
+          files: { 'index.js': "module.exports = require('fs').existsSync(require('path').join(__dirname, 'built.txt'));\n" },
+        },
         {
           name: 'greeter',
           version: '2.1.0',
@@ -211,6 +227,7 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
     );
     proxy = await startTinyproxy();
     const [npmLock, pnpmLock, yarnLock] = await Promise.all((['npm', 'pnpm', 'yarn'] as const).map((m) => lockfileFor(m, registry.url)));
+    const builderLock = await lockfileFor('pnpm', registry.url, BUILDER_JSON);
     // A lockfile that names a package the registry does not have.
     const ghostLock = (pnpmLock as string).replaceAll('greeter', 'ghost-greeter');
     // A yarn.lock that package.json has moved on from (it now also asks for left-pad-lite 1.0.0 itself).
@@ -238,6 +255,26 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
             { path: 'pnpm-lock.yaml', content: pnpmLock as string },
           ]),
           suiteCheck('tamper', [tamperPackage, { path: 'pnpm-lock.yaml', content: pnpmLock as string }], TAMPER_SPEC),
+          // Install scripts: off by default, run when the check allows them.
+          suiteCheck(
+            'scripts-off',
+            [
+              { path: 'package.json', content: BUILDER_JSON },
+              { path: 'pnpm-lock.yaml', content: builderLock },
+            ],
+            builtSpec(false),
+          ),
+          {
+            ...suiteCheck(
+              'scripts-on',
+              [
+                { path: 'package.json', content: BUILDER_JSON },
+                { path: 'pnpm-lock.yaml', content: builderLock },
+              ],
+              builtSpec(true),
+            ),
+            allowInstallScripts: true,
+          },
           suiteCheck('with-yarn', [
             { path: 'package.json', content: PACKAGE_JSON },
             { path: 'yarn.lock', content: yarnLock as string },
@@ -341,6 +378,18 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
     expect(registryAsked[1]).toContain('/ghost-greeter/-/ghost-greeter-2.1.0.tgz');
   });
 
+  it('runs install scripts only when the check allows them (and caches the two installs apart)', () => {
+    const off = detail(0, 'scripts-off');
+    const on = detail(0, 'scripts-on');
+    expect(off.steps, off.requestError ?? off.jobLog.join('\n')).toEqual([expect.objectContaining({ name: 'check.spec.ts › postinstall did not run', passed: true })]);
+    expect(on.steps, on.requestError ?? on.jobLog.join('\n')).toEqual([expect.objectContaining({ name: 'check.spec.ts › postinstall ran', passed: true })]);
+    expect(off.jobLog).toContainEqual(expect.stringMatching(/install scripts off\)$/));
+    expect(on.jobLog).toContainEqual(expect.stringMatching(/install scripts allowed\)$/));
+    expect(off.dependencies?.key).not.toBe(on.dependencies?.key);
+    expect([detail(1, 'scripts-off').dependencies?.cacheHit, detail(1, 'scripts-on').dependencies?.cacheHit]).toEqual([true, true]);
+    expect(detail(1, 'scripts-on').steps).toEqual([expect.objectContaining({ passed: true })]);
+  });
+
   it('installs once for two jobs that need the same lockfile at the same time', () => {
     const twins = [detail(0, 'with-pnpm'), detail(0, 'with-pnpm-too')];
     expect(twins.map((d) => d.dependencies?.cacheHit).sort()).toEqual([false, true]);
@@ -377,7 +426,7 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
   });
 
   it('keeps one entry per lockfile in the cache folder', () => {
-    expect(readdirSync(path.join(cacheDir, 'entries')).length).toBe(5);
+    expect(readdirSync(path.join(cacheDir, 'entries')).length).toBe(7);
     expect(readdirSync(path.join(cacheDir, 'installs'))).toEqual([]);
   });
 

@@ -17,6 +17,8 @@ export interface RegistryPackage {
   name: string;
   version: string;
   dependencies?: Record<string, string>;
+  /** Lifecycle scripts (`postinstall`, …). */
+  scripts?: Record<string, string>;
   /** Files of the package besides its package.json (index.js, …). */
   files: Record<string, string>;
 }
@@ -46,6 +48,7 @@ function pack(pkg: RegistryPackage, root: string): Packed {
     main: 'index.js',
     license: 'MIT',
     ...(pkg.dependencies ? { dependencies: pkg.dependencies } : {}),
+    ...(pkg.scripts ? { scripts: pkg.scripts } : {}),
   };
   writeFileSync(path.join(dir, 'package.json'), JSON.stringify(manifest));
   for (const [name, content] of Object.entries(pkg.files)) writeFileSync(path.join(dir, name), content);

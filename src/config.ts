@@ -7,6 +7,7 @@ import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import path from 'node:path';
 import type { CheckSettings } from './checks/executor.js';
+import { DEPENDENCY_INSTALL_TIMEOUT_MAX_MS } from './checks/scripted/dependencies/prepare.js';
 import { MAX_SEGMENT_BYTES } from './control-plane/spool.js';
 import { bodyBudgetSize, MemoryBudget, MIB } from './core/memory-budget.js';
 import { DEFAULT_MAX_RESULT_BYTES } from './results/result-size.js';
@@ -184,8 +185,8 @@ function dependencySettings(env: Env): Config['dependencies'] {
   return {
     cacheDir: path.resolve(cacheDir),
     maxBytes: integer(env, 'DEPENDENCY_CACHE_MAX_MB', 2048, 16, 1_048_576) * 1024 * 1024,
-    // At most DEPENDENCY_INSTALL_TIMEOUT_MAX_MS (src/checks/scripted/dependencies/prepare.ts): a PLAYWRIGHT job's cap allows for it.
-    installTimeoutMs: integer(env, 'DEPENDENCY_INSTALL_TIMEOUT_SECONDS', 120, 5, 300) * 1000,
+    // At most what a PLAYWRIGHT job's cap allows for.
+    installTimeoutMs: integer(env, 'DEPENDENCY_INSTALL_TIMEOUT_SECONDS', 120, 5, DEPENDENCY_INSTALL_TIMEOUT_MAX_MS / 1000) * 1000,
     ...(registry ? { registry } : {}),
   };
 }

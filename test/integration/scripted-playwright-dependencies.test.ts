@@ -11,7 +11,7 @@
 // need no browser.
 
 import { execFile } from 'node:child_process';
-import { chmodSync, chownSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -211,7 +211,8 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
         {
           name: 'builder',
           version: '1.0.0',
-          scripts: { postinstall: "node -e \"require('fs').writeFileSync('built.txt', 'built')\"" },
+          // It notes the uid it ran as.
+          scripts: { postinstall: "node -e \"require('fs').writeFileSync('built.txt', String(process.getuid()))\"" },
           files: { 'index.js': "module.exports = require('fs').existsSync(require('path').join(__dirname, 'built.txt'));\n" },
         },
         {
@@ -387,6 +388,11 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
     expect(on.jobLog).toContainEqual(expect.stringMatching(/install scripts allowed\)$/));
     expect(off.dependencies?.key).not.toBe(on.dependencies?.key);
     expect([detail(1, 'scripts-off').dependencies?.cacheHit, detail(1, 'scripts-on').dependencies?.cacheHit]).toEqual([true, true]);
+    // Under uid-pidns the scripts ran as a run uid, not as root; what they left is the agent's now.
+    const entry = readdirSync(path.join(cacheDir, 'entries')).find((name) => name.startsWith(on.dependencies?.key as string)) as string;
+    const built = path.join(realpathSync(path.join(cacheDir, 'entries', entry, 'node_modules', 'builder')), 'built.txt');
+    expect(Number(readFileSync(built, 'utf8'))).toBeGreaterThanOrEqual(50_000);
+    expect(statSync(built).uid).toBe(process.getuid?.());
     expect(detail(1, 'scripts-on').steps).toEqual([expect.objectContaining({ passed: true })]);
   });
 

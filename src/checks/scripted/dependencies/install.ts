@@ -10,11 +10,11 @@
 
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { lchown, lstat, mkdir, readdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { DependencySettings } from '../../executor.js';
-import { isolatedCommand, type ScriptIsolation } from '../isolation.js';
+import { giveToRunUid, isolatedCommand, type ScriptIsolation } from '../isolation.js';
 import { OutputCapture } from '../runner.js';
 import type { PackageManager, SuiteDependencies } from './lockfile.js';
 
@@ -55,6 +55,11 @@ export interface InstallRequest {
   extraCaCerts?: string;
   isolation: ScriptIsolation;
   signal: AbortSignal;
+  /**
+   * A run uid to install as (install scripts allowed, agent as root): the scratch folder is handed to it
+   * before, and what it installed back to the agent after, so no run uid owns a cache entry.
+   */
+  uid?: number;
 }
 
 export interface InstallResult {
@@ -156,6 +161,27 @@ function installerEnvironment(request: InstallRequest): Record<string, string> {
   return env;
 }
 
+/** The most files an install as a run uid may leave (each is handed back to the agent). */
+const TAKE_BACK_MAX_ENTRIES = 500_000;
+
+/** Hands what a run uid installed back to the agent's uid (links themselves, not what they point to); false past the bound. */
+async function takeBack(dir: string): Promise<boolean> {
+  const uid = process.getuid?.() ?? 0;
+  const gid = process.getgid?.() ?? 0;
+  const stack = [dir];
+  let seen = 0;
+  while (stack.length > 0) {
+    const current = stack.pop() as string;
+    await lchown(current, uid, gid);
+    if (!(await lstat(current)).isDirectory()) continue;
+    for (const name of await readdir(current)) {
+      if (++seen > TAKE_BACK_MAX_ENTRIES) return false;
+      stack.push(path.join(current, name));
+    }
+  }
+  return true;
+}
+
 /** The lines that say why an install failed, as each package manager prints them; the last line otherwise. */
 export function whyInstallFailed(manager: PackageManager, lines: string[]): string {
   const text = lines.map((l) => l.trim()).filter(Boolean);
@@ -192,8 +218,13 @@ export async function runInstall(request: InstallRequest): Promise<InstallResult
     writeFile(path.join(home, '.npmrc'), config.npmrc, { mode: 0o600 }),
     writeFile(path.join(home, '.yarnrc'), config.yarnrc, { mode: 0o600 }),
   ]);
-  // No uid of its own: what it writes stays the agent's (the cache is the agent's); namespaces still apply.
-  const command = isolatedCommand(request.isolation, { dir: scratch }, process.execPath, [manager.cli, ...managerArgs(manager.manager, deps.allowScripts, scratch)]);
+  // Without scripts, the package manager's own code runs: the agent's uid, and namespaces still apply. With
+  // them, the suite's code runs: as root's run uid (never uid 0, which owns the agent's files), else the agent's.
+  if (request.uid !== undefined) await giveToRunUid(scratch, request.uid);
+  const command = isolatedCommand(request.isolation, { dir: scratch, ...(request.uid !== undefined ? { uid: request.uid } : {}) }, process.execPath, [
+    manager.cli,
+    ...managerArgs(manager.manager, deps.allowScripts, scratch),
+  ]);
   const output = new OutputCapture(DEPENDENCY_OUTPUT_LIMIT_BYTES);
   const started = performance.now();
   let killed: 'timeout' | 'aborted' | undefined;
@@ -292,5 +323,6 @@ export async function runInstall(request: InstallRequest): Promise<InstallResult
     recursive: true,
     mode: 0o755,
   });
+  if (request.uid !== undefined && !(await takeBack(project))) return { ok: false, lines, durationMs, error: `${what} left more than ${TAKE_BACK_MAX_ENTRIES} files` };
   return { ok: true, lines, durationMs };
 }

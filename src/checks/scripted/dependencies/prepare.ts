@@ -7,7 +7,7 @@ import { stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { DependencySettings, ExecutionContext } from '../../executor.js';
-import { scriptIsolation } from '../isolation.js';
+import { releaseRunUid, scriptIsolation, takeRunUid, usesRunUid } from '../isolation.js';
 import type { Runtime } from '../runtimes.js';
 import { type CacheLease, dependencyCache } from './cache.js';
 import { managerIn, runInstall } from './install.js';
@@ -38,14 +38,24 @@ export interface DependencyReport {
 
 export type Prepared = { ok: true; lease: CacheLease; report: DependencyReport } | { ok: false; error: string; report: DependencyReport };
 
-/** The first existing folder on the way to `dir` (itself included) that others may not pass, or null. */
-async function closedFolder(dir: string): Promise<string | null> {
+/** `inner` is `outer` or inside it. */
+function isWithin(inner: string, outer: string): boolean {
+  const relative = path.relative(outer, inner);
+  return relative === '' || (!relative.startsWith('..') && !path.isAbsolute(relative));
+}
+
+/**
+ * The first existing folder on the way to `dir` that others may not pass, or null. Not `dir` itself (the
+ * cache makes it 0755), nor `covered` folders and what is below them (a namespace's tmpfs, made there 0755).
+ */
+async function closedFolder(dir: string, covered: string[]): Promise<string | null> {
   const folders: string[] = [];
-  for (let at = path.resolve(dir); ; at = path.dirname(at)) {
+  for (let at = path.dirname(path.resolve(dir)); ; at = path.dirname(at)) {
     folders.unshift(at);
     if (at === path.dirname(at)) break;
   }
   for (const folder of folders) {
+    if (covered.some((hidden) => isWithin(folder, hidden))) return null;
     const info = await stat(folder).catch(() => null);
     // Not made yet: the cache makes it 0755.
     if (!info) return null;
@@ -87,8 +97,8 @@ export async function prepareDependencies(deps: SuiteDependencies, runtime: Runt
       report,
       error: `The suite's dependencies were not installed: no way to isolate the installer from the agent works here (${isolation.detail})`,
     };
-  // Under `uid` (no mount namespace) a run's own uid reaches the entry through the real path.
-  const unreachable = isolation.mechanism === 'uid' ? await closedFolder(settings.cacheDir) : null;
+  // A run's own uid reaches the entry through the real path, but for the folders a namespace covers (made there 0755).
+  const unreachable = usesRunUid(isolation) ? await closedFolder(settings.cacheDir, isolation.hidden ?? []) : null;
   if (unreachable)
     return {
       ok: false,
@@ -108,15 +118,22 @@ export async function prepareDependencies(deps: SuiteDependencies, runtime: Runt
         ctx.jobLog.push(
           `Installing the suite's dependencies from ${deps.lockfile} with ${manager.manager} ${manager.version} (cache key ${report.key}, install scripts ${deps.allowScripts ? 'allowed' : 'off'})`,
         );
-        const result = await runInstall({
-          deps,
-          manager,
-          scratch,
-          settings,
-          isolation,
-          signal: ctx.signal,
-          ...(ctx.settings.extraCaCerts ? { extraCaCerts: ctx.settings.extraCaCerts } : {}),
-        });
+        const uid = deps.allowScripts && usesRunUid(isolation) ? takeRunUid() : undefined;
+        let result: Awaited<ReturnType<typeof runInstall>>;
+        try {
+          result = await runInstall({
+            deps,
+            manager,
+            scratch,
+            settings,
+            isolation,
+            signal: ctx.signal,
+            ...(ctx.settings.extraCaCerts ? { extraCaCerts: ctx.settings.extraCaCerts } : {}),
+            ...(uid !== undefined ? { uid } : {}),
+          });
+        } finally {
+          if (uid !== undefined) releaseRunUid(uid);
+        }
         installMs = result.durationMs;
         ctx.jobLog.push(...result.lines);
         if (!result.ok) {

@@ -7,6 +7,7 @@ import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import path from 'node:path';
 import type { CheckSettings } from './checks/executor.js';
+import { DEPENDENCY_INSTALL_TIMEOUT_MAX_MS } from './checks/scripted/dependencies/prepare.js';
 import { MAX_SEGMENT_BYTES } from './control-plane/spool.js';
 import { bodyBudgetSize, MemoryBudget, MIB } from './core/memory-budget.js';
 import { DEFAULT_MAX_RESULT_BYTES } from './results/result-size.js';
@@ -65,6 +66,8 @@ export interface Config {
   runtimesDir?: string;
   /** BROWSER_PATH as given (undefined: Debian's chromium); whether it exists is decided where it is used. */
   browserPath?: string;
+  /** DEPENDENCY_CACHE_DIR, DEPENDENCY_CACHE_MAX_MB, DEPENDENCY_INSTALL_TIMEOUT_SECONDS, DEPENDENCY_REGISTRY: PLAYWRIGHT suites' own dependencies. */
+  dependencies: { cacheDir: string; maxBytes: number; installTimeoutMs: number; registry?: string };
   /** PING_PATH, TCPDUMP_PATH, TRACEPATH_PATH, TRACEROUTE_PATH and PATH: where the system tools are found. */
   tools: ToolPaths;
   /** The OUTPOST_SECRET_* variables: secrets the agent holds itself, which checks may use by name. */
@@ -178,6 +181,19 @@ export function stateDirSetting(env: Env): string {
 export function runtimesDirSetting(env: Env): string | undefined {
   const given = read(env, 'RUNTIMES_DIR');
   return given === undefined ? undefined : path.resolve(given);
+}
+
+/** The DEPENDENCY_* variables; the cache is under STATE_DIR unless DEPENDENCY_CACHE_DIR says where. */
+function dependencySettings(env: Env): Config['dependencies'] {
+  const cacheDir = absolutePath(env, 'DEPENDENCY_CACHE_DIR', 'a folder for installed suite dependencies') ?? path.join(stateDirSetting(env), 'dependency-cache');
+  const registry = httpUrl('DEPENDENCY_REGISTRY', read(env, 'DEPENDENCY_REGISTRY'));
+  return {
+    cacheDir: path.resolve(cacheDir),
+    maxBytes: integer(env, 'DEPENDENCY_CACHE_MAX_MB', 2048, 16, 1_048_576) * 1024 * 1024,
+    // At most what a PLAYWRIGHT job's cap allows for.
+    installTimeoutMs: integer(env, 'DEPENDENCY_INSTALL_TIMEOUT_SECONDS', 120, 5, DEPENDENCY_INSTALL_TIMEOUT_MAX_MS / 1000) * 1000,
+    ...(registry ? { registry } : {}),
+  };
 }
 
 /** BROWSER_PATH, trimmed; undefined when unset. */
@@ -356,6 +372,7 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     scriptMemoryMb: integer(env, 'SCRIPT_MEMORY_MB', 256, 32, 16_384),
     scriptIsolation,
     secretDetection: secretDetectionGiven.toLowerCase() === 'on',
+    dependencies: dependencySettings(env),
     tools: {},
     processSecrets: processSecrets(env),
     processEnv: Object.freeze({ ...env }),
@@ -435,7 +452,8 @@ AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, BO
 MAX_RESULT_BYTES, CHECK_PROXY, PING_PATH,
 DIAGNOSTICS, ARTIFACT_UPLOAD_TIMEOUT_SECONDS, TCPDUMP_PATH, TRACEPATH_PATH, TRACEROUTE_PATH,
 RUNTIMES_DIR, SCRIPT_CONCURRENCY, SCRIPT_MEMORY_MB, SCRIPT_ISOLATION, BROWSER_PATH, SECRET_DETECTION,
-BLOCKED_NETWORKS, ALLOWED_NETWORKS;
+BLOCKED_NETWORKS, ALLOWED_NETWORKS, DEPENDENCY_CACHE_DIR, DEPENDENCY_CACHE_MAX_MB, DEPENDENCY_INSTALL_TIMEOUT_SECONDS,
+DEPENDENCY_REGISTRY;
 server mode: OUTPOST_API_KEY, API_PORT, API_HOST, RESULTS_RETENTION_DAYS, LEASE_SECONDS (docs/server.md).
 Bad values exit with code 78; bad usage with 64.`;
 
@@ -499,6 +517,13 @@ export function checkSettings(config: Config): CheckSettings {
     tools: config.tools,
     processSecrets: config.processSecrets,
     ...(config.networkPolicy ? { networkPolicy: config.networkPolicy } : {}),
+    dependencies: {
+      ...config.dependencies,
+      // The installer goes out the way the agent does (its proxy), not the way checks do (CHECK_PROXY).
+      ...(config.proxy.httpProxy ? { httpProxy: config.proxy.httpProxy } : {}),
+      ...(config.proxy.httpsProxy ? { httpsProxy: config.proxy.httpsProxy } : {}),
+      ...(config.proxy.noProxy ? { noProxy: config.proxy.noProxy } : {}),
+    },
   };
 }
 

@@ -83,6 +83,24 @@ export interface CheckSettings {
   processSecrets?: ReadonlyMap<string, string>;
   /** BLOCKED_NETWORKS / ALLOWED_NETWORKS (src/net/network-policy.ts); absent: every address may be reached. */
   networkPolicy?: NetworkPolicy;
+  /** PLAYWRIGHT suites' own dependencies: cache, bounds, registry and the agent's proxy. */
+  dependencies?: DependencySettings;
+}
+
+/** How a suite's package.json and lockfile are installed (src/checks/scripted/dependencies/; docs/configuration.md). */
+export interface DependencySettings {
+  /** DEPENDENCY_CACHE_DIR. */
+  cacheDir: string;
+  /** DEPENDENCY_CACHE_MAX_MB in bytes: least recently used entries go beyond it. */
+  maxBytes: number;
+  /** DEPENDENCY_INSTALL_TIMEOUT_SECONDS in milliseconds. */
+  installTimeoutMs: number;
+  /** DEPENDENCY_REGISTRY; unset: the package manager's default. */
+  registry?: string;
+  /** The agent's HTTP_PROXY, HTTPS_PROXY and NO_PROXY: the installer goes out the way the agent does. */
+  httpProxy?: string;
+  httpsProxy?: string;
+  noProxy?: string;
 }
 
 export interface CheckLimits {

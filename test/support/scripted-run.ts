@@ -7,7 +7,7 @@
 // parallel.
 
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -75,7 +75,9 @@ const INSTALL_LOCK = path.join(tmpdir(), 'outpost-runtime-install.lock');
 export async function installRuntime(): Promise<void> {
   const installed = () => {
     const runtime = readRuntime(RUNTIME_DIR);
-    return typeof runtime !== 'string' && runtime.installed;
+    // Also what package.json pins besides the record's packages (npm, pnpm, yarn for suites' dependencies).
+    const pinned = Object.keys((JSON.parse(readFileSync(path.join(RUNTIME_DIR, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> }).dependencies ?? {});
+    return typeof runtime !== 'string' && runtime.installed && pinned.every((name) => existsSync(path.join(RUNTIME_DIR, 'node_modules', name, 'package.json')));
   };
   if (installed()) return;
   const deadline = Date.now() + 300_000;

@@ -285,6 +285,21 @@ describe('parseArgs', () => {
     }
   });
 
+  it('reads the dependency settings of PLAYWRIGHT suites (cache under STATE_DIR by default) and refuses bad ones with exit 78, naming them', () => {
+    expect(configFromEnv({ STATE_DIR: '/var/lib/outpost' }, 'once').dependencies).toEqual({ cacheDir: '/var/lib/outpost/dependency-cache', maxBytes: 2048 * 1024 * 1024, installTimeoutMs: 120_000 });
+    expect(
+      configFromEnv({ DEPENDENCY_CACHE_DIR: '/cache/deps', DEPENDENCY_CACHE_MAX_MB: '64', DEPENDENCY_INSTALL_TIMEOUT_SECONDS: '30', DEPENDENCY_REGISTRY: 'https://npm.example/' }, 'once').dependencies,
+    ).toEqual({ cacheDir: '/cache/deps', maxBytes: 64 * 1024 * 1024, installTimeoutMs: 30_000, registry: 'https://npm.example/' });
+    for (const [env, part] of [
+      [{ DEPENDENCY_CACHE_DIR: 'relative/cache' }, 'DEPENDENCY_CACHE_DIR="relative/cache" is invalid: must be an absolute path'],
+      [{ DEPENDENCY_CACHE_MAX_MB: '8' }, 'DEPENDENCY_CACHE_MAX_MB="8" is invalid: must be an integer from 16 to 1048576'],
+      [{ DEPENDENCY_INSTALL_TIMEOUT_SECONDS: '301' }, 'DEPENDENCY_INSTALL_TIMEOUT_SECONDS="301" is invalid: must be an integer from 5 to 300'],
+      [{ DEPENDENCY_REGISTRY: 'file:///srv/npm' }, 'DEPENDENCY_REGISTRY="file:///srv/npm" is invalid: must be an http:// or https:// URL'],
+    ] as Array<[Env, string]>) {
+      expect(() => configFromEnv(env, 'once')).toThrow(expect.objectContaining({ exitCode: EXIT_CONFIG, message: expect.stringContaining(part) }));
+    }
+  });
+
   it('reads the memory settings: BODY_MEMORY_BUDGET_MB (default: sized from the memory limits) and MAX_RESULT_BYTES', () => {
     const defaults = configFromEnv({}, 'once');
     expect([defaults.bodyMemoryBudgetBytes, defaults.maxResultBytes]).toEqual([undefined, 4 * 1024 * 1024]);

@@ -22,6 +22,22 @@ interface RuntimeRecord {
 
 const readJson = <T>(file: string): T => JSON.parse(readFileSync(file, 'utf8')) as T;
 
+/**
+ * Besides the record's packages, a runtime may pin the package managers that install PLAYWRIGHT suites'
+ * own dependencies (src/checks/scripted/dependencies/install.ts): tools, not packages the record offers.
+ */
+const PACKAGE_MANAGERS = ['npm', 'pnpm', 'yarn'];
+/** yarn's preinstall only matters for `npm install -g yarn` (it removes a Corepack shim); skipped, it changes nothing. */
+const HARMLESS_INSTALL_SCRIPTS = ['node_modules/yarn'];
+/** What package.json pins: the record's packages, and the package managers it adds. */
+function pinned(pkg: Record<string, string> | undefined, record: RuntimeRecord): { records: Record<string, string>; managers: Record<string, string> } {
+  const entries = Object.entries(pkg ?? {});
+  return {
+    records: Object.fromEntries(entries.filter(([name]) => !PACKAGE_MANAGERS.includes(name) || name in record.dependencies)),
+    managers: Object.fromEntries(entries.filter(([name]) => PACKAGE_MANAGERS.includes(name) && !(name in record.dependencies))),
+  };
+}
+
 const names = readdirSync(RUNTIMES_DIR).filter((n) => statSync(path.join(RUNTIMES_DIR, n)).isDirectory());
 const runtimes = names.map((name) => ({ name, dir: path.join(RUNTIMES_DIR, name) }));
 
@@ -70,7 +86,9 @@ describe('runtimes', () => {
         path.join(dir, 'package.json'),
       );
       expect(pkg.private).toBe(true);
-      expect(pkg.dependencies).toEqual(record.dependencies);
+      const { records, managers } = pinned(pkg.dependencies, record);
+      expect(records).toEqual(record.dependencies);
+      for (const [manager, version] of Object.entries(managers)) expect(version, `${manager} is pinned to one exact version`).toMatch(EXACT_VERSION);
       expect(pkg.devDependencies).toBeUndefined();
       expect(pkg.scripts).toBeUndefined();
     });
@@ -83,14 +101,15 @@ describe('runtimes', () => {
         packages: Record<string, { version?: string; dependencies?: Record<string, string>; hasInstallScript?: boolean }>;
       }>(lockFile);
       expect(lock.lockfileVersion).toBeGreaterThanOrEqual(2);
-      expect(lock.packages['']?.dependencies).toEqual(record.dependencies);
-      for (const [dep, version] of Object.entries(record.dependencies)) {
+      const { records, managers } = pinned(lock.packages['']?.dependencies, record);
+      expect(records).toEqual(record.dependencies);
+      for (const [dep, version] of Object.entries({ ...record.dependencies, ...managers })) {
         expect(lock.packages[`node_modules/${dep}`]?.version, `${dep} in the lockfile`).toBe(version);
       }
       // Nothing runs at install (no browser download, nothing compiled): installs use --ignore-scripts
       // anyway, and a package that needs its install script would not work.
       const withScripts = Object.entries(lock.packages)
-        .filter(([, entry]) => entry.hasInstallScript)
+        .filter(([name, entry]) => entry.hasInstallScript && !HARMLESS_INSTALL_SCRIPTS.includes(name))
         .map(([name]) => name);
       expect(withScripts).toEqual([]);
     });

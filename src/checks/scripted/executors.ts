@@ -11,6 +11,8 @@ import type { ExecutionContext, Executor } from '../executor.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { Fields } from '../fields.js';
 import { runScript, SCRIPT_CAP_MS, type ScriptRun, SUITE_SPEC_FILE, type SuiteFile, timeoutGraceMs } from './runner.js';
+import { suiteDependencies, type SuiteDependencies } from './dependencies/lockfile.js';
+import { DEPENDENCY_INSTALL_TIMEOUT_MAX_MS, type DependencyReport, prepareDependencies } from './dependencies/prepare.js';
 
 export interface ScriptedRequest {
   script: string;
@@ -19,6 +21,8 @@ export interface ScriptedRequest {
   files?: SuiteFile[];
   /** The check's `secretDetection`: on or off for this check whatever SECRET_DETECTION says; absent, SECRET_DETECTION decides. */
   secretDetection?: boolean;
+  /** PLAYWRIGHT only: the suite's package.json and lockfile, installed before it runs. */
+  dependencies?: SuiteDependencies;
 }
 
 /** A PLAYWRIGHT suite's files: at most this many, this large each, this large together. */
@@ -80,7 +84,18 @@ export function parseSuiteRequest(fields: Fields, check: Fields): ScriptedReques
     }
   });
   if (total > SUITE_FILES_TOTAL_LENGTH) source.fail(source.at('files'), `must hold at most ${SUITE_FILES_TOTAL_LENGTH} characters in all (got ${total})`);
-  return { ...request, ...(files.length > 0 ? { files } : {}) };
+  // Install scripts are the suite's code run by its package manager: off unless the check says so.
+  const scriptsSource = check.has('allowInstallScripts') || !fields.has('allowInstallScripts') ? check : fields;
+  const allowScripts = scriptsSource.boolean('allowInstallScripts', false);
+  const dependencies = suiteDependencies(files, allowScripts);
+  if (typeof dependencies === 'string') source.fail(source.at('files'), dependencies);
+  // The suite's node_modules is the installed one, with the runner's @playwright/test first in it.
+  if (dependencies && typeof dependencies !== 'string') {
+    files.forEach((file, index) => {
+      if (file.path.startsWith('node_modules/')) list[index]?.fail(list[index].at('path'), 'node_modules is made from package.json and the lockfile: it cannot be given as files');
+    });
+  }
+  return { ...request, ...(files.length > 0 ? { files } : {}), ...(dependencies && typeof dependencies !== 'string' ? { dependencies } : {}) };
 }
 
 function detail(ctx: ExecutionContext, extra: Record<string, unknown>): Record<string, unknown> {
@@ -138,19 +153,43 @@ async function runScripted(checkType: ScriptedType, member: ScriptedMember, chec
     ctx.jobLog.push(message);
     return { startedAt, stoppedAt: new Date(), responseTime: 0, error: message, assertionsFailed: false, member, detail: detail(ctx, { runtimeId: runtime.name, requestError: message, ...pageFields(checkType) }) };
   }
+  let dependencies: Awaited<ReturnType<typeof prepareDependencies>> | undefined;
+  if (checkType === 'PLAYWRIGHT' && check.request.dependencies) {
+    dependencies = await prepareDependencies(check.request.dependencies, runtime, ctx);
+    if (!dependencies.ok) {
+      const message = dependencies.error;
+      ctx.jobLog.push(message);
+      return {
+        startedAt,
+        stoppedAt: new Date(),
+        responseTime: 0,
+        error: message,
+        assertionsFailed: false,
+        member,
+        detail: detail(ctx, { runtimeId: runtime.name, requestError: message, ...pageFields(checkType), tests: null, dependencies: dependencies.report }),
+      };
+    }
+  }
   const headerAt = ctx.jobLog.length;
-  const run = await runScript(
-    {
-      kind: checkType,
-      code: check.request.script,
-      runtime,
-      timeoutMs: check.maxResponseTime,
-      environment: ctx.variables.entries(),
-      ...(check.request.files ? { files: check.request.files } : {}),
-      detectSecrets: check.request.secretDetection ?? ctx.settings.secretDetection === true,
-    },
-    ctx,
-  );
+  let run: ScriptRun;
+  try {
+    run = await runScript(
+      {
+        kind: checkType,
+        code: check.request.script,
+        runtime,
+        timeoutMs: check.maxResponseTime,
+        environment: ctx.variables.entries(),
+        ...(check.request.files ? { files: check.request.files } : {}),
+        ...(dependencies?.ok ? { dependencies: dependencies.lease.dir } : {}),
+        detectSecrets: check.request.secretDetection ?? ctx.settings.secretDetection === true,
+      },
+      ctx,
+    );
+  } finally {
+    if (dependencies?.ok) dependencies.lease.release();
+  }
+  const report: DependencyReport | undefined = dependencies?.report;
   const failure = run.ok ? undefined : run.error;
   if (failure) ctx.jobLog.push(failure);
   // The suite's header opens what its run printed.
@@ -173,6 +212,7 @@ async function runScripted(checkType: ScriptedType, member: ScriptedMember, chec
       ...pageFields(checkType, run),
       ...(header ? { tests: run.tests ?? null, suiteStatus: header.status } : {}),
       ...(run.detectedSecrets ? { detectedSecrets: run.detectedSecrets } : {}),
+      ...(report ? { dependencies: report } : {}),
     }),
   };
 }
@@ -189,12 +229,14 @@ function scriptedExecutor(
   what: string,
 ): Executor<ScriptedRequest> {
   const graceMs = timeoutGraceMs(checkType);
+  // A PLAYWRIGHT suite may install its dependencies first: the cap allows for the longest install on top of its time limit.
+  const installMs = checkType === 'PLAYWRIGHT' ? DEPENDENCY_INSTALL_TIMEOUT_MAX_MS : 0;
   return {
     checkType,
     member,
-    limits: { degradedMs: 60_000, maxMs: SCRIPT_CAP_MS, capMs: SCRIPT_CAP_MS + graceMs + 10_000, maxResponseTimeLimitMs: SCRIPT_CAP_MS },
+    limits: { degradedMs: 60_000, maxMs: SCRIPT_CAP_MS, capMs: SCRIPT_CAP_MS + graceMs + 10_000 + installMs, maxResponseTimeLimitMs: SCRIPT_CAP_MS },
     assertionSources: [],
-    expectedMs: (check) => Math.min(check.maxResponseTime, SCRIPT_CAP_MS) + graceMs + PROCESS_START_MS,
+    expectedMs: (check) => Math.min(check.maxResponseTime, SCRIPT_CAP_MS) + graceMs + PROCESS_START_MS + (check.request.dependencies ? installMs : 0),
     parseRequest,
     target: (request) => `${what} on runtime ${request.runtimeId ?? 'CURRENT'}`,
     run: (check, ctx) => runScripted(checkType, member, check, ctx),

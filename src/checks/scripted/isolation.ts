@@ -24,7 +24,7 @@
 
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chown, lstat, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { lchown, lstat, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { shared } from './harness.js';
@@ -75,9 +75,9 @@ function dropPrivileges(setpriv: string, uid?: number): string[] {
   return [setpriv, ...ids, '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--'];
 }
 
-/** The setup shell's arguments: cover `hidden`, bind `dir` back, then run what follows. */
-function hideThenRun(sh: string, dir: string, hidden: string[] | undefined): string[] {
-  return [sh, '-c', HIDE_SETUP, 'outpost-setup', dir, ...(hidden ?? []), '--'];
+/** The setup shell's arguments: cover `hidden`, bind `dir` back (and `shared`, read-only), then run what follows. */
+function hideThenRun(sh: string, dir: string, shared: string | undefined, hidden: string[] | undefined): string[] {
+  return [sh, '-c', HIDE_SETUP, 'outpost-setup', dir, shared ?? '', ...(hidden ?? []), '--'];
 }
 
 // PID 1 of the run's namespaces, as root there (before the script's privileges are dropped): covers each
@@ -87,12 +87,16 @@ function hideThenRun(sh: string, dir: string, hidden: string[] | undefined): str
 // even by itself, and the harness's watchdog must be able to end the run. When the watchdog marked the
 // folder (the agent is gone), it kills what is left of the run and removes the folder, which the script's
 // uid may not (detaching the mounts lazily: a process killed a moment ago may still hold them).
+// `shared` (may be empty): a folder the run reads but must not change (a PLAYWRIGHT suite's installed
+// dependencies in the cache, src/checks/scripted/dependencies/cache.ts), bound back read-only at its path.
 const HIDE_SETUP = [
-  'dir=$1; shift',
+  'dir=$1; shared=$2; shift 2',
   `exec 9<"$dir" || exit ${SETUP_FAILED_EXIT}`,
+  `if [ -n "$shared" ]; then exec 8<"$shared" || exit ${SETUP_FAILED_EXIT}; fi`,
   `while [ "$1" != -- ]; do mount -t tmpfs -o mode=0755,nosuid,nodev outpost-hidden "$1" || exit ${SETUP_FAILED_EXIT}; shift; done; shift`,
   `mkdir -p "$dir" && mount --no-canonicalize --bind /proc/self/fd/9 "$dir" || exit ${SETUP_FAILED_EXIT}`,
   'exec 9<&-',
+  `if [ -n "$shared" ]; then mkdir -p "$shared" && mount --no-canonicalize --bind /proc/self/fd/8 "$shared" && mount -o remount,bind,ro "$shared" || exit ${SETUP_FAILED_EXIT}; exec 8<&-; fi`,
   '"$@"; code=$?',
   `if [ -e "$dir/${AGENT_GONE_MARK}" ]; then kill -9 -1; rm -rf "$dir"; umount -l "$dir"; umount -l "$(dirname "$dir")"; rmdir "$dir"; fi 2>/dev/null`,
   'exit $code',
@@ -102,7 +106,7 @@ const HIDE_SETUP = [
  * The command line that starts `command args` for a run in `dir` under the mechanism; `uid` for the uid
  * mechanisms. Off: the command as it is.
  */
-export function isolatedCommand(isolation: ScriptIsolation, run: { dir: string; uid?: number }, command: string, args: string[]): { file: string; args: string[] } {
+export function isolatedCommand(isolation: ScriptIsolation, run: { dir: string; uid?: number; shared?: string }, command: string, args: string[]): { file: string; args: string[] } {
   const tools = isolation.tools;
   const inner = [command, ...args];
   switch (isolation.mechanism) {
@@ -110,7 +114,7 @@ export function isolatedCommand(isolation: ScriptIsolation, run: { dir: string; 
       if (!tools?.unshare || !tools.sh) break;
       return {
         file: tools.unshare,
-        args: ['--mount', '--pid', '--fork', '--mount-proc', '--kill-child', '--', ...hideThenRun(tools.sh, run.dir, isolation.hidden), ...dropPrivileges(tools.setpriv, run.uid), ...inner],
+        args: ['--mount', '--pid', '--fork', '--mount-proc', '--kill-child', '--', ...hideThenRun(tools.sh, run.dir, run.shared, isolation.hidden), ...dropPrivileges(tools.setpriv, run.uid), ...inner],
       };
     }
     case 'uid': {
@@ -122,7 +126,7 @@ export function isolatedCommand(isolation: ScriptIsolation, run: { dir: string; 
       if (!tools?.unshare || !tools.sh) break;
       return {
         file: tools.unshare,
-        args: ['--user', '--map-root-user', '--mount', '--pid', '--fork', '--mount-proc', '--kill-child', '--', ...hideThenRun(tools.sh, run.dir, isolation.hidden), ...dropPrivileges(tools.setpriv), ...inner],
+        args: ['--user', '--map-root-user', '--mount', '--pid', '--fork', '--mount-proc', '--kill-child', '--', ...hideThenRun(tools.sh, run.dir, run.shared, isolation.hidden), ...dropPrivileges(tools.setpriv), ...inner],
       };
     }
     default:
@@ -169,7 +173,8 @@ export function isRunUid(uid: number): boolean {
 /** Hands the run's folder (what the agent wrote there, at most a suite's files) to the run's uid. */
 export async function giveToRunUid(dir: string, uid: number): Promise<void> {
   const walk = async (target: string, depth: number): Promise<void> => {
-    await chown(target, uid, uid);
+    // lchown: a link in the folder (to a suite's dependencies) is handed over, never what it points to.
+    await lchown(target, uid, uid);
     if (depth > 8 || !(await lstat(target)).isDirectory()) return;
     for (const name of await readdir(target)) await walk(path.join(target, name), depth + 1);
   };

@@ -24,7 +24,7 @@
 
 import { spawn } from 'node:child_process';
 import { constants as fsConstants } from 'node:fs';
-import { copyFile, lstat, mkdir, mkdtemp, readdir, readFile, realpath, rm, writeFile } from 'node:fs/promises';
+import { copyFile, lstat, mkdir, mkdtemp, readdir, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -157,6 +157,8 @@ export interface ScriptOptions {
    * them as the job's secrets before anything is scrubbed or handed over, and report them.
    */
   detectSecrets?: boolean;
+  /** PLAYWRIGHT: the cache entry whose node_modules the suite gets (src/checks/scripted/dependencies/). */
+  dependencies?: string;
 }
 
 /** A counting semaphore: SCRIPT_CONCURRENCY scripts at once, agent-wide. */
@@ -503,7 +505,7 @@ async function runChild(
   const policy = ctx.settings.networkPolicy;
   const policyProxy = policy ? (await sharedFilteringProxy(policy, ctx.settings.checkProxy)).url : undefined;
   if (policyProxy) ctx.jobLog.push(`Network policy: the script's HTTP(S) goes through the agent's filtering proxy (${policyProxy})`);
-  const command = isolatedCommand(isolation, { dir, ...(uid !== undefined ? { uid } : {}) }, process.execPath, [`--max-old-space-size=${memoryMb}`, harness, inputFile, outputFile, scriptFile]);
+  const command = isolatedCommand(isolation, { dir, ...(uid !== undefined ? { uid } : {}), ...(options.dependencies ? { shared: options.dependencies } : {}) }, process.execPath, [`--max-old-space-size=${memoryMb}`, harness, inputFile, outputFile, scriptFile]);
   const startedAt = new Date();
   const started = performance.now();
   const output = new OutputCapture(SCRIPT_OUTPUT_LIMIT_BYTES);
@@ -659,6 +661,16 @@ async function writeSuite(dir: string, options: ScriptOptions, sources: HarnessS
   const shimDir = path.join(dir, 'shim');
   await mkdir(path.join(shimDir, '@playwright', 'test'), { recursive: true, mode: 0o700 });
   await writeFile(path.join(shimDir, '@playwright', 'test', 'index.js'), sources[SUITE_SHIM_FILE]);
+  if (options.dependencies) {
+    // The suite's imports find its installed packages in the run's node_modules (a link to the cache
+    // entry, one folder up) — but '@playwright/test' first in suite/node_modules: the runner's own,
+    // through the shim, whatever version the suite's lockfile holds.
+    await symlink(path.join(options.dependencies, 'node_modules'), path.join(dir, 'node_modules'));
+    await mkdir(path.join(suiteDir, 'node_modules', '@playwright', 'test'), { recursive: true, mode: 0o700 });
+    await writeFile(path.join(suiteDir, 'node_modules', '@playwright', 'test', 'index.js'), sources[SUITE_SHIM_FILE], { flag: 'wx' });
+    // CommonJS even when the suite's package.json says "type": "module".
+    await writeFile(path.join(suiteDir, 'node_modules', '@playwright', 'test', 'package.json'), '{"type":"commonjs","main":"index.js"}\n', { flag: 'wx' });
+  }
   return { cli: path.join(options.runtime.nodeModules, '@playwright', 'test', 'cli.js'), specs, shimDir };
 }
 

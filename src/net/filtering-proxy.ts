@@ -28,6 +28,8 @@ export interface FilteringProxy {
   readonly url: string;
   /** Connections refused by the policy so far. */
   readonly refused: number;
+  /** The reason of the latest refusal, for a client that shows only a bare 403 (a package manager). */
+  readonly lastRefusal: string | undefined;
   close(): Promise<void>;
 }
 
@@ -127,6 +129,7 @@ export async function startFilteringProxy(options: FilteringProxyOptions): Promi
   const upstream = parseUpstream(options.upstream);
   const idleMs = options.idleTimeoutMs ?? PROXY_IDLE_TIMEOUT_MS;
   let refused = 0;
+  let lastRefusal: string | undefined;
 
   /**
    * The address to connect to for a target: resolved and judged here. With an
@@ -180,6 +183,7 @@ export async function startFilteringProxy(options: FilteringProxyOptions): Promi
   const failure = (error: unknown): { status: number; text: string; policy?: string } => {
     if (error instanceof NetworkPolicyError) {
       refused++;
+      lastRefusal = error.message;
       return { status: 403, text: error.message, policy: error.message };
     }
     const code = errorCode(error);
@@ -300,6 +304,9 @@ export async function startFilteringProxy(options: FilteringProxyOptions): Promi
     url: `http://127.0.0.1:${port}`,
     get refused() {
       return refused;
+    },
+    get lastRefusal() {
+      return lastRefusal;
     },
     close: () =>
       new Promise<void>((resolve) => {

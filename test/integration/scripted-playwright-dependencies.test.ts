@@ -456,6 +456,19 @@ describe('PLAYWRIGHT suites with their own dependencies', () => {
     expect(d.requestError).toMatch(/^Installing the suite's dependencies from yarn\.lock with yarn 1\.22\.\d+ failed \(exit code 1\): .*lockfile needs to be updated/);
   });
 
+  it('under a network policy the installer goes through the filtering proxy: a registry in a blocked network is never asked', { timeout: 120_000 }, async () => {
+    const onlyPnpm = path.join(agentDir('outpost-deps-policy-'), 'checks.json');
+    const suite = (JSON.parse(readFileSync(checksFile, 'utf8')) as { checks: Array<{ id: string }> }).checks.find((c) => c.id === 'with-pnpm');
+    writeFileSync(onlyPnpm, JSON.stringify({ checks: [suite] }));
+    const before = registry.requests.length;
+    const registryPort = new URL(registry.url).port;
+    const blocked = await once(onlyPnpm, tempDir('outpost-dependency-cache-blocked-'), [], { BLOCKED_NETWORKS: `127.0.0.1:${registryPort}` });
+    const refused = blocked.get('with-pnpm');
+    expect(refused?.hasErrors).toBe(true);
+    expect(JSON.stringify(refused?.browserCheckResult)).toContain('blocked by network policy');
+    expect(registry.requests.length).toBe(before);
+  });
+
   it('a package.json without a lockfile is refused when the check is read, naming the field', async () => {
     const file = path.join(tempDir('outpost-deps-nolock-'), 'checks.json');
     writeFileSync(

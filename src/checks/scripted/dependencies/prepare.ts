@@ -6,6 +6,7 @@
 import { stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { type FilteringProxy, sharedFilteringProxy } from '../../../net/filtering-proxy.js';
 import type { DependencySettings, ExecutionContext } from '../../executor.js';
 import { releaseRunUid, scriptIsolation, takeRunUid, usesRunUid } from '../isolation.js';
 import type { Runtime } from '../runtimes.js';
@@ -64,8 +65,21 @@ async function closedFolder(dir: string, covered: string[]): Promise<string | nu
   return null;
 }
 
+/**
+ * Under a network policy the installer goes out through the agent's filtering proxy, which judges every
+ * registry and tarball address (a lockfile names its own URLs) and then goes on through the agent's proxy,
+ * if it has one: a suite's lockfile must not reach what its checks may not (docs/network-policy.md).
+ */
+async function installerSettings(settings: DependencySettings, ctx: ExecutionContext): Promise<{ settings: DependencySettings; filter?: FilteringProxy }> {
+  const policy = ctx.settings.networkPolicy;
+  if (!policy) return { settings };
+  const filter = await sharedFilteringProxy(policy, settings.httpsProxy ?? settings.httpProxy);
+  const { noProxy: _everythingThroughTheFilter, ...rest } = settings;
+  return { settings: { ...rest, httpProxy: filter.url, httpsProxy: filter.url }, filter };
+}
+
 export async function prepareDependencies(deps: SuiteDependencies, runtime: Runtime, ctx: ExecutionContext): Promise<Prepared> {
-  const settings = ctx.settings.dependencies ?? DEFAULT_DEPENDENCY_SETTINGS;
+  const { settings, filter } = await installerSettings(ctx.settings.dependencies ?? DEFAULT_DEPENDENCY_SETTINGS, ctx);
   const report: DependencyReport = {
     packageManager: deps.manager,
     packageManagerVersion: null,
@@ -120,6 +134,7 @@ export async function prepareDependencies(deps: SuiteDependencies, runtime: Runt
         );
         const uid = deps.allowScripts && usesRunUid(isolation) ? takeRunUid() : undefined;
         let result: Awaited<ReturnType<typeof runInstall>>;
+        const refusedBefore = filter?.refused ?? 0;
         try {
           result = await runInstall({
             deps,
@@ -137,7 +152,9 @@ export async function prepareDependencies(deps: SuiteDependencies, runtime: Runt
         installMs = result.durationMs;
         ctx.jobLog.push(...result.lines);
         if (!result.ok) {
-          failure = result.error;
+          // A package manager shows the filtering proxy's refusal as a bare 403: say what it was.
+          const refusal = filter && filter.refused > refusedBefore ? filter.lastRefusal : undefined;
+          failure = refusal ? `${result.error} (${refusal})` : result.error;
           return null;
         }
         return {

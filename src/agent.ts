@@ -6,7 +6,8 @@ import path from 'node:path';
 import { ControlPlaneArtifacts } from './control-plane/artifact-store.js';
 import { JobAbortedError } from './core/errors.js';
 import type { ExecutorRegistry } from './checks/executor-registry.js';
-import { bodyMemoryBudget, type Config, checkSettings, maskUrlCredentials } from './config.js';
+import { type Config, checkSettings, maskUrlCredentials } from './config.js';
+import { startCheckWorkers } from './check-workers.js';
 import { ControlPlaneClient } from './control-plane/client.js';
 import { LeaseKeeper } from './control-plane/leases.js';
 import { ControlPlaneSink } from './control-plane/sink.js';
@@ -19,6 +20,7 @@ import type { Logger } from './observability/logger.js';
 import { DEFAULT_STALE_SECONDS } from './observability/check-metrics.js';
 import { createMetrics } from './observability/metrics.js';
 import { JobQueue } from './jobs/queue.js';
+import type { RunOptions } from './jobs/run.js';
 import { usableRuntimeNames } from './checks/scripted/runtimes.js';
 import { SecretPolicy } from './secrets/policy.js';
 import { VERSION } from './core/version.js';
@@ -60,11 +62,10 @@ export async function runAgent(
     authRetryMs: config.authRetrySeconds * 1000,
     onUploadFailed: (error) => events?.report(error, { origin: 'upload' }),
   });
-  const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
+  const runOptions: Omit<RunOptions, 'bodyMemory'> = {
     secrets,
     artifacts,
     diagnostics: config.diagnostics,
-    bodyMemory: bodyMemoryBudget(config, logger),
     maxResultBytes: config.maxResultBytes,
     ...(config.testFault === 'executor-throw' ? { testFault: config.testFault } : {}),
     onExecutorError: (error, job) =>
@@ -74,6 +75,12 @@ export async function runAgent(
         scrubber: job.scrubber,
         targetStrings: jobTargetStrings(job.check, job.variables),
       }),
+  };
+  const workers = await startCheckWorkers(config, metrics, logger, runOptions, DEFAULT_STALE_SECONDS);
+  const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
+    ...runOptions,
+    bodyMemory: workers.bodyMemory,
+    ...(workers.pool ? { workers: workers.pool } : {}),
   });
   const spool = await Spool.open(
     path.join(config.stateDir, 'spool'),
@@ -92,8 +99,8 @@ export async function runAgent(
     spoolDropped: () => spool.dropped,
     spoolWritable: () => spool.writable,
   }, logger);
-  // Not ready while the spool cannot write: results would only be held in memory.
-  lifecycle.modeReady = () => client.authorized === true && spool.writable;
+  // Not ready while the spool cannot write (results would only be held in memory), nor while a check worker restarts.
+  lifecycle.modeReady = () => client.authorized === true && spool.writable && (workers.pool?.ready() ?? true);
   const authRetryMs = config.authRetrySeconds * 1000;
   const onFailure = () => undefined;
   // The longest one call may take: a wait for the rate limiter's window, then the request's own timeout.
@@ -160,6 +167,8 @@ export async function runAgent(
     await events?.close(2_000);
     await lifecycle.closeHealth();
     await client.close();
+    // Last: nothing runs on them any more, and what they logged is flushed as they stop.
+    await workers.pool?.close();
     logger.info({ delivered: sink.delivered, spooled: spool.results }, 'outpost agent stopped');
   };
   // Results already spooled stay there for the next start.

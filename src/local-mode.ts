@@ -13,7 +13,9 @@ import path from 'node:path';
 import { LocalArtifacts, localArtifactsRoot } from './artifacts/store.js';
 import { JobAbortedError } from './core/errors.js';
 import type { ExecutorRegistry } from './checks/executor-registry.js';
-import { bodyMemoryBudget, type Config, checkSettings, EXIT_CONFIG } from './config.js';
+import { type Config, checkSettings, EXIT_CONFIG } from './config.js';
+import { startCheckWorkers } from './check-workers.js';
+import type { WorkerPool } from './jobs/workers/pool.js';
 import type { PreparedJob } from './jobs/prepare.js';
 import { Lifecycle } from './health/lifecycle.js';
 import type { Logger } from './observability/logger.js';
@@ -74,18 +76,19 @@ function openSink(config: Config, flushLogs: () => void): Promise<LocalSink> {
   return sink.open().then(() => sink);
 }
 
-function localQueue(config: Config, metrics: Metrics, logger: Logger, secrets: SecretPolicy | undefined): JobQueue {
-  const bodyMemory = bodyMemoryBudget(config, logger);
+async function localQueue(config: Config, metrics: Metrics, logger: Logger, secrets: SecretPolicy | undefined): Promise<{ queue: JobQueue; workers: WorkerPool | undefined }> {
   // No error events here: local and once modes have no control plane.
-  return new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
+  const run = {
     ...(secrets ? { secrets } : {}),
     // Artifacts (diagnostics', BROWSER scripts') stay in a folder beside the results file (docs/diagnostics.md).
     artifacts: new LocalArtifacts(localArtifactsRoot(config.resultsFile, config.stateDir)),
     diagnostics: config.diagnostics,
-    bodyMemory,
     maxResultBytes: config.maxResultBytes,
     ...(config.testFault === 'executor-throw' ? { testFault: config.testFault } : {}),
-  });
+  };
+  const { pool, bodyMemory } = await startCheckWorkers(config, metrics, logger, run);
+  const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), { ...run, bodyMemory, ...(pool ? { workers: pool } : {}) });
+  return { queue, workers: pool };
 }
 
 /** STATE_DIR/outpost.db, or why local mode runs without it. */
@@ -133,8 +136,10 @@ export async function runLocal(
     sink = await openSink(config, flushLogs);
   }
   const metrics = createMetrics();
-  const queue = localQueue(config, metrics, logger, secrets);
+  const { queue, workers } = await localQueue(config, metrics, logger, secrets);
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
+  // Not ready while a check worker restarts.
+  if (workers) lifecycle.modeReady = () => workers.ready();
   const runOne = async (local: LocalCheck) => {
     const completion = await queue.submit(prepareLocal(local, logger), async (attempt) => sink.deliver(attempt));
     try {
@@ -160,6 +165,7 @@ export async function runLocal(
     );
     const done = Promise.all(checks.map(runOne)).then(async () => {
       await sink.close();
+      await workers?.close();
       const { passed, degraded, failed, error } = sink.counts;
       const total = passed + degraded + failed + error;
       const retries = sink.retries;
@@ -203,6 +209,7 @@ export async function runLocal(
     });
     await sink.close();
     await lifecycle.closeHealth();
+    await workers?.close();
     logger.info({ ...sink.counts, retries: sink.retries }, 'outpost local mode stopped');
   };
   const done = lifecycle.shutdownOnSignals(drain, () => ({ ...sink.counts, retries: sink.retries }), flushLogs);
@@ -223,8 +230,10 @@ async function runLocalWithStore(
   const settings = config.local;
   if (!settings) throw new Error('local mode without its settings');
   const metrics = createMetrics();
-  const queue = localQueue(config, metrics, logger, secrets);
+  const { queue, workers } = await localQueue(config, metrics, logger, secrets);
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
+  // Not ready while a check worker restarts.
+  if (workers) lifecycle.modeReady = () => workers.ready();
   const { parsed } = start;
   const heartbeatStore = new SqliteHeartbeatStore(store.access);
   const windows = new SqliteMaintenanceWindowStore(store.access);
@@ -365,6 +374,7 @@ async function runLocalWithStore(
     await store.close();
     await sink.close();
     await lifecycle.closeHealth();
+    await workers?.close();
     logger.info({ ...sink.counts, retries: sink.retries }, 'outpost local mode stopped');
   };
   const done = lifecycle.shutdownOnSignals(drain, () => ({ ...sink.counts, retries: sink.retries }), flushLogs);

@@ -18,14 +18,14 @@ export interface CheckWorkers {
   bodyMemory: MemoryBudget;
 }
 
-/** Budgets and starts the workers; `run` is every queue option but the budget and the pool. */
-export async function startCheckWorkers(
+/** Budgets and starts the workers (not waiting for them: readiness does); `run` is every queue option but the budget and the pool. */
+export function startCheckWorkers(
   config: Config,
   metrics: Metrics,
   logger: Logger,
   run: Omit<RunOptions, 'bodyMemory'>,
   checkSeriesMinSeconds?: number,
-): Promise<CheckWorkers> {
+): CheckWorkers {
   const count = checkWorkerCount(config.checkWorkers, config.jobConcurrency);
   const threads = count > 1 ? count : 0;
   const bodyMemory = bodyMemoryBudget(config, logger, 1 + threads);
@@ -35,7 +35,7 @@ export async function startCheckWorkers(
   );
   metrics.checkWorkers.set(0);
   if (threads === 0) return { pool: undefined, bodyMemory };
-  const pool = await WorkerPool.start({
+  const pool = WorkerPool.start({
     workers: threads,
     metrics,
     settings: checkSettings(config),

@@ -46,9 +46,9 @@ export function availableCores(read: Read = readText, parallelism: number = os.a
   return Math.max(1, cores);
 }
 
-/** CHECK_WORKERS when given (at most JOB_CONCURRENCY: more would stay idle), else the default above. */
+/** CHECK_WORKERS as given (the operator's choice: workers beyond JOB_CONCURRENCY stay idle), else the default above. */
 export function checkWorkerCount(configured: number | undefined, jobConcurrency: number, cores: () => number = availableCores): number {
-  if (configured !== undefined) return Math.max(1, Math.min(configured, jobConcurrency));
+  if (configured !== undefined) return Math.max(1, configured);
   if (jobConcurrency < MIN_CONCURRENCY_FOR_WORKERS) return 1;
   return Math.max(1, Math.min(cores(), jobConcurrency));
 }

@@ -73,6 +73,8 @@ export class WorkerPool {
   private readonly handles: Handle[] = [];
   private readonly secrets: SecretPolicy;
   private readonly timers = new Set<NodeJS.Timeout>();
+  /** Workers starting now, by index: settles when the worker is up or failed to start. */
+  private readonly starting = new Map<number, Promise<void>>();
   private closing = false;
   private crashes = 0;
   private lastCrash = 0;
@@ -81,16 +83,24 @@ export class WorkerPool {
     this.secrets = options.run.secrets ?? new SecretPolicy();
   }
 
-  /** Starts every worker and waits until each is ready (rejects if one is not within WORKER_START_TIMEOUT_MS). */
-  static async start(options: PoolOptions): Promise<WorkerPool> {
+  /**
+   * Starts every worker without waiting for them: until one is up, jobs run
+   * on the main thread, and readiness waits for all (ready()). A worker that
+   * cannot start is logged and tried again like one that crashed.
+   */
+  static start(options: PoolOptions): WorkerPool {
     const pool = new WorkerPool(options);
-    try {
-      await Promise.all(Array.from({ length: options.workers }, (_, index) => pool.spawn(index)));
-    } catch (error) {
-      await pool.close();
-      throw error;
-    }
+    for (let index = 0; index < options.workers; index++) pool.launch(index);
     return pool;
+  }
+
+  /** Resolves once every worker is up, or rejects after `timeoutMs` (tests, benchmarks). */
+  async whenReady(timeoutMs = WORKER_START_TIMEOUT_MS): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!this.ready()) {
+      if (this.closing || Date.now() > deadline) throw new Error(`check workers not ready within ${timeoutMs} ms (${this.up} of ${this.options.workers} up)`);
+      await Promise.race([...this.starting.values(), new Promise((resolve) => setTimeout(resolve, 50).unref())]).catch(() => undefined);
+    }
   }
 
   get size(): number {
@@ -182,6 +192,18 @@ export class WorkerPool {
     let best: Handle | undefined;
     for (const handle of this.handles) if (handle?.up && (!best || handle.jobs.size < best.jobs.size)) best = handle;
     return best;
+  }
+
+  private launch(index: number): void {
+    const started = this.spawn(index);
+    this.starting.set(index, started);
+    started.then(
+      () => this.starting.delete(index),
+      (error: unknown) => {
+        this.starting.delete(index);
+        if (!this.closing) this.options.logger.error({ worker: index, err: error }, 'a check worker could not start; trying again');
+      },
+    );
   }
 
   private spawn(index: number): Promise<void> {
@@ -310,9 +332,7 @@ export class WorkerPool {
     const timer = setTimeout(() => {
       this.timers.delete(timer);
       if (this.closing) return;
-      this.spawn(handle.index).catch((startError: unknown) => {
-        options.logger.error({ worker: handle.index, err: startError }, 'a check worker could not be restarted; trying again');
-      });
+      this.launch(handle.index);
     }, delay);
     this.timers.add(timer);
   }

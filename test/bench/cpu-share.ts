@@ -113,3 +113,25 @@ export function othersSince(mark: CpuMark, root: number = process.pid): OthersCp
   const capacity = (os.cpus().length * (performance.now() - mark.at)) / 1000;
   return { otherSeconds, otherShare: capacity > 0 ? Math.min(1, otherSeconds / capacity) : 0, treeSeconds };
 }
+
+/** CPU seconds of each live thread of a process, summed by thread name (MainThread, outpost-check-w…, V8Worker). */
+export function threadCpuSeconds(pid: number): Map<string, number> {
+  const byName = new Map<string, number>();
+  let tasks: string[] = [];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return byName;
+  }
+  for (const task of tasks) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${task}/stat`, 'utf8');
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+      byName.set(name, (byName.get(name) ?? 0) + ((fields[11] ?? 0) + (fields[12] ?? 0)) / ticksPerSecond());
+    } catch {
+      // A thread that ended meanwhile.
+    }
+  }
+  return byName;
+}

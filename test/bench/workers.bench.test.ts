@@ -5,7 +5,8 @@
 // (BENCH_WORKERS overrides). Rounds alternate (1, N, N, 1…) so a drift in
 // the machine's load touches both sides alike; each row prints checks/s
 // from the jobs' arrival to the last result delivered, the agent's CPU, and
-// the other processes' CPU share meanwhile (test/bench/cpu-share.ts), so a
+// how it splits between the main thread and the workers, and the other
+// processes' CPU share meanwhile (test/bench/cpu-share.ts), so a
 // noisy round is visible. The jobs are added once the agent is ready,
 // i.e. once its workers are up. It asserts every result was delivered,
 // never a speed.
@@ -16,10 +17,11 @@
 import { rmSync } from 'node:fs';
 import { expect, test } from 'vitest';
 import { availableCores } from '../../src/jobs/workers/cores.js';
+import { RECOMMENDED_NODE_OPTIONS } from '../../src/node-options.js';
 import { cleanEnv, probe, startAgent, tempDir } from '../support/agent-process.js';
 import { FakeControlPlane } from '../support/fake-control-plane.js';
 import { startNginx } from '../support/nginx.js';
-import { markOthers, othersSince, processCpuSeconds } from './cpu-share.js';
+import { markOthers, othersSince, processCpuSeconds, threadCpuSeconds } from './cpu-share.js';
 
 function positiveInteger(name: string, fallback: number, max: number): number {
   const raw = process.env[name];
@@ -45,6 +47,9 @@ interface Row {
   rate: number;
   elapsedMs: number;
   agentCpuSeconds: number;
+  /** The agent's main thread, and its check worker threads together. */
+  mainCpuSeconds: number;
+  workerCpuSeconds: number;
   otherShare: number;
   failures: number;
 }
@@ -64,6 +69,8 @@ async function round(url: string, workers: number): Promise<Row> {
       LOG_LEVEL: 'info',
       CLAIM_WAIT_SECONDS: '1',
       SHUTDOWN_GRACE_SECONDS: '5',
+      // As the images run it.
+      NODE_OPTIONS: RECOMMENDED_NODE_OPTIONS,
     }),
   );
   let exited = false;
@@ -79,6 +86,7 @@ async function round(url: string, workers: number): Promise<Row> {
     }
     const pid = agent.proc.pid as number;
     const cpuBefore = processCpuSeconds(pid);
+    const threadsBefore = threadCpuSeconds(pid);
     const mark = markOthers();
     // A claim waiting in its long poll is answered as soon as jobs are added (the fake control plane wakes it).
     const added = Date.now();
@@ -91,6 +99,10 @@ async function round(url: string, workers: number): Promise<Row> {
     }
     const others = othersSince(mark);
     const agentCpuSeconds = processCpuSeconds(pid) - cpuBefore;
+    const threads = threadCpuSeconds(pid);
+    const threadSeconds = (name: string) => (threads.get(name) ?? 0) - (threadsBefore.get(name) ?? 0);
+    // Worker threads are named after their Worker (src/jobs/workers/pool.ts); Linux keeps 15 characters.
+    const workerSeconds = [...threads.keys()].filter((n) => n.startsWith('outpost-check')).reduce((sum, n) => sum + threadSeconds(n), 0);
     let last = 0;
     let failures = 0;
     for (const stored of cp.results.values()) {
@@ -99,7 +111,7 @@ async function round(url: string, workers: number): Promise<Row> {
     }
     const elapsedMs = Math.max(1, last - added);
     expect(cp.results.size).toBe(N);
-    return { workers, rate: (N / elapsedMs) * 1000, elapsedMs, agentCpuSeconds, otherShare: others.otherShare, failures };
+    return { workers, rate: (N / elapsedMs) * 1000, elapsedMs, agentCpuSeconds, mainCpuSeconds: threadSeconds('MainThread'), workerCpuSeconds: workerSeconds, otherShare: others.otherShare, failures };
   } finally {
     agent.kill('SIGTERM');
     const stopped = await Promise.race([agent.exit.then(() => true), sleep(30_000).then(() => false)]);
@@ -125,7 +137,7 @@ test(`check workers: ${N} URL checks with CHECK_WORKERS=1 against CHECK_WORKERS=
       rows.push(row);
       log(
         `round ${i + 1}: CHECK_WORKERS=${row.workers}: ${row.rate.toFixed(0)} checks/s (${(row.elapsedMs / 1000).toFixed(2)} s), ` +
-          `agent CPU ${row.agentCpuSeconds.toFixed(2)} s, other processes ${(row.otherShare * 100).toFixed(0)} % of the cores, ${row.failures} failed`,
+          `agent CPU ${row.agentCpuSeconds.toFixed(2)} s (main thread ${row.mainCpuSeconds.toFixed(2)}, check workers ${row.workerCpuSeconds.toFixed(2)}), other processes ${(row.otherShare * 100).toFixed(0)} % of the cores, ${row.failures} failed`,
       );
     }
   } finally {

@@ -76,7 +76,7 @@ export async function runAgent(
         targetStrings: jobTargetStrings(job.check, job.variables),
       }),
   };
-  const workers = startCheckWorkers(config, metrics, logger, runOptions, DEFAULT_STALE_SECONDS);
+  const workers = await startCheckWorkers(config, metrics, logger, runOptions, DEFAULT_STALE_SECONDS);
   const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
     ...runOptions,
     bodyMemory: workers.bodyMemory,

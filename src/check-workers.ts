@@ -6,7 +6,7 @@ import { bodyMemoryBudget, type Config } from './config.js';
 import type { MemoryBudget } from './core/memory-budget.js';
 import type { RunOptions } from './jobs/run.js';
 import { availableCores, checkWorkerCount } from './jobs/workers/cores.js';
-import { WorkerPool } from './jobs/workers/pool.js';
+import { WORKER_START_TIMEOUT_MS, WorkerPool } from './jobs/workers/pool.js';
 import type { Logger } from './observability/logger.js';
 import type { Metrics } from './observability/metrics.js';
 import { checkSettings } from './config.js';
@@ -18,14 +18,20 @@ export interface CheckWorkers {
   bodyMemory: MemoryBudget;
 }
 
-/** Budgets and starts the workers (not waiting for them: readiness does); `run` is every queue option but the budget and the pool. */
-export function startCheckWorkers(
+/**
+ * Budgets and starts the workers, and waits (bounded) until they are up, so
+ * that a mode is ready and runs its first checks on them as configured; a
+ * worker that does not come up is logged and retried by the pool while the
+ * mode starts anyway (not ready meanwhile). `run` is every queue option but
+ * the budget and the pool.
+ */
+export async function startCheckWorkers(
   config: Config,
   metrics: Metrics,
   logger: Logger,
   run: Omit<RunOptions, 'bodyMemory'>,
   checkSeriesMinSeconds?: number,
-): CheckWorkers {
+): Promise<CheckWorkers> {
   const count = checkWorkerCount(config.checkWorkers, config.jobConcurrency);
   const threads = count > 1 ? count : 0;
   const bodyMemory = bodyMemoryBudget(config, logger, 1 + threads);
@@ -47,5 +53,6 @@ export function startCheckWorkers(
     bodyMemory,
     ...(checkSeriesMinSeconds !== undefined ? { checkSeriesMinSeconds } : {}),
   });
+  await pool.whenReady(WORKER_START_TIMEOUT_MS).catch((error: unknown) => logger.error({ err: error }, 'check workers are not all up: starting anyway, not ready until they are'));
   return { pool, bodyMemory };
 }

@@ -76,7 +76,7 @@ function openSink(config: Config, flushLogs: () => void): Promise<LocalSink> {
   return sink.open().then(() => sink);
 }
 
-function localQueue(config: Config, metrics: Metrics, logger: Logger, secrets: SecretPolicy | undefined): { queue: JobQueue; workers: WorkerPool | undefined } {
+async function localQueue(config: Config, metrics: Metrics, logger: Logger, secrets: SecretPolicy | undefined): Promise<{ queue: JobQueue; workers: WorkerPool | undefined }> {
   // No error events here: local and once modes have no control plane.
   const run = {
     ...(secrets ? { secrets } : {}),
@@ -86,7 +86,7 @@ function localQueue(config: Config, metrics: Metrics, logger: Logger, secrets: S
     maxResultBytes: config.maxResultBytes,
     ...(config.testFault === 'executor-throw' ? { testFault: config.testFault } : {}),
   };
-  const { pool, bodyMemory } = startCheckWorkers(config, metrics, logger, run);
+  const { pool, bodyMemory } = await startCheckWorkers(config, metrics, logger, run);
   const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), { ...run, bodyMemory, ...(pool ? { workers: pool } : {}) });
   return { queue, workers: pool };
 }
@@ -136,7 +136,7 @@ export async function runLocal(
     sink = await openSink(config, flushLogs);
   }
   const metrics = createMetrics();
-  const { queue, workers } = localQueue(config, metrics, logger, secrets);
+  const { queue, workers } = await localQueue(config, metrics, logger, secrets);
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
   // Not ready while a check worker restarts.
   if (workers) lifecycle.modeReady = () => workers.ready();
@@ -230,7 +230,7 @@ async function runLocalWithStore(
   const settings = config.local;
   if (!settings) throw new Error('local mode without its settings');
   const metrics = createMetrics();
-  const { queue, workers } = localQueue(config, metrics, logger, secrets);
+  const { queue, workers } = await localQueue(config, metrics, logger, secrets);
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
   // Not ready while a check worker restarts.
   if (workers) lifecycle.modeReady = () => workers.ready();

@@ -2,7 +2,8 @@
 // compiled worker (dist/, so `npm run build` first) running real URL and TCP
 // checks against a node:http server on loopback. Dispatch and scrubbing,
 // retries' ATTEMPT results, aborts (lost lease, shutdown), a worker that
-// dies (test/support/crashing-worker.mjs), closing; and the default count.
+// dies (test/support/crashing-worker.mjs), closing; the shared memory
+// budget; and the default count.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';

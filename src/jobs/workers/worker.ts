@@ -25,6 +25,8 @@ const post = (message: FromWorker) => port.postMessage(message);
 
 const secrets = new SecretPolicy(setup.agentSecrets);
 const { logger, flush: flushLogs } = createLogger(setup.logLevel, setup.logStream, secrets.scrubLogLine);
+// The main thread has warned about short agent-wide secrets already: only jobs' own are warned about here.
+secrets.attachLogger(logger.child({}, { level: 'silent' }));
 secrets.attachLogger(logger);
 const registry = workerRegistry();
 const metrics = new RemoteMetrics((ops) => post({ type: 'metrics', ops }), setup.checkSeriesMinSeconds);

@@ -147,6 +147,16 @@ describe('check workers: dispatch', () => {
     expect(budget.inUseBytes).toBe(0);
   });
 
+  it('sends each job to the least busy worker', async () => {
+    const { queue, pool } = await setup(2);
+    const jobs = Array.from({ length: 4 }, (_, i) => queue.submit(urlJob(`spread-${i}`, `/hang/spread-${i}`)));
+    await waitFor(() => hanging.length === 4, 'four requests at the peer');
+    expect(pool.busy()).toEqual([2, 2]);
+    queue.abortAll(new JobAbortedError('shutdown', 'Aborted: test over'));
+    await Promise.all(jobs.map(settle));
+    expect(pool.busy()).toEqual([0, 0]);
+  });
+
   it('keeps scripted work, invalid jobs and API checks with scripts on the main thread', async () => {
     const { pool } = await setup(2);
     const slot = { abortedWith: () => undefined, enter: () => ({ signal: new AbortController().signal, leave: () => undefined }) };

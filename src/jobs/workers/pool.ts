@@ -112,6 +112,11 @@ export class WorkerPool {
     return this.handles.filter((h) => h?.up).length;
   }
 
+  /** Jobs on each worker now, by worker index (0 for a worker that is down). */
+  busy(): number[] {
+    return Array.from({ length: this.options.workers }, (_, index) => this.handles[index]?.jobs.size ?? 0);
+  }
+
   /** Every worker is up (readiness). */
   ready(): boolean {
     return !this.closing && this.up === this.options.workers;

@@ -311,9 +311,6 @@ export class WorkerPool {
         );
         return;
       }
-      case 'discard':
-        void options.run.artifacts?.discard(message.dir);
-        return;
       case 'ready':
         return;
     }

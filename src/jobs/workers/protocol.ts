@@ -80,8 +80,7 @@ export type FromWorker =
   | { type: 'done'; jobId: string; result: CheckResultEntry | null }
   | { type: 'failed'; jobId: string; error: WireError }
   | { type: 'executor-error'; error: WireError; checkType: string; check: CheckDefinition; variables: EnvironmentVariable[] }
-  | { type: 'publish'; callId: number; jobId: string; dir: string; files: ArtifactFile[] }
-  | { type: 'discard'; dir: string };
+  | { type: 'publish'; callId: number; jobId: string; dir: string; files: ArtifactFile[] };
 
 export function wireError(error: unknown): WireError {
   if (error instanceof Error) return { name: error.name, message: error.message, ...(error.stack ? { stack: error.stack } : {}) };

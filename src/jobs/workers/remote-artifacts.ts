@@ -2,10 +2,11 @@
 // folder the main thread's store would give it (both stores use
 // <root>/<jobId>/<attempt>), and publishing them — an upload to the control
 // plane, or the local folder's pruning — is asked of the main thread, whose
-// store is the only one.
+// store is the only one. Discarding unpublished files is removing the
+// folder in both stores, so it is done here.
 
 import path from 'node:path';
-import type { ArtifactStore, Published } from '../../artifacts/store.js';
+import { type ArtifactStore, type Published, removeAttemptDir } from '../../artifacts/store.js';
 import type { ArtifactFile } from '../../artifacts/writer.js';
 import { safeSegment } from '../../artifacts/writer.js';
 import type { FromWorker } from './protocol.js';
@@ -45,7 +46,8 @@ export class RemoteArtifacts implements ArtifactStore {
     this.pending.delete(callId);
   }
 
-  async discard(dir: string): Promise<void> {
-    this.post({ type: 'discard', dir });
+  /** Both stores discard by removing the folder (removeAttemptDir): done here, without a message per attempt. */
+  discard(dir: string): Promise<void> {
+    return removeAttemptDir(dir).catch(() => undefined);
   }
 }

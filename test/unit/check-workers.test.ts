@@ -250,6 +250,19 @@ describe('check workers: a worker that dies', () => {
   });
 });
 
+describe('check workers: a worker that stalls', () => {
+  it('is ended when its event loop stops turning: its jobs become error results and it comes back', async () => {
+    const { queue, pool, metrics } = await setup(1, { entry: CRASHING, stallMs: 1_500 }, 2);
+    const stalled = await settle(queue.submit(urlJob('stuck-loop', '/ok', { name: 'stall' })));
+    expect(stalled.result?.hasErrors).toBe(true);
+    expect(JSON.stringify(stalled.result)).toContain('its event loop stood still for over 1500 ms');
+    await pool.whenReady();
+    expect((await counter(metrics, 'outpost_check_worker_restarts_total'))['-']).toBe(1);
+    const after = await settle(queue.submit(urlJob('after-stall', '/ok')));
+    expect(after.result?.hasErrors).toBe(false);
+  });
+});
+
 describe('check workers: how many', () => {
   const files = (map: Record<string, string>) => (file: string) => {
     const text = map[file];

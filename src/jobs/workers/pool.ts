@@ -20,13 +20,19 @@ import { capResultSize, DEFAULT_MAX_RESULT_BYTES } from '../../results/result-si
 import { type NamedSecret, SecretPolicy } from '../../secrets/policy.js';
 import type { PreparedJob } from '../prepare.js';
 import type { JobCompletion, JobSlot, RunOptions } from '../run.js';
-import { type FromWorker, fromWire, type ToWorker, type WireJob, type WorkerSetup, wireError } from './protocol.js';
+import { type FromWorker, fromWire, type ToWorker, type WireJob, WORKER_BEAT_MS, type WorkerSetup, wireError } from './protocol.js';
 import { applyMetricOps } from './remote-metrics.js';
 
 /** How long a worker may take to load its modules and say it is ready. */
 export const WORKER_START_TIMEOUT_MS = 20_000;
 /** How long a stopping worker may take to flush and exit before it is terminated. */
 export const WORKER_STOP_TIMEOUT_MS = 2_000;
+/**
+ * A worker whose event loop has not turned for this long is stalled (a check
+ * stuck in synchronous code: its own hard-cap timers cannot fire) and is
+ * terminated, which ends its jobs as errors like a crash.
+ */
+export const WORKER_STALL_MS = 30_000;
 /** Restart delays after a crash: doubling from the first, capped at the second, reset by a minute without a crash. */
 const RESTART_FIRST_MS = 100;
 const RESTART_MAX_MS = 30_000;
@@ -51,6 +57,8 @@ export interface PoolOptions {
   checkSeriesMinSeconds?: number;
   /** The worker's module; by default the compiled worker.js beside this file. */
   entry?: URL;
+  /** WORKER_STALL_MS, shorter in tests. */
+  stallMs?: number;
 }
 
 interface RunningJob {
@@ -67,6 +75,10 @@ interface Handle {
   jobs: Map<string, RunningJob>;
   /** jobsInFlight increments applied for this worker and not yet taken back. */
   inFlight: number;
+  /** When the worker last sent anything (its loop turned). */
+  lastHeard: number;
+  /** Why the pool ended it, when it did (a stall). */
+  endedFor?: string;
 }
 
 export class WorkerPool {
@@ -79,8 +91,23 @@ export class WorkerPool {
   private crashes = 0;
   private lastCrash = 0;
 
+  private readonly stallCheck: NodeJS.Timeout;
+
   private constructor(private readonly options: PoolOptions) {
     this.secrets = options.run.secrets ?? new SecretPolicy();
+    const stallMs = options.stallMs ?? WORKER_STALL_MS;
+    this.stallCheck = setInterval(() => this.endStalled(stallMs), Math.max(100, Math.min(WORKER_BEAT_MS, stallMs / 4)));
+    this.stallCheck.unref();
+  }
+
+  private endStalled(stallMs: number): void {
+    const now = Date.now();
+    for (const handle of this.handles) {
+      if (!handle?.up || handle.endedFor || now - handle.lastHeard <= stallMs) continue;
+      handle.endedFor = `its event loop stood still for over ${stallMs} ms`;
+      this.options.logger.error({ worker: handle.index, jobs: handle.jobs.size, stallMs }, 'a check worker stalled; ending it');
+      void handle.worker.terminate();
+    }
   }
 
   /**
@@ -172,6 +199,7 @@ export class WorkerPool {
   /** Stops every worker: asked to flush and exit, terminated after WORKER_STOP_TIMEOUT_MS. Jobs still on one end as errors. */
   async close(): Promise<void> {
     this.closing = true;
+    clearInterval(this.stallCheck);
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
     await Promise.all(
@@ -226,7 +254,7 @@ export class WorkerPool {
       ...(options.checkSeriesMinSeconds !== undefined ? { checkSeriesMinSeconds: options.checkSeriesMinSeconds } : {}),
     };
     const worker = new Worker(options.entry ?? new URL('./worker.js', import.meta.url), { workerData: setup, name: `outpost-check-worker-${index}` });
-    const handle: Handle = { index, worker, up: false, jobs: new Map(), inFlight: 0 };
+    const handle: Handle = { index, worker, up: false, jobs: new Map(), inFlight: 0, lastHeard: Date.now() };
     this.handles[index] = handle;
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -235,6 +263,7 @@ export class WorkerPool {
       }, WORKER_START_TIMEOUT_MS);
       let lastError: unknown;
       worker.on('message', (message: FromWorker) => {
+        handle.lastHeard = Date.now();
         if (message.type === 'ready') {
           clearTimeout(timer);
           handle.up = true;
@@ -312,6 +341,7 @@ export class WorkerPool {
         return;
       }
       case 'ready':
+      case 'beat':
         return;
     }
   }
@@ -319,7 +349,7 @@ export class WorkerPool {
   /** A worker stopped: its jobs end as error results (never lost), its memory goes back, and it starts again unless the pool is closing. */
   private onExit(handle: Handle, error: unknown, code: number): void {
     const { options } = this;
-    const why = error instanceof Error ? `${error.name}: ${error.message}` : `exit code ${code}`;
+    const why = handle.endedFor ?? (error instanceof Error ? `${error.name}: ${error.message}` : `exit code ${code}`);
     if (!this.closing) options.logger.error({ worker: handle.index, err: error, code, jobs: handle.jobs.size }, 'a check worker stopped unexpectedly; its jobs end as errors and it is restarted');
     for (let i = 0; i < handle.inFlight; i++) options.metrics.jobsInFlight.dec();
     handle.inFlight = 0;

@@ -16,6 +16,9 @@ import type { LogLevel } from '../../observability/logger.js';
 import type { NamedSecret } from '../../secrets/policy.js';
 import type { TestFault } from '../run.js';
 
+/** How often a worker says its event loop turns. */
+export const WORKER_BEAT_MS = 1_000;
+
 /** What a worker is started with (workerData). */
 export interface WorkerSetup {
   settings: CheckSettings;
@@ -75,6 +78,8 @@ export type ToWorker =
 /** Worker → main thread. */
 export type FromWorker =
   | { type: 'ready' }
+  /** The worker's event loop turns: sent every WORKER_BEAT_MS. */
+  | { type: 'beat' }
   | { type: 'metrics'; ops: MetricOp[] }
   | { type: 'attempt'; jobId: string; seq: number; result: CheckResultEntry }
   | { type: 'done'; jobId: string; result: CheckResultEntry | null }

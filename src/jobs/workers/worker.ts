@@ -13,7 +13,7 @@ import { createLogger } from '../../observability/logger.js';
 import { SecretPolicy } from '../../secrets/policy.js';
 import type { PreparedJob } from '../prepare.js';
 import { JobRunner, type JobSlot } from '../run.js';
-import { type FromWorker, fromWire, type ToWorker, type WireAbort, type WireJob, type WireError, wireError } from './protocol.js';
+import { type FromWorker, fromWire, type ToWorker, type WireAbort, type WireJob, type WireError, WORKER_BEAT_MS, wireError } from './protocol.js';
 import { RemoteArtifacts } from './remote-artifacts.js';
 import { RemoteMetrics } from './remote-metrics.js';
 import type { WorkerSetup } from './protocol.js';
@@ -149,4 +149,6 @@ port.on('message', (message: ToWorker) => {
   }
 });
 
+// The pool ends a worker whose loop stops turning (a synchronous stall in a check): its jobs must not wait forever.
+setInterval(() => post({ type: 'beat' }), WORKER_BEAT_MS).unref();
 post({ type: 'ready' });

@@ -96,12 +96,22 @@ export class WorkerPool {
   private constructor(private readonly options: PoolOptions) {
     this.secrets = options.run.secrets ?? new SecretPolicy();
     const stallMs = options.stallMs ?? WORKER_STALL_MS;
-    this.stallCheck = setInterval(() => this.endStalled(stallMs), Math.max(100, Math.min(WORKER_BEAT_MS, stallMs / 4)));
+    const everyMs = Math.max(100, Math.min(WORKER_BEAT_MS, stallMs / 4));
+    this.stallCheck = setInterval(() => this.endStalled(stallMs, everyMs), everyMs);
     this.stallCheck.unref();
   }
 
-  private endStalled(stallMs: number): void {
+  private lastCheck = Date.now();
+
+  private endStalled(stallMs: number, everyMs: number): void {
     const now = Date.now();
+    const late = now - this.lastCheck > 2 * everyMs + 1_000;
+    this.lastCheck = now;
+    // This thread stood still itself (a stop signal, a frozen VM): the workers' beats wait unread, so judge nothing now.
+    if (late) {
+      for (const handle of this.handles) if (handle) handle.lastHeard = now;
+      return;
+    }
     for (const handle of this.handles) {
       if (!handle?.up || handle.endedFor || now - handle.lastHeard <= stallMs) continue;
       handle.endedFor = `its event loop stood still for over ${stallMs} ms`;

@@ -144,8 +144,8 @@ port.on('message', (message: ToWorker) => {
     case 'stop':
       metrics.flush();
       flushLogs();
-      port.close();
-      break;
+      // Ends this thread only; idle keep-alive sockets of the checks' HTTP pools would otherwise hold it open.
+      process.exit(0);
   }
 });
 

@@ -162,13 +162,14 @@ export async function runAgent(
     leaseHeartbeat.idle();
     const flushed = await sink.flush(Math.max(graceEnd, Date.now() + 10_000));
     await spool.close();
+    // After the spool's flush, the last step of the drain: nothing runs on them any more, and what they logged is flushed as
+    // they stop. Before the health server closes, so that its last answers stay just before the exit.
+    await workers.pool?.close();
     if (!flushed) logger.warn({ spooled: spool.results }, 'control plane unreachable: results stay in the spool and are sent on the next start');
     // Best effort: queued error events get one short try before the client closes.
     await events?.close(2_000);
     await lifecycle.closeHealth();
     await client.close();
-    // Last: nothing runs on them any more, and what they logged is flushed as they stop.
-    await workers.pool?.close();
     logger.info({ delivered: sink.delivered, spooled: spool.results }, 'outpost agent stopped');
   };
   // Results already spooled stay there for the next start.

@@ -208,8 +208,8 @@ export async function runLocal(
       abortWith: new JobAbortedError('shutdown', 'Aborted: the agent shut down before the check finished'),
     });
     await sink.close();
-    await lifecycle.closeHealth();
     await workers?.close();
+    await lifecycle.closeHealth();
     logger.info({ ...sink.counts, retries: sink.retries }, 'outpost local mode stopped');
   };
   const done = lifecycle.shutdownOnSignals(drain, () => ({ ...sink.counts, retries: sink.retries }), flushLogs);
@@ -373,8 +373,8 @@ async function runLocalWithStore(
     await alerting.stop();
     await store.close();
     await sink.close();
-    await lifecycle.closeHealth();
     await workers?.close();
+    await lifecycle.closeHealth();
     logger.info({ ...sink.counts, retries: sink.retries }, 'outpost local mode stopped');
   };
   const done = lifecycle.shutdownOnSignals(drain, () => ({ ...sink.counts, retries: sink.retries }), flushLogs);

@@ -6,7 +6,8 @@ import path from 'node:path';
 import { ControlPlaneArtifacts } from './control-plane/artifact-store.js';
 import { JobAbortedError } from './core/errors.js';
 import type { ExecutorRegistry } from './checks/executor-registry.js';
-import { bodyMemoryBudget, type Config, checkSettings, maskUrlCredentials } from './config.js';
+import { type Config, checkSettings, maskUrlCredentials } from './config.js';
+import { startCheckWorkers } from './check-workers.js';
 import { ControlPlaneClient } from './control-plane/client.js';
 import { LeaseKeeper } from './control-plane/leases.js';
 import { ControlPlaneSink } from './control-plane/sink.js';
@@ -21,6 +22,7 @@ import { DEFAULT_STALE_SECONDS } from './observability/check-metrics.js';
 import { createMetrics } from './observability/metrics.js';
 import { JobQueue } from './jobs/queue.js';
 import { interfaceIpv6Addresses } from './net/ipv6-addresses.js';
+import type { RunOptions } from './jobs/run.js';
 import { usableRuntimeNames } from './checks/scripted/runtimes.js';
 import { SecretPolicy } from './secrets/policy.js';
 import { VERSION } from './core/version.js';
@@ -62,11 +64,10 @@ export async function runAgent(
     authRetryMs: config.authRetrySeconds * 1000,
     onUploadFailed: (error) => events?.report(error, { origin: 'upload' }),
   });
-  const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
+  const runOptions: Omit<RunOptions, 'bodyMemory'> = {
     secrets,
     artifacts,
     diagnostics: config.diagnostics,
-    bodyMemory: bodyMemoryBudget(config, logger),
     maxResultBytes: config.maxResultBytes,
     ...(config.testFault === 'executor-throw' ? { testFault: config.testFault } : {}),
     onExecutorError: (error, job) =>
@@ -76,6 +77,12 @@ export async function runAgent(
         scrubber: job.scrubber,
         targetStrings: jobTargetStrings(job.check, job.variables),
       }),
+  };
+  const workers = await startCheckWorkers(config, metrics, logger, runOptions, DEFAULT_STALE_SECONDS);
+  const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
+    ...runOptions,
+    bodyMemory: workers.bodyMemory,
+    ...(workers.pool ? { workers: workers.pool } : {}),
   });
   const spool = await Spool.open(
     path.join(config.stateDir, 'spool'),
@@ -94,8 +101,8 @@ export async function runAgent(
     spoolDropped: () => spool.dropped,
     spoolWritable: () => spool.writable,
   }, logger);
-  // Not ready while the spool cannot write: results would only be held in memory.
-  lifecycle.modeReady = () => client.authorized === true && spool.writable;
+  // Not ready while the spool cannot write (results would only be held in memory), nor while a check worker restarts.
+  lifecycle.modeReady = () => client.authorized === true && spool.writable && (workers.pool?.ready() ?? true);
   lifecycle.networkPolicy = describePolicy(config.networkPolicy);
   const authRetryMs = config.authRetrySeconds * 1000;
   const onFailure = () => undefined;
@@ -159,6 +166,9 @@ export async function runAgent(
     leaseHeartbeat.idle();
     const flushed = await sink.flush(Math.max(graceEnd, Date.now() + 10_000));
     await spool.close();
+    // After the spool's flush, the last step of the drain: nothing runs on them any more, and what they logged is flushed as
+    // they stop. Before the health server closes, so that its last answers stay just before the exit.
+    await workers.pool?.close();
     if (!flushed) logger.warn({ spooled: spool.results }, 'control plane unreachable: results stay in the spool and are sent on the next start');
     // Best effort: queued error events get one short try before the client closes.
     await events?.close(2_000);

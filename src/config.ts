@@ -45,6 +45,8 @@ export interface Config {
   authRetrySeconds: number;
   controlPlaneTimeoutSeconds: number;
   responseBodyLimitBytes: number;
+  /** CHECK_WORKERS; undefined: one per available core (src/jobs/workers/cores.ts). */
+  checkWorkers?: number;
   /** BODY_MEMORY_BUDGET_MB in bytes; undefined: sized from the memory limits (src/core/memory-budget.ts). */
   bodyMemoryBudgetBytes?: number;
   /** MAX_RESULT_BYTES: a result's largest size as JSON. */
@@ -384,6 +386,7 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     }
     config.healthHost = healthHost;
   }
+  if (read(env, 'CHECK_WORKERS') !== undefined) config.checkWorkers = integer(env, 'CHECK_WORKERS', 1, 1, 256);
   if (read(env, 'BODY_MEMORY_BUDGET_MB') !== undefined) {
     config.bodyMemoryBudgetBytes = integer(env, 'BODY_MEMORY_BUDGET_MB', 0, 1, 1024 * 1024) * MIB;
   }
@@ -528,11 +531,12 @@ export function checkSettings(config: Config): CheckSettings {
 }
 
 /** The agent-wide memory budget for response bodies and results, logged once with where its size came from. */
-export function bodyMemoryBudget(config: Config, logger: Logger): MemoryBudget {
+export function bodyMemoryBudget(config: Config, logger: Logger, holders = 1): MemoryBudget {
   const size = bodyBudgetSize(config.bodyMemoryBudgetBytes);
   logger.info(
     { bodyMemoryBudgetMb: Math.round(size.bytes / MIB), from: size.basis, maxResultBytes: config.maxResultBytes },
     'memory budget for response bodies and results',
   );
-  return new MemoryBudget(size.bytes);
+  // One holder per check worker and one for the main thread: a worker that dies gives back what it held.
+  return MemoryBudget.forHolders(size.bytes, holders);
 }

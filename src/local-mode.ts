@@ -13,7 +13,9 @@ import path from 'node:path';
 import { LocalArtifacts, localArtifactsRoot } from './artifacts/store.js';
 import { JobAbortedError } from './core/errors.js';
 import type { ExecutorRegistry } from './checks/executor-registry.js';
-import { bodyMemoryBudget, type Config, checkSettings, EXIT_CONFIG } from './config.js';
+import { type Config, checkSettings, EXIT_CONFIG } from './config.js';
+import { startCheckWorkers } from './check-workers.js';
+import type { WorkerPool } from './jobs/workers/pool.js';
 import type { PreparedJob } from './jobs/prepare.js';
 import { Lifecycle } from './health/lifecycle.js';
 import { describePolicy } from './net/network-policy.js';
@@ -79,18 +81,19 @@ function openSink(config: Config, flushLogs: () => void): Promise<LocalSink> {
   return sink.open().then(() => sink);
 }
 
-function localQueue(config: Config, metrics: Metrics, logger: Logger, secrets: SecretPolicy | undefined): JobQueue {
-  const bodyMemory = bodyMemoryBudget(config, logger);
+async function localQueue(config: Config, metrics: Metrics, logger: Logger, secrets: SecretPolicy | undefined): Promise<{ queue: JobQueue; workers: WorkerPool | undefined }> {
   // No error events here: local and once modes have no control plane.
-  return new JobQueue(config.jobConcurrency, metrics, checkSettings(config), {
+  const run = {
     ...(secrets ? { secrets } : {}),
     // Artifacts (diagnostics', BROWSER scripts') stay in a folder beside the results file (docs/diagnostics.md).
     artifacts: new LocalArtifacts(localArtifactsRoot(config.resultsFile, config.stateDir)),
     diagnostics: config.diagnostics,
-    bodyMemory,
     maxResultBytes: config.maxResultBytes,
     ...(config.testFault === 'executor-throw' ? { testFault: config.testFault } : {}),
-  });
+  };
+  const { pool, bodyMemory } = await startCheckWorkers(config, metrics, logger, run);
+  const queue = new JobQueue(config.jobConcurrency, metrics, checkSettings(config), { ...run, bodyMemory, ...(pool ? { workers: pool } : {}) });
+  return { queue, workers: pool };
 }
 
 /** STATE_DIR/outpost.db, or why local mode runs without it. */
@@ -138,9 +141,11 @@ export async function runLocal(
     sink = await openSink(config, flushLogs);
   }
   const metrics = createMetrics();
-  const queue = localQueue(config, metrics, logger, secrets);
+  const { queue, workers } = await localQueue(config, metrics, logger, secrets);
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
   lifecycle.networkPolicy = describePolicy(config.networkPolicy);
+  // Not ready while a check worker restarts.
+  if (workers) lifecycle.modeReady = () => workers.ready();
   const runOne = async (local: LocalCheck) => {
     const completion = await queue.submit(prepareLocal(local, logger), async (attempt) => sink.deliver(attempt));
     try {
@@ -166,6 +171,7 @@ export async function runLocal(
     );
     const done = Promise.all(checks.map(runOne)).then(async () => {
       await sink.close();
+      await workers?.close();
       const { passed, degraded, failed, error } = sink.counts;
       const total = passed + degraded + failed + error;
       const retries = sink.retries;
@@ -208,6 +214,7 @@ export async function runLocal(
       abortWith: new JobAbortedError('shutdown', 'Aborted: the agent shut down before the check finished'),
     });
     await sink.close();
+    await workers?.close();
     await lifecycle.closeHealth();
     logger.info({ ...sink.counts, retries: sink.retries }, 'outpost local mode stopped');
   };
@@ -229,9 +236,11 @@ async function runLocalWithStore(
   const settings = config.local;
   if (!settings) throw new Error('local mode without its settings');
   const metrics = createMetrics();
-  const queue = localQueue(config, metrics, logger, secrets);
+  const { queue, workers } = await localQueue(config, metrics, logger, secrets);
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
   lifecycle.networkPolicy = describePolicy(config.networkPolicy);
+  // Not ready while a check worker restarts.
+  if (workers) lifecycle.modeReady = () => workers.ready();
   const { parsed } = start;
   const heartbeatStore = new SqliteHeartbeatStore(store.access);
   const windows = new SqliteMaintenanceWindowStore(store.access);
@@ -375,6 +384,7 @@ async function runLocalWithStore(
     await alerting.stop();
     await store.close();
     await sink.close();
+    await workers?.close();
     await lifecycle.closeHealth();
     logger.info({ ...sink.counts, retries: sink.retries }, 'outpost local mode stopped');
   };

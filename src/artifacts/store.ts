@@ -24,6 +24,8 @@ export interface Published {
 }
 
 export interface ArtifactStore {
+  /** The folder every attempt's directory is under: <root>/<jobId>/<attempt> (check workers compute it themselves). */
+  readonly root: string;
   /** The directory an attempt writes its artifacts to. */
   directory(jobId: string, attempt: number): string;
   /** Makes the files available and says where; removes what is no longer needed. */

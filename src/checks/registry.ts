@@ -64,6 +64,15 @@ export function defaultRegistry(setup: ScriptedSetup = {}, isolation?: ScriptIso
 }
 
 /**
+ * The executors a check worker thread runs (src/jobs/workers/): those that
+ * start no script process, so SCRIPT_CONCURRENCY stays agent-wide. An API
+ * check with setup or teardown scripts runs on the main thread too.
+ */
+export function workerRegistry(): ExecutorRegistry {
+  return new ExecutorRegistry([urlExecutor as Executor, apiExecutor as Executor, tcpExecutor as Executor, icmpExecutor as Executor, dnsExecutor as Executor], new Map());
+}
+
+/**
  * Every check type this build can run, whatever this machine has installed:
  * for validating definitions where they are scheduled rather than run (the
  * server). Heartbeats are still refused: they are received, not run (a

@@ -20,13 +20,53 @@ export const MIN_BUDGET_BYTES = MIB;
 
 const CGROUP_LIMIT_FILES = ['/sys/fs/cgroup/memory.max', '/sys/fs/cgroup/memory/memory.limit_in_bytes'];
 
-export class MemoryBudget {
-  private used = 0;
+/** What a worker thread needs to share a budget: the shared counters and the capacity (structured-cloneable). */
+export interface SharedBudget {
+  capacityBytes: number;
+  counters: SharedArrayBuffer;
+  /** Which per-holder counter this side adds to (0 is the main thread's). */
+  holder: number;
+}
 
-  constructor(readonly capacityBytes: number) {}
+/** A compare-and-swap that keeps failing this often gives up (grants nothing) rather than spin. */
+const MAX_CAS_TRIES = 1000;
+
+/**
+ * The counters live in a SharedArrayBuffer so that check workers
+ * (src/jobs/workers/) take from the same process-wide budget through
+ * Atomics: index 0 is the total in use, index 1 + h what holder h holds, so
+ * that a crashed worker's bytes can be given back (reclaim).
+ */
+export class MemoryBudget {
+  private readonly counters: BigInt64Array;
+  private readonly slot: number;
+
+  constructor(
+    readonly capacityBytes: number,
+    shared?: { counters: SharedArrayBuffer; holder: number },
+    holders = 1,
+  ) {
+    this.counters = new BigInt64Array(shared?.counters ?? new SharedArrayBuffer(8 * (1 + holders)));
+    this.slot = 1 + (shared?.holder ?? 0);
+    if (this.slot >= this.counters.length) throw new RangeError(`memory budget holder ${this.slot - 1} out of range`);
+  }
+
+  /** A budget with room for `holders` holders (the main thread and each check worker). */
+  static forHolders(capacityBytes: number, holders: number): MemoryBudget {
+    return new MemoryBudget(capacityBytes, undefined, Math.max(1, holders));
+  }
+
+  /** The same budget, seen by holder `holder` (a worker thread): pass the result in workerData. */
+  share(holder: number): SharedBudget {
+    return { capacityBytes: this.capacityBytes, counters: this.counters.buffer as SharedArrayBuffer, holder };
+  }
+
+  static attach(shared: SharedBudget): MemoryBudget {
+    return new MemoryBudget(shared.capacityBytes, shared);
+  }
 
   get inUseBytes(): number {
-    return this.used;
+    return Number(Atomics.load(this.counters, 0));
   }
 
   /** A holder for one job's bytes. */
@@ -36,13 +76,29 @@ export class MemoryBudget {
 
   /** Grants as much of `bytes` as is free (possibly 0); returns what was granted. */
   take(bytes: number): number {
-    const granted = Math.max(0, Math.min(bytes, this.capacityBytes - this.used));
-    this.used += granted;
-    return granted;
+    for (let tries = 0; tries < MAX_CAS_TRIES; tries++) {
+      const used = Atomics.load(this.counters, 0);
+      const granted = Math.max(0, Math.min(bytes, this.capacityBytes - Number(used)));
+      if (granted === 0) return 0;
+      if (Atomics.compareExchange(this.counters, 0, used, used + BigInt(granted)) === used) {
+        Atomics.add(this.counters, this.slot, BigInt(granted));
+        return granted;
+      }
+    }
+    return 0;
   }
 
   give(bytes: number): void {
-    this.used = Math.max(0, this.used - bytes);
+    if (bytes <= 0) return;
+    Atomics.sub(this.counters, this.slot, BigInt(bytes));
+    Atomics.sub(this.counters, 0, BigInt(bytes));
+  }
+
+  /** Gives back everything holder `holder` still held (its worker stopped); returns the bytes. */
+  reclaim(holder: number): number {
+    const held = Atomics.exchange(this.counters, 1 + holder, 0n);
+    if (held > 0n) Atomics.sub(this.counters, 0, held);
+    return Number(held);
   }
 }
 

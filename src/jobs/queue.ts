@@ -8,9 +8,13 @@ import type { CheckResultEntry } from '../core/result-entry.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { PreparedJob } from './prepare.js';
 import { type JobCompletion, JobRunner, type JobSlot, type RunOptions } from './run.js';
+import type { WorkerPool } from './workers/pool.js';
 
 export type { ExecutorErrorInfo, JobCompletion, TestFault } from './run.js';
-export type QueueOptions = RunOptions;
+export interface QueueOptions extends RunOptions {
+  /** Check worker threads that run the jobs they can (src/jobs/workers/pool.ts); without it every job runs here. */
+  workers?: WorkerPool;
+}
 
 export interface DrainOptions {
   /** Stops whatever submits jobs; awaited before the wait, and counted in the grace. */
@@ -29,6 +33,7 @@ export class JobQueue {
   /** One promise per submitted job, settled once its completion is released (its result handed on) or it failed. */
   private readonly unreported = new Set<Promise<void>>();
   private readonly slot: JobSlot;
+  private readonly workers: WorkerPool | undefined;
 
   constructor(
     readonly concurrency: number,
@@ -37,6 +42,7 @@ export class JobQueue {
     options: QueueOptions = {},
   ) {
     this.runner = new JobRunner(metrics, settings, options);
+    this.workers = options.workers;
     this.queue = new PQueue({ concurrency });
     metrics.queueCapacity.set(concurrency);
     this.slot = {
@@ -115,7 +121,8 @@ export class JobQueue {
     });
     this.unreported.add(settled);
     void settled.then(() => this.unreported.delete(settled));
-    const task = () => this.runner.run(prepared, this.slot, onAttempt);
+    const task = () =>
+      this.workers?.canRun(prepared, this.slot) ? this.workers.run(prepared, this.slot, onAttempt) : this.runner.run(prepared, this.slot, onAttempt);
     return (this.queue.add(task) as Promise<JobCompletion>).then(
       (completion) => ({
         ...completion,

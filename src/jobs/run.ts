@@ -14,7 +14,7 @@ import type { MemoryBudget, MemoryLease } from '../core/memory-budget.js';
 import type { Outcome } from '../core/outcome.js';
 import type { EnvironmentVariable } from '../core/protocol.js';
 import type { CheckResultEntry } from '../core/result-entry.js';
-import type { Metrics } from '../observability/metrics.js';
+import type { JobMetrics } from '../observability/metrics.js';
 import { errorResult, resultOutcome } from '../results/result.js';
 import { capResultSize, DEFAULT_MAX_RESULT_BYTES } from '../results/result-size.js';
 import { type JobSecrets, SecretPolicy } from '../secrets/policy.js';
@@ -83,7 +83,7 @@ export class JobRunner {
   private readonly secrets: SecretPolicy;
 
   constructor(
-    private readonly metrics: Metrics,
+    private readonly metrics: JobMetrics,
     private readonly settings: CheckSettings,
     private readonly options: RunOptions = {},
   ) {

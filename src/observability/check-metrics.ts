@@ -50,6 +50,14 @@ interface Sample {
   value: number;
 }
 
+/** One check's series as seriesFor() computes them (structured-cloneable). */
+export interface RecordedSeries {
+  key: string;
+  labels: string;
+  samples: Partial<Record<FamilyKey, Sample[]>>;
+  staleAfterMs: number;
+}
+
 interface CheckSeries {
   /** `check_id="…",check_name="…",check_type="…",location="…"` */
   labels: string;
@@ -152,7 +160,17 @@ export class CheckMetrics {
 
   /** Takes the series of a FINAL result; ATTEMPT results and results without a check id change nothing. */
   record(entry: CheckResultEntry, options: RecordOptions = {}): void {
-    if (entry.resultType !== 'FINAL' || !entry.checkId) return;
+    const series = this.seriesFor(entry, options);
+    if (series) this.put(series);
+  }
+
+  /**
+   * The series `record` would take, as plain data: a check worker
+   * (src/jobs/workers/) computes them next to the result and hands them to
+   * the main thread's put(), so the whole result need not cross.
+   */
+  seriesFor(entry: CheckResultEntry, options: RecordOptions = {}): RecordedSeries | undefined {
+    if (entry.resultType !== 'FINAL' || !entry.checkId) return undefined;
     const location = entry.runLocation ?? options.location ?? '';
     const key = `${entry.checkId}\u0000${location}`;
     const labels =
@@ -160,8 +178,13 @@ export class CheckMetrics {
       `check_type="${escapeLabel(entry.checkType ?? '')}",location="${escapeLabel(location)}"`;
     const frequency = options.frequencySeconds;
     const staleAfterMs = (frequency && frequency > 0 ? Math.max(STALE_RUNS * frequency, this.minStaleSeconds) : Math.max(DEFAULT_STALE_SECONDS, this.minStaleSeconds)) * 1000;
+    return { key, labels, samples: seriesOf(entry), staleAfterMs };
+  }
+
+  /** Takes series from seriesFor(), as of now. */
+  put(series: RecordedSeries): void {
     // A renamed check keeps its id: the old name's series go with the old entry.
-    this.checks.set(key, { labels, samples: seriesOf(entry), updatedAt: this.now(), staleAfterMs });
+    this.checks.set(series.key, { labels: series.labels, samples: series.samples, updatedAt: this.now(), staleAfterMs: series.staleAfterMs });
   }
 
   /** Drops the series of every check whose id is not in `ids` (a new schedule). */

@@ -1,7 +1,8 @@
 // Prometheus metrics of one agent process, on their own registry so that
 // several agents (in tests) never share counters.
 
-import { CheckMetrics } from './check-metrics.js';
+import type { CheckResultEntry } from '../core/result-entry.js';
+import { CheckMetrics, type RecordOptions } from './check-metrics.js';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
 export interface Metrics {
@@ -14,8 +15,23 @@ export interface Metrics {
   spoolQuarantined: Counter;
   spoolWritable: Gauge;
   controlPlaneRequests: Counter<'route' | 'status'>;
+  /** Check worker threads running now (CHECK_WORKERS; 0 when checks run on the main thread). */
+  checkWorkers: Gauge;
+  checkWorkerRestarts: Counter;
   /** Per-check series (probe_*), rendered after the registry's. */
   checks: CheckMetrics;
+}
+
+/**
+ * What running a job updates (src/jobs/run.ts): the part of Metrics a check
+ * worker thread forwards to the main thread's registry
+ * (src/jobs/workers/remote-metrics.ts), so /metrics stays one aggregate.
+ */
+export interface JobMetrics {
+  jobsTotal: { inc(labels: { check_type: string; outcome: string }): void };
+  jobDuration: { observe(labels: { check_type: string }, value: number): void };
+  jobsInFlight: { inc(): void; dec(): void };
+  checks: { record(entry: CheckResultEntry, options?: RecordOptions): void };
 }
 
 export interface MetricsOptions {
@@ -61,6 +77,16 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     spoolWritable: new Gauge({
       name: 'outpost_spool_writable',
       help: '1 while the spool can write to disk; 0 while results are held in memory and claiming is paused',
+      registers: [registry],
+    }),
+    checkWorkers: new Gauge({
+      name: 'outpost_check_workers',
+      help: 'Check worker threads running now (CHECK_WORKERS); below the configured count while one restarts',
+      registers: [registry],
+    }),
+    checkWorkerRestarts: new Counter({
+      name: 'outpost_check_worker_restarts_total',
+      help: 'Check worker threads that stopped unexpectedly and were restarted (their running jobs ended as errors)',
       registers: [registry],
     }),
     controlPlaneRequests: new Counter({

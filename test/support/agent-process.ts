@@ -29,11 +29,17 @@ export function tempDir(prefix = 'outpost-test-'): string {
   return mkdtempSync(path.join(tmpdir(), prefix));
 }
 
-/** Environment without the developer's own agent settings leaking in. */
+/**
+ * Environment without the developer's own agent settings leaking in.
+ * OUTPOST_TEST_CHECK_WORKERS (set by the check-workers project of
+ * test/vitest.config.ts) becomes the agent's CHECK_WORKERS, so the same
+ * files run once more with checks on worker threads.
+ */
 export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const key of ['PATH', 'HOME', 'LANG', 'TMPDIR']) if (process.env[key]) env[key] = process.env[key];
-  return { ...env, AGENT_HEALTH_PORT: '0', API_PORT: '0', LOG_LEVEL: 'info', ...extra };
+  const workers = process.env.OUTPOST_TEST_CHECK_WORKERS;
+  return { ...env, AGENT_HEALTH_PORT: '0', API_PORT: '0', LOG_LEVEL: 'info', ...(workers ? { CHECK_WORKERS: workers } : {}), ...extra };
 }
 
 /**

@@ -129,6 +129,8 @@ describe('configFromEnv: bad values name the variable, the value and what is all
     { env: { JOB_CONCURRENCY: '1001' }, parts: ['JOB_CONCURRENCY', '"1001"', '1 to 1000'] },
     { env: { JOB_CONCURRENCY: 'abc' }, parts: ['JOB_CONCURRENCY', '"abc"', 'integer'] },
     { env: { JOB_CONCURRENCY: '2.5' }, parts: ['JOB_CONCURRENCY', '"2.5"', 'integer'] },
+    { env: { CHECK_WORKERS: '0' }, parts: ['CHECK_WORKERS', '"0"', '1 to 256'] },
+    { env: { CHECK_WORKERS: 'auto' }, parts: ['CHECK_WORKERS', '"auto"', 'integer'] },
     { env: { AGENT_HEALTH_PORT: 'abc' }, parts: ['AGENT_HEALTH_PORT', '"abc"', '0 to 65535'] },
     { env: { AGENT_HEALTH_PORT: '70000' }, parts: ['AGENT_HEALTH_PORT', '"70000"', '0 to 65535'] },
     { env: { AGENT_HEALTH_HOST: 'localhost' }, parts: ['AGENT_HEALTH_HOST', '"localhost"', 'IP address'] },
@@ -298,6 +300,11 @@ describe('parseArgs', () => {
     ] as Array<[Env, string]>) {
       expect(() => configFromEnv(env, 'once')).toThrow(expect.objectContaining({ exitCode: EXIT_CONFIG, message: expect.stringContaining(part) }));
     }
+  });
+
+  it('reads CHECK_WORKERS; unset leaves the count to the available cores (src/jobs/workers/cores.ts)', () => {
+    expect(configFromEnv({}, 'local').checkWorkers).toBeUndefined();
+    expect(configFromEnv({ CHECK_WORKERS: ' 3 ' }, 'local').checkWorkers).toBe(3);
   });
 
   it('reads the memory settings: BODY_MEMORY_BUDGET_MB (default: sized from the memory limits) and MAX_RESULT_BYTES', () => {

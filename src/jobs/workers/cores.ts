@@ -1,0 +1,54 @@
+// How many check workers to run by default: the cores this container may
+// use — os.availableParallelism() capped by the cgroup CPU quota, rounded
+// up — never more than JOB_CONCURRENCY, and 1 (the main thread, no worker
+// threads) when so few jobs run at once that a thread's cost is not repaid.
+
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+
+/** Below this JOB_CONCURRENCY the default is 1: checks run on the main thread. */
+export const MIN_CONCURRENCY_FOR_WORKERS = 4;
+
+type Read = (file: string) => string;
+const readText: Read = (file) => readFileSync(file, 'utf8');
+
+/**
+ * The CPU quota in cores (fractional), or undefined when there is none:
+ * cgroup v2 `cpu.max` ("max 100000" or "150000 100000"), else v1
+ * `cpu.cfs_quota_us` / `cpu.cfs_period_us` (-1 when unlimited).
+ */
+export function cgroupCpuQuota(read: Read = readText): number | undefined {
+  try {
+    const [quota, period] = read('/sys/fs/cgroup/cpu.max').trim().split(/\s+/);
+    if (quota === 'max') return undefined;
+    const cores = Number(quota) / Number(period);
+    return Number.isFinite(cores) && cores > 0 ? cores : undefined;
+  } catch {
+    // No cgroup v2 controller here: try v1.
+  }
+  for (const dir of ['/sys/fs/cgroup/cpu', '/sys/fs/cgroup/cpu,cpuacct']) {
+    try {
+      const quota = Number(read(`${dir}/cpu.cfs_quota_us`).trim());
+      const period = Number(read(`${dir}/cpu.cfs_period_us`).trim());
+      if (!(quota > 0) || !(period > 0)) return undefined;
+      return quota / period;
+    } catch {
+      // The next mount point, if any.
+    }
+  }
+  return undefined;
+}
+
+/** The cores available to this process: the CPUs it may run on, capped by the cgroup quota (at least 1). */
+export function availableCores(read: Read = readText, parallelism: number = os.availableParallelism()): number {
+  const quota = cgroupCpuQuota(read);
+  const cores = quota === undefined ? parallelism : Math.min(parallelism, Math.ceil(quota));
+  return Math.max(1, cores);
+}
+
+/** CHECK_WORKERS as given (the operator's choice: workers beyond JOB_CONCURRENCY stay idle), else the default above. */
+export function checkWorkerCount(configured: number | undefined, jobConcurrency: number, cores: () => number = availableCores): number {
+  if (configured !== undefined) return Math.max(1, configured);
+  if (jobConcurrency < MIN_CONCURRENCY_FOR_WORKERS) return 1;
+  return Math.max(1, Math.min(cores(), jobConcurrency));
+}

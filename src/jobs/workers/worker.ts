@@ -1,0 +1,154 @@
+// A check worker thread: runs the jobs the pool (src/jobs/workers/pool.ts)
+// hands it with its own JobRunner (src/jobs/run.ts), so attempts, retries,
+// the hard cap, the abandon timer and the scrubbing happen here exactly as
+// on the main thread. What leaves is plain data: results already scrubbed
+// and size-capped, metric updates, artifact publish calls.
+
+import { parentPort, workerData } from 'node:worker_threads';
+import { workerRegistry } from '../../checks/registry.js';
+import { JobAbortedError } from '../../core/errors.js';
+import { MemoryBudget } from '../../core/memory-budget.js';
+import type { CheckResultEntry } from '../../core/result-entry.js';
+import { createLogger } from '../../observability/logger.js';
+import { SecretPolicy } from '../../secrets/policy.js';
+import type { PreparedJob } from '../prepare.js';
+import { JobRunner, type JobSlot } from '../run.js';
+import { type FromWorker, fromWire, type ToWorker, type WireAbort, type WireJob, type WireError, WORKER_BEAT_MS, wireError } from './protocol.js';
+import { RemoteArtifacts } from './remote-artifacts.js';
+import { RemoteMetrics } from './remote-metrics.js';
+import type { WorkerSetup } from './protocol.js';
+
+const port = parentPort;
+if (!port) throw new Error('src/jobs/workers/worker.ts runs only as a worker thread');
+const setup = workerData as WorkerSetup;
+const post = (message: FromWorker) => port.postMessage(message);
+
+const secrets = new SecretPolicy(setup.agentSecrets);
+const { logger, flush: flushLogs } = createLogger(setup.logLevel, setup.logStream, secrets.scrubLogLine);
+// The main thread has warned about short agent-wide secrets already: only jobs' own are warned about here.
+secrets.attachLogger(logger.child({}, { level: 'silent' }));
+secrets.attachLogger(logger);
+const registry = workerRegistry();
+const metrics = new RemoteMetrics((ops) => post({ type: 'metrics', ops }), setup.checkSeriesMinSeconds);
+const artifacts = setup.artifactsRoot ? new RemoteArtifacts(setup.artifactsRoot, post) : undefined;
+const runner = new JobRunner(metrics, setup.settings, {
+  secrets,
+  diagnostics: setup.diagnostics,
+  ...(artifacts ? { artifacts } : {}),
+  ...(setup.bodyMemory ? { bodyMemory: MemoryBudget.attach(setup.bodyMemory) } : {}),
+  ...(setup.maxResultBytes !== undefined ? { maxResultBytes: setup.maxResultBytes } : {}),
+  ...(setup.testFault ? { testFault: setup.testFault } : {}),
+  onExecutorError: (error, job) => {
+    // Scrubbed here with the job's scrubber: it knows what the executor registered at run time.
+    const wire = wireError(error);
+    const scrubbed: WireError = {
+      name: wire.name,
+      message: job.scrubber.scrubText(wire.message),
+      ...(wire.stack ? { stack: job.scrubber.scrubText(wire.stack) } : {}),
+    };
+    post({ type: 'executor-error', error: scrubbed, checkType: job.checkType, check: job.check, variables: [...job.variables] });
+  },
+});
+
+const running = new Map<string, AbortController>();
+/** Aborts that arrived for a job not started yet (none are expected: a job starts as its message is read). */
+const early = new Map<string, JobAbortedError>();
+const releases = new Map<string, () => void>();
+const attemptWaits = new Map<string, { resolve: () => void; reject: (error: Error) => void }>();
+
+const slot: JobSlot = {
+  // The main thread decides that: a job it would end at once is never sent here.
+  abortedWith: () => undefined,
+  enter: (jobId) => {
+    const controller = new AbortController();
+    running.set(jobId, controller);
+    const pending = early.get(jobId);
+    if (pending) {
+      early.delete(jobId);
+      controller.abort(pending);
+    }
+    return { signal: controller.signal, leave: () => running.delete(jobId) };
+  },
+};
+
+function prepared(job: WireJob): PreparedJob | undefined {
+  const executor = registry.get(job.check.checkType);
+  if (!executor) return undefined;
+  return {
+    jobId: job.jobId,
+    identity: job.identity,
+    checkIdentity: job.checkIdentity,
+    runnable: { check: job.check, executor, target: executor.target(job.check.request) },
+    variables: job.variables,
+    triggerSource: job.triggerSource,
+    logger: logger.child(job.logBindings),
+  };
+}
+
+async function run(job: WireJob): Promise<void> {
+  const ready = prepared(job);
+  if (!ready) {
+    post({ type: 'failed', jobId: job.jobId, error: { name: 'Error', message: `check type ${job.check.checkType} does not run on a check worker` } });
+    return;
+  }
+  let seq = 0;
+  const onAttempt = (result: CheckResultEntry) =>
+    new Promise<void>((resolve, reject) => {
+      seq += 1;
+      attemptWaits.set(`${job.jobId}\u0000${seq}`, { resolve, reject });
+      metrics.flush();
+      post({ type: 'attempt', jobId: job.jobId, seq, result });
+    });
+  try {
+    const completion = await runner.run(ready, slot, onAttempt);
+    releases.set(job.jobId, completion.release);
+    metrics.flush();
+    post({ type: 'done', jobId: job.jobId, result: completion.result });
+  } catch (error) {
+    metrics.flush();
+    post({ type: 'failed', jobId: job.jobId, error: wireError(error) });
+  }
+}
+
+function abort(jobId: string, error: WireAbort): void {
+  const reason = new JobAbortedError(error.reason, error.message);
+  const controller = running.get(jobId);
+  if (controller) controller.abort(reason);
+  else if (!releases.has(jobId)) early.set(jobId, reason);
+}
+
+port.on('message', (message: ToWorker) => {
+  switch (message.type) {
+    case 'run':
+      void run(message.job);
+      break;
+    case 'abort':
+      abort(message.jobId, message.error);
+      break;
+    case 'attempt-handled': {
+      const key = `${message.jobId}\u0000${message.seq}`;
+      const wait = attemptWaits.get(key);
+      attemptWaits.delete(key);
+      if (message.error) wait?.reject(fromWire(message.error));
+      else wait?.resolve();
+      break;
+    }
+    case 'published':
+      artifacts?.published(message.callId, message.published);
+      break;
+    case 'release':
+      releases.get(message.jobId)?.();
+      releases.delete(message.jobId);
+      early.delete(message.jobId);
+      break;
+    case 'stop':
+      metrics.flush();
+      flushLogs();
+      // Ends this thread only; idle keep-alive sockets of the checks' HTTP pools would otherwise hold it open.
+      process.exit(0);
+  }
+});
+
+// The pool ends a worker whose loop stops turning (a synchronous stall in a check): its jobs must not wait forever.
+setInterval(() => post({ type: 'beat' }), WORKER_BEAT_MS).unref();
+post({ type: 'ready' });

@@ -1,0 +1,20 @@
+// A check worker (dist/jobs/workers/worker.js) that fails like a worker hit
+// by a fatal bug when it is handed a job whose check is named "crash" (the
+// thread exits), or like a check stuck in synchronous code when it is named
+// "stall" (the event loop stops): test/unit/check-workers.test.ts proves
+// such jobs end as error results and the worker comes back.
+import { parentPort } from 'node:worker_threads';
+
+// Registered before the worker's own listener, so it sees the job first.
+parentPort.on('message', (message) => {
+  if (message.type !== 'run') return;
+  if (message.job.check.name === 'crash') process.exit(3);
+  if (message.job.check.name === 'stall') {
+    // Bounded like everything else: longer than the test's stall limit, and the pool terminates it well before.
+    const until = Date.now() + 60_000;
+    while (Date.now() < until) {
+      // Spinning, as a runaway synchronous loop would.
+    }
+  }
+});
+await import('../../dist/jobs/workers/worker.js');

@@ -15,6 +15,7 @@ import { VERSION } from './core/version.js';
 import type { ProxyConfig } from './net/proxy.js';
 import type { ToolPaths } from './net/tool-process.js';
 import { processSecrets } from './core/process-secrets.js';
+import type { DatabaseSetting } from './store/server-stores.js';
 
 export const EXIT_USAGE = 64;
 export const EXIT_CONFIG = 78;
@@ -100,6 +101,10 @@ export interface ServerSettings {
   retentionDays: number;
   /** LEASE_SECONDS: how long a claimed job stays an agent's without an extension, default 60. */
   leaseSeconds: number;
+  /** DATABASE_URL (postgres://…) with DATABASE_POOL_SIZE; unset: SQLite in STATE_DIR. */
+  database?: DatabaseSetting;
+  /** LEADER_LEASE_SECONDS: with PostgreSQL, how long the scheduling replica's lease lasts unrenewed, default 15. */
+  leaderLeaseSeconds: number;
 }
 
 /** The shortest OUTPOST_API_KEY accepted: a key is a password, not a name. */
@@ -282,6 +287,60 @@ function serverSettings(env: Env): ServerSettings {
     apiKey,
     retentionDays: integer(env, 'RESULTS_RETENTION_DAYS', 30, 1, 3650),
     leaseSeconds: integer(env, 'LEASE_SECONDS', 60, 5, 3600),
+    ...databaseSettings(env),
+    leaderLeaseSeconds: integer(env, 'LEADER_LEASE_SECONDS', 15, 2, 300),
+  };
+}
+
+const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify'];
+
+/**
+ * DATABASE_URL: a postgres:// URL naming a host (or a socket folder in
+ * `?host=`) and a database; its sslmode, sslrootcert, sslcert and sslkey
+ * parameters are node-postgres's. What the server shows of it never has the
+ * password, and a bad value's message neither.
+ */
+function databaseSettings(env: Env): { database?: DatabaseSetting } {
+  const value = read(env, 'DATABASE_URL');
+  if (value === undefined) return {};
+  const invalid = (why: string) => new ConfigError(`DATABASE_URL=${shown(value)} is invalid: ${why}`);
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw invalid('must be a URL such as postgres://user:password@host:5432/database');
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') throw invalid('must be a postgres:// or postgresql:// URL');
+  const host = url.hostname || url.searchParams.get('host') || '';
+  if (host === '') throw invalid('must name a host (or a socket folder in ?host=)');
+  let database: string;
+  let user: string;
+  try {
+    database = decodeURIComponent(url.pathname.replace(/^\//, ''));
+    user = decodeURIComponent(url.username);
+  } catch {
+    throw invalid('has a malformed %-escape');
+  }
+  if (database === '' || database.includes('/')) throw invalid('must name one database (postgres://host/database)');
+  const sslmode = url.searchParams.get('sslmode') ?? undefined;
+  if (sslmode !== undefined && !SSL_MODES.includes(sslmode)) throw invalid(`sslmode must be one of ${SSL_MODES.join(', ')}`);
+  for (const name of ['sslrootcert', 'sslcert', 'sslkey']) {
+    const file = url.searchParams.get(name);
+    if (file !== null && !path.isAbsolute(file)) throw invalid(`${name} must be an absolute path`);
+  }
+  const poolSize = integer(env, 'DATABASE_POOL_SIZE', 10, 1, 100);
+  return {
+    database: {
+      kind: 'postgres',
+      url: value,
+      poolSize,
+      shown: {
+        kind: 'postgres',
+        location: `${host}:${url.port || '5432'}/${database}`,
+        ...(user !== '' ? { user } : {}),
+        ...(sslmode !== undefined ? { sslmode } : {}),
+      },
+    },
   };
 }
 

@@ -21,6 +21,8 @@ export interface HealthStatus {
   /** Parts that stopped making progress (the watchdog); empty when all are well. */
   stuck: string[];
   components: WatchdogReport['components'];
+  /** What a mode adds (the server: its database, without credentials, and whether this replica leads). */
+  [extra: string]: unknown;
 }
 
 /** What a reload of the checks file came to: the checks now in force, or why the file was refused. */

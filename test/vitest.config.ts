@@ -5,6 +5,8 @@ export default defineConfig({
     root: new URL('..', import.meta.url).pathname,
     // test/containers builds the images with podman and starts them with testcontainers (.ci/run prepares both).
     include: ['test/unit/**/*.test.ts', 'test/integration/**/*.test.ts', 'test/containers/**/*.test.ts'],
+    // OUTPOST_TEST_DATABASE=postgres: one PostgreSQL for the run, the servers' state in it (test/README.md).
+    globalSetup: ['test/setup/postgres-global.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',

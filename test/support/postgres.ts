@@ -6,11 +6,12 @@
 // database of its own from createDatabase().
 
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { openServerStores, type ServerStores } from '../../src/store/server-stores.js';
 import { onFreePort, READY_DEADLINE_MS, retryUntil, stopEscalating } from './daemon.js';
 
 const NOBODY = 65534;
@@ -165,3 +166,44 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
     },
   };
 }
+
+/**
+ * Set by test/setup/postgres-global.ts when OUTPOST_TEST_DATABASE=postgres:
+ * the cluster's admin URL, for the server processes the tests start.
+ */
+export const TEST_POSTGRES_ENV = 'OUTPOST_TEST_POSTGRES_URL';
+
+/**
+ * With OUTPOST_TEST_DATABASE=postgres (the second CI pass over the server
+ * tests), the DATABASE_URL of a server process's STATE_DIR: one database
+ * per state folder, made on first use, so a restarted server finds its data
+ * as it would in its SQLite file. undefined otherwise (SQLite, as usual).
+ */
+export function testDatabaseFor(stateDir: string | undefined): string | undefined {
+  const admin = process.env[TEST_POSTGRES_ENV];
+  if (!admin || !stateDir) return undefined;
+  const name = `state_${createHash('sha256').update(stateDir).digest('hex').slice(0, 20)}`;
+  const psql = (sql: string) => execFileSync('psql', [admin, '-tAqc', sql], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+  if (psql(`SELECT 1 FROM pg_database WHERE datname = '${name}'`) !== '1') {
+    try {
+      psql(`CREATE DATABASE ${name}`);
+    } catch (error) {
+      // Two servers of one state folder started together: the other made it.
+      if (!String((error as { stderr?: unknown }).stderr).includes('already exists')) throw error;
+    }
+  }
+  const url = new URL(admin);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** A second connection to the database of a server's STATE_DIR, whichever store the run uses (history written behind the server's back). */
+export async function openStateStores(stateDir: string): Promise<ServerStores> {
+  const url = testDatabaseFor(stateDir);
+  return openServerStores(
+    url !== undefined ? { kind: 'postgres', url, poolSize: 2, shown: { kind: 'postgres', location: 'test' } } : { kind: 'sqlite', file: path.join(stateDir, 'outpost.db') },
+  );
+}
+
+/** True in the PostgreSQL pass (OUTPOST_TEST_DATABASE=postgres): a test of the SQLite file itself has nothing to test there. */
+export const onPostgres = (): boolean => Boolean(process.env[TEST_POSTGRES_ENV]);

@@ -303,7 +303,12 @@ const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full', '
 function databaseSettings(env: Env): { database?: DatabaseSetting } {
   const value = read(env, 'DATABASE_URL');
   if (value === undefined) return {};
-  const invalid = (why: string) => new ConfigError(`DATABASE_URL=${shown(value)} is invalid: ${why}`);
+  return { database: postgresSetting('DATABASE_URL', value, integer(env, 'DATABASE_POOL_SIZE', 10, 1, 100)) };
+}
+
+/** A postgres:// URL checked as DATABASE_URL is; `name` is what a bad one's message calls it. */
+function postgresSetting(name: string, value: string, poolSize: number): Extract<DatabaseSetting, { kind: 'postgres' }> {
+  const invalid = (why: string) => new ConfigError(`${name}=${shown(value)} is invalid: ${why}`);
   let url: URL;
   try {
     url = new URL(value);
@@ -328,20 +333,28 @@ function databaseSettings(env: Env): { database?: DatabaseSetting } {
     const file = url.searchParams.get(name);
     if (file !== null && !path.isAbsolute(file)) throw invalid(`${name} must be an absolute path`);
   }
-  const poolSize = integer(env, 'DATABASE_POOL_SIZE', 10, 1, 100);
   return {
-    database: {
+    kind: 'postgres',
+    url: value,
+    poolSize,
+    shown: {
       kind: 'postgres',
-      url: value,
-      poolSize,
-      shown: {
-        kind: 'postgres',
-        location: `${host}:${url.port || '5432'}/${database}`,
-        ...(user !== '' ? { user } : {}),
-        ...(sslmode !== undefined ? { sslmode } : {}),
-      },
+      location: `${host}:${url.port || '5432'}/${database}`,
+      ...(user !== '' ? { user } : {}),
+      ...(sslmode !== undefined ? { sslmode } : {}),
     },
   };
+}
+
+/**
+ * `outpost migrate`: the SQLite file to copy (`--from sqlite:PATH`) and the
+ * PostgreSQL to copy it to (`--to postgres://…`, or DATABASE_URL when
+ * --to is left out, which keeps the password off the command line).
+ */
+export function migrateSettings(command: Extract<Command, { kind: 'migrate' }>, env: Env): { sqliteFile: string; target: Extract<DatabaseSetting, { kind: 'postgres' }>; replace: boolean } {
+  const to = command.to ?? read(env, 'DATABASE_URL');
+  if (to === undefined) throw new ConfigError('migrate needs the target: --to postgres://… or DATABASE_URL', EXIT_USAGE);
+  return { sqliteFile: command.from, target: postgresSetting(command.to !== undefined ? '--to' : 'DATABASE_URL', to, 2), replace: command.replace };
 }
 
 /** Parses the environment for a mode; throws ConfigError on the first bad value. */
@@ -440,6 +453,7 @@ export type Command =
   | { kind: 'version' }
   | { kind: 'runtimes' }
   | { kind: 'db-check' }
+  | { kind: 'migrate'; from: string; to?: string; replace: boolean }
   | { kind: 'run'; mode: Mode; checksFile?: string; resultsFile?: string; uptimeOnly?: boolean };
 
 export const USAGE = `Usage: outpost <command> [options]
@@ -454,6 +468,9 @@ Commands:
   runtimes                   list the runtimes in RUNTIMES_DIR: stage, and whether installed
   db-check                   check the server's database (STATE_DIR/outpost.db) for corruption;
                              exit 0 when sound, 1 with what is wrong
+  migrate --from sqlite:PATH [--to postgres://…] [--replace]
+                             copy a server's SQLite database into PostgreSQL (--to, else DATABASE_URL)
+                             and verify every table's row count (docs/postgres.md)
 
 Options:
   --results <file.jsonl>     local and once: also append each result as one JSON line to this file
@@ -469,8 +486,32 @@ AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, BO
 MAX_RESULT_BYTES, CHECK_PROXY, PING_PATH,
 DIAGNOSTICS, ARTIFACT_UPLOAD_TIMEOUT_SECONDS, TCPDUMP_PATH, TRACEPATH_PATH, TRACEROUTE_PATH,
 RUNTIMES_DIR, SCRIPT_CONCURRENCY, SCRIPT_MEMORY_MB, SCRIPT_ISOLATION, BROWSER_PATH;
-server mode: OUTPOST_API_KEY, API_PORT, API_HOST, RESULTS_RETENTION_DAYS, LEASE_SECONDS (docs/server.md).
+server mode: OUTPOST_API_KEY, API_PORT, API_HOST, RESULTS_RETENTION_DAYS, LEASE_SECONDS (docs/server.md),
+DATABASE_URL, DATABASE_POOL_SIZE, LEADER_LEASE_SECONDS (docs/postgres.md).
 Bad values exit with code 78; bad usage with 64.`;
+
+function migrateArgs(rest: readonly string[]): Command {
+  let from: string | undefined;
+  let to: string | undefined;
+  let replace = false;
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i] as string;
+    const [name, inline] = arg.startsWith('--') && arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
+    if (name === '--replace' && inline === undefined) {
+      replace = true;
+    } else if (name === '--from' || name === '--to') {
+      const value = inline ?? rest[++i];
+      if (!value) throw new ConfigError(`${name} needs a value (see --help)`, EXIT_USAGE);
+      if (name === '--from') from = value;
+      else to = value;
+    } else {
+      throw new ConfigError(`unexpected argument ${shown(arg)} for migrate (see --help)`, EXIT_USAGE);
+    }
+  }
+  if (from === undefined) throw new ConfigError('migrate needs --from sqlite:PATH (the server\'s STATE_DIR/outpost.db)', EXIT_USAGE);
+  if (!from.startsWith('sqlite:') || from.length === 'sqlite:'.length) throw new ConfigError(`--from ${shown(from)} is invalid: must be sqlite:PATH`, EXIT_USAGE);
+  return { kind: 'migrate', from: path.resolve(from.slice('sqlite:'.length)), ...(to !== undefined ? { to } : {}), replace };
+}
 
 /** Parses argv (without node and script). Throws ConfigError(…, 64) on bad usage. */
 export function parseArgs(argv: string[]): Command {
@@ -482,6 +523,7 @@ export function parseArgs(argv: string[]): Command {
     if (rest.length > 0) throw new ConfigError(`unexpected argument ${shown(rest[0] as string)} (see --help)`, EXIT_USAGE);
     return { kind: command };
   }
+  if (command === 'migrate') return migrateArgs(rest);
   if (command !== 'agent' && command !== 'local' && command !== 'once' && command !== 'server') {
     throw new ConfigError(`unknown command ${shown(command)}: use agent, local <file>, once <file> or server <file> (see --help)`, EXIT_USAGE);
   }

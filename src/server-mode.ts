@@ -232,6 +232,11 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   await applyChecksFile(checksFileStores, parsed);
 
   const jobSignal = new JobSignal();
+  // Another replica's new jobs wake this one's waiting claims too (docs/postgres.md).
+  await opened.listenForJobs?.(
+    (location) => jobSignal.notify(location),
+    (error) => logger.warn({ err: error }, 'listening for other replicas’ jobs failed; claims see them at the end of their wait until it works again'),
+  );
   const schedulerHeart = lifecycle.watchdog.heart('scheduler');
   const heartbeatsHeart = lifecycle.watchdog.heart('heartbeats');
   // The leader's work (scheduler with its sweeper and retention, heartbeat deadlines, alert evaluation), made anew each term.

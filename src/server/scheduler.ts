@@ -218,7 +218,7 @@ export class SessionScheduler {
     }
     if (this.creating.has(check.id)) {
       this.missed++;
-      this.logger.warn({ checkId: check.id }, 'missed slot: the previous session of this check is still being created');
+      this.logger.warn({ checkId: check.id, slot: new Date(slotMs).toISOString() }, 'missed slot: the previous session of this check is still being created');
       return;
     }
     this.creating.add(check.id);
@@ -236,7 +236,7 @@ export class SessionScheduler {
     for (const location of check.locations) {
       if (await this.store.hasOpenJob(check.id, location)) {
         this.missed++;
-        this.logger.warn({ checkId: check.id, location }, 'missed slot: the previous run in this location is still open');
+        this.logger.warn({ checkId: check.id, location, slot: new Date(slotMs).toISOString() }, 'missed slot: the previous run in this location is still open');
       } else {
         locations.push(location);
       }

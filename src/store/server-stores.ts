@@ -43,6 +43,12 @@ export interface ServerStores {
   description: DatabaseDescription;
   /** Whether the database answers now (readiness). */
   ping(): Promise<boolean>;
+  /**
+   * Shared stores: calls `listener` with the location of every job another
+   * server queued or put back, so this one's waiting claims look again;
+   * resolves once listening. Undefined for a store only this server uses.
+   */
+  listenForJobs?(listener: (location: string) => void, onProblem: (error: unknown) => void): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -56,6 +62,7 @@ export async function openServerStores(setting: DatabaseSetting): Promise<Server
     const { PgLeaderLease } = await import('./postgres/leader-lease.js');
     const where = `${setting.shown.location}${setting.shown.user ? ` as ${setting.shown.user}` : ''}`;
     const store = await PgStore.open({ url: setting.url, poolSize: setting.poolSize, applicationName: 'outpost server' }, where);
+    let notifications: { close(): Promise<void> } | undefined;
     return {
       store,
       alerts: new PgAlertStore(store.db),
@@ -66,7 +73,16 @@ export async function openServerStores(setting: DatabaseSetting): Promise<Server
       shared: true,
       description: setting.shown,
       ping: () => store.db.ping(),
-      close: () => store.close(),
+      async listenForJobs(listener, onProblem) {
+        const { JobNotifications } = await import('./postgres/job-notifications.js');
+        const listening = new JobNotifications(setting.url, listener, onProblem);
+        notifications = listening;
+        await listening.start();
+      },
+      async close() {
+        await notifications?.close();
+        await store.close();
+      },
     };
   }
   const { SqliteStore } = await import('./sqlite/sqlite-store.js');

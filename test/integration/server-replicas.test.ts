@@ -257,10 +257,20 @@ describe('three server replicas on one PostgreSQL', () => {
     // Three more slots under the new leader.
     expect(await retryUntil(60_000, async () => ((await steadySlots()).at(-1) as number) >= lastBefore + 3 * PERIOD_MS, 250)).toBe(true);
     const all = await steadySlots();
-    // From the last slot before the kill on (earlier, a slot whose previous run was still open is skipped by design: a run never overlaps itself).
+    // Every slot from the last one before the kill on was made, or skipped by design and logged so: a run never
+    // overlaps itself, so a slot whose previous run is still open (a claim answer lost with the killed replica
+    // leaves its job leased until the lease runs out) is missed on purpose, never silently.
+    const skipped = new Set(
+      processes.flatMap((p) => p.logs).filter((l) => l.msg.startsWith('missed slot') && l.checkId === 'steady').map((l) => Date.parse(String(l.slot))),
+    );
     const slots = all.filter((slot) => slot >= lastAtKill);
-    const gaps = slots.slice(1).map((slot, i) => slot - (slots[i] as number));
-    expect(gaps.every((gap) => gap === PERIOD_MS), `slots every ${PERIOD_MS} ms: ${JSON.stringify(gaps)}`).toBe(true);
+    const last = slots.at(-1) as number;
+    const lost: string[] = [];
+    for (let slot = lastAtKill; slot <= last; slot += PERIOD_MS) if (!slots.includes(slot) && !skipped.has(slot)) lost.push(new Date(slot).toISOString());
+    expect(lost, `slots neither made nor logged as missed (made: ${slots.map((x) => new Date(x).toISOString()).join(', ')})`).toEqual([]);
+    // Most slots are made: a skipped one is the exception.
+    expect(slots.length).toBeGreaterThan(((last - lastAtKill) / PERIOD_MS + 1) / 2);
+    if (skipped.size > 0) console.log(`replicas: ${skipped.size} slot(s) missed by design (previous run still open): ${[...skipped].map((x) => new Date(x).toISOString()).join(', ')}`);
     expect(all.every((slot) => (slot - offsetMs('steady', PERIOD_MS)) % PERIOD_MS === 0)).toBe(true);
     // One session per slot: the sessions of the check are the slots' (none made twice).
     expect(await count("SELECT count(*) AS n FROM sessions WHERE check_id = 'steady'")).toBe(all.length);

@@ -34,6 +34,7 @@ import {
 } from '../store.js';
 import { json, num, numOrNull, PgDatabase, type PgOptions, type Row, type Sql, str, strOrNull } from './db.js';
 import { PgErrorGroupStore } from './error-groups-store.js';
+import { JOBS_CHANNEL } from './job-notifications.js';
 import { RESULTS_LOCK_KEY, SYNC_LOCK_KEY } from './locks.js';
 import { migratePg } from './migrations.js';
 
@@ -267,6 +268,8 @@ export class PgStore implements Store {
       );
       const created = msOf(session.startedAt, Date.now());
       const payload = JSON.stringify({ check: check.definition ?? null, environmentVariables: check.environmentVariables });
+      // Claims waiting on every replica look again once this commits (job-notifications.ts).
+      for (const location of new Set(made.map((job) => job.location))) await sql.run('SELECT pg_notify($1, $2)', [JOBS_CHANNEL, location]);
       for (const job of made) {
         const runId = await nextCounter(sql, 'check_run_id');
         await sql.run(
@@ -360,7 +363,14 @@ export class PgStore implements Store {
   }
 
   async requeueExpiredLeases(now: Date): Promise<number> {
-    return this.db.run("UPDATE jobs SET status = 'QUEUED', agent_id = NULL, lease_expires_at = NULL WHERE status = 'LEASED' AND lease_expires_at <= $1", [now.getTime()]);
+    return this.db.tx(async (sql) => {
+      const rows = await sql.rows(
+        "UPDATE jobs SET status = 'QUEUED', agent_id = NULL, lease_expires_at = NULL WHERE status = 'LEASED' AND lease_expires_at <= $1 RETURNING location",
+        [now.getTime()],
+      );
+      for (const location of new Set(rows.map((row) => str(row, 'location')))) await sql.run('SELECT pg_notify($1, $2)', [JOBS_CHANNEL, location]);
+      return rows.length;
+    });
   }
 
   async timeOutJobs(now: Date): Promise<string[]> {
@@ -381,6 +391,13 @@ export class PgStore implements Store {
 
   // Results
 
+  /**
+   * As SqliteStore.acceptResults, set-wise: a batch costs a fixed number of
+   * statements whatever its size (the existing ids, the jobs locked in id
+   * order, one INSERT of every new result, one UPDATE of the jobs they
+   * finish, the sessions recomputed together), because every statement is
+   * a round trip to the database here, not a call into a library.
+   */
   async acceptResults(agentId: string, location: string, results: readonly ResultEnvelope[], now: Date): Promise<ResultsOutcome> {
     if (results.length === 0) return { accepted: [], rejected: [] };
     const receivedAt = now.getTime();
@@ -388,15 +405,22 @@ export class PgStore implements Store {
       // A retried transaction starts from nothing.
       const outcome: ResultsOutcome = { accepted: [], rejected: [] };
       await sql.run('SELECT pg_advisory_xact_lock($1)', [RESULTS_LOCK_KEY]);
+      const resultIds = [...new Set(results.map((r) => r.resultId))];
+      const stored = new Set((await sql.rows('SELECT id FROM results WHERE id = ANY($1::text[])', [resultIds])).map((row) => str(row, 'id')));
+      const jobIds = [...new Set(results.map((r) => r.jobId))].sort();
+      // In id order, so two replicas locking overlapping batches never deadlock.
+      const jobs = new Map((await sql.rows('SELECT * FROM jobs WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE', [jobIds])).map((row) => [str(row, 'id'), row]));
+      const rows: unknown[][] = [];
+      const finals: Array<[string, string]> = [];
       const touched = new Set<string>();
       for (const envelope of results) {
         const { resultId, jobId, result } = envelope;
         const reject = (statusCode: number, message: string) => outcome.rejected.push({ resultId, statusCode, message });
-        if (await sql.row('SELECT 1 AS x FROM results WHERE id = $1', [resultId])) {
+        if (stored.has(resultId)) {
           outcome.accepted.push(resultId);
           continue;
         }
-        const job = await sql.row('SELECT * FROM jobs WHERE id = $1 FOR UPDATE', [jobId]);
+        const job = jobs.get(jobId);
         if (!job || str(job, 'location') !== location) {
           reject(404, `job ${jobId} does not exist`);
           continue;
@@ -427,57 +451,106 @@ export class PgStore implements Store {
         }
         const sessionId = str(job, 'session_id');
         const errorGroupIds = await this.errorGroups.recordFailures(sql, str(job, 'check_id'), result, now);
-        const inserted = await sql.run(
-          `INSERT INTO results (id, check_id, job_id, session_id, location, result_type, has_failures, started_at, check_type, received_at, body)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING`,
-          [
-            resultId,
-            str(job, 'check_id'),
-            jobId,
-            sessionId,
-            location,
-            isFinal ? 'FINAL' : 'ATTEMPT',
-            result.hasFailures ? 1 : 0,
-            msOf(result.startedAt, receivedAt),
-            str(job, 'check_type'),
-            receivedAt,
-            JSON.stringify({ ...result, errorGroupIds }),
-          ],
-        );
-        if (inserted === 0) {
-          // The same result, stored meanwhile: accepted again, nothing else changes.
-          outcome.accepted.push(resultId);
-          continue;
+        rows.push([
+          resultId,
+          str(job, 'check_id'),
+          jobId,
+          sessionId,
+          location,
+          isFinal ? 'FINAL' : 'ATTEMPT',
+          result.hasFailures ? 1 : 0,
+          msOf(result.startedAt, receivedAt),
+          str(job, 'check_type'),
+          receivedAt,
+          JSON.stringify({ ...result, errorGroupIds }),
+        ]);
+        // Later envelopes of this batch see what this one did.
+        stored.add(resultId);
+        if (isFinal) {
+          job.final_result_id = resultId;
+          job.status = 'DONE';
+          finals.push([jobId, resultId]);
         }
-        if (isFinal) await sql.run("UPDATE jobs SET status = 'DONE', final_result_id = $1, lease_expires_at = NULL WHERE id = $2", [resultId, jobId]);
         touched.add(sessionId);
         outcome.accepted.push(resultId);
       }
-      for (const id of [...touched].sort()) await this.recomputeSession(sql, id, now);
+      if (rows.length > 0) {
+        const columns = ['id', 'check_id', 'job_id', 'session_id', 'location', 'result_type', 'has_failures', 'started_at', 'check_type', 'received_at', 'body'];
+        const types = ['text', 'text', 'text', 'text', 'text', 'text', 'smallint', 'bigint', 'text', 'bigint', 'text'];
+        // The UNIQUE id is the last word: a row some other transaction stored is skipped, never doubled.
+        await sql.run(
+          `INSERT INTO results (${columns.join(', ')})
+           SELECT ${columns.join(', ')} FROM unnest(${types.map((type, k) => `$${k + 1}::${type}[]`).join(', ')}) WITH ORDINALITY AS r(${columns.join(', ')}, n)
+           ORDER BY n
+           ON CONFLICT (id) DO NOTHING`,
+          columns.map((_, k) => rows.map((row) => row[k])),
+        );
+      }
+      if (finals.length > 0) {
+        await sql.run(
+          `UPDATE jobs SET status = 'DONE', final_result_id = f.result_id, lease_expires_at = NULL
+           FROM unnest($1::text[], $2::text[]) AS f(job_id, result_id) WHERE jobs.id = f.job_id`,
+          [finals.map((f) => f[0]), finals.map((f) => f[1])],
+        );
+      }
+      await this.recomputeSessions(sql, [...touched].sort(), now);
       return outcome;
     });
   }
 
-  private async recomputeSession(sql: Sql, id: string, now: Date): Promise<void> {
-    const session = await sql.row('SELECT status, run_locations, started_at FROM sessions WHERE id = $1 FOR UPDATE', [id]);
-    if (!session) return;
-    const current = str(session, 'status') as SessionStatus;
-    if (FINISHED_STATUSES.has(current)) return;
-    const finals = new Map<string, FinalOutcome>();
-    for (const row of await sql.rows("SELECT location, body FROM results WHERE session_id = $1 AND result_type = 'FINAL' ORDER BY seq", [id])) {
-      finals.set(str(row, 'location'), finalOutcome(json<CheckResultEntry>(row, 'body')));
+  /** The status of each session from its FINALs and open jobs (session-status.ts), all in a few statements. */
+  private async recomputeSessions(sql: Sql, ids: readonly string[], now: Date): Promise<void> {
+    if (ids.length === 0) return;
+    const sessions = await sql.rows(`SELECT id, status, run_locations, started_at FROM sessions WHERE id = ANY($1::text[]) AND status NOT IN (${FINISHED_SQL}) ORDER BY id FOR UPDATE`, [
+      [...ids],
+    ]);
+    if (sessions.length === 0) return;
+    const open = sessions.map((row) => str(row, 'id'));
+    const finals = new Map<string, Map<string, FinalOutcome>>();
+    // Only the verdict's three flags, read in the database: a FINAL's whole body never crosses the wire for this.
+    for (const row of await sql.rows(
+      `SELECT session_id, location, (body::json->>'hasErrors')::boolean AS e, (body::json->>'hasFailures')::boolean AS f, (body::json->>'isDegraded')::boolean AS d
+       FROM results WHERE session_id = ANY($1::text[]) AND result_type = 'FINAL' ORDER BY seq`,
+      [open],
+    )) {
+      const byLocation = finals.get(str(row, 'session_id')) ?? new Map<string, FinalOutcome>();
+      byLocation.set(str(row, 'location'), finalOutcome({ hasErrors: row.e === true, hasFailures: row.f === true, isDegraded: row.d === true }));
+      finals.set(str(row, 'session_id'), byLocation);
     }
-    let next = sessionStatus(json<string[]>(session, 'run_locations'), finals, true);
-    if (
-      !FINISHED_STATUSES.has(next) &&
-      !(await hasOpenJobs(sql, id)) &&
-      (await sql.row("SELECT 1 AS x FROM jobs WHERE session_id = $1 AND status = 'TIMED_OUT' LIMIT 1", [id]))
-    ) {
-      next = 'TIMED_OUT';
+    const jobStates = new Map<string, { open: boolean; timedOut: boolean }>();
+    for (const row of await sql.rows(
+      "SELECT session_id, bool_or(status IN ('QUEUED', 'LEASED')) AS open, bool_or(status = 'TIMED_OUT') AS timed_out FROM jobs WHERE session_id = ANY($1::text[]) GROUP BY session_id",
+      [open],
+    )) {
+      jobStates.set(str(row, 'session_id'), { open: row.open === true, timedOut: row.timed_out === true });
     }
-    if (next === current) return;
-    if (FINISHED_STATUSES.has(next)) await this.finishSession(sql, id, str(session, 'started_at'), next, now);
-    else await sql.run('UPDATE sessions SET status = $1 WHERE id = $2', [next, id]);
+    const progress: Array<[string, string]> = [];
+    const finished: Array<[string, string, number]> = [];
+    const stoppedMs = now.getTime();
+    for (const session of sessions) {
+      const id = str(session, 'id');
+      const current = str(session, 'status') as SessionStatus;
+      let next = sessionStatus(json<string[]>(session, 'run_locations'), finals.get(id) ?? new Map(), true);
+      const jobsOf = jobStates.get(id);
+      // A location whose job timed out never sends its FINAL: once the others are done, the session timed out.
+      if (!FINISHED_STATUSES.has(next) && jobsOf && !jobsOf.open && jobsOf.timedOut) next = 'TIMED_OUT';
+      if (next === current) continue;
+      if (FINISHED_STATUSES.has(next)) finished.push([id, next, Math.max(0, stoppedMs - msOf(str(session, 'started_at'), stoppedMs))]);
+      else progress.push([id, next]);
+    }
+    if (progress.length > 0) {
+      await sql.run('UPDATE sessions SET status = p.status FROM unnest($1::text[], $2::text[]) AS p(id, status) WHERE sessions.id = p.id', [
+        progress.map((p) => p[0]),
+        progress.map((p) => p[1]),
+      ]);
+    }
+    if (finished.length > 0) {
+      await sql.run(
+        `UPDATE sessions SET status = f.status, stopped_at = $4, stopped_ms = $5, duration_ms = f.duration
+         FROM unnest($1::text[], $2::text[], $3::bigint[]) AS f(id, status, duration) WHERE sessions.id = f.id`,
+        [finished.map((f) => f[0]), finished.map((f) => f[1]), finished.map((f) => f[2]), now.toISOString(), stoppedMs],
+      );
+    }
   }
 
   async listResults(query: ResultQuery): Promise<ResultPage> {

@@ -95,7 +95,7 @@ export async function migrateSqliteToPostgres(options: {
       );
     }
     await migratePg(target.pool, options.where);
-    return await target.tx(async (sql) => {
+    const report = await target.tx(async (sql) => {
       const held: string[] = [];
       for (const table of COPIED_TABLES) if ((await rowCount(sql, table)) > 0) held.push(table);
       if (held.length > 0 && !options.replace) {
@@ -145,6 +145,9 @@ export async function migrateSqliteToPostgres(options: {
       }
       return { tables, replaced: held.length > 0 };
     });
+    // Fresh statistics for the planner: the copied tables would otherwise wait for autovacuum to notice them.
+    await target.run(`ANALYZE ${COPIED_TABLES.join(', ')}`);
+    return report;
   } finally {
     source.close();
     await target.close();

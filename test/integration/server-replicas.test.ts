@@ -217,6 +217,13 @@ describe('three server replicas on one PostgreSQL', () => {
       const response = await fetch(`http://127.0.0.1:${replica.port}/v2/check-results/steady?limit=1`, { headers: { authorization: `Bearer ${API_KEY}` } });
       expect(response.status).toBe(200);
     }
+    // /health shows the database by host, database and user; neither it nor any log line has the password.
+    const health = (await probe(replicas[0]?.health as number, '/health')).body as { database: Record<string, string> };
+    expect(health.database).toEqual({ kind: 'postgres', location: `127.0.0.1:${postgres.port}/${new URL(databaseUrl).pathname.slice(1)}`, user: 'outpost' });
+    for (const replica of replicas) {
+      expect((await probe(replica.health, '/health')).text).not.toContain(postgres.password);
+      expect(`${replica.proc.stdout()}${replica.proc.stderr()}`).not.toContain(postgres.password);
+    }
     // The agents' connections went to every replica.
     expect(replicas.every((r) => (proxy.connections.get(r.port) ?? 0) > 0)).toBe(true);
     // At a moment with nothing open or in flight, the target has answered exactly one run per finished job.

@@ -287,6 +287,8 @@ export async function migratePg(pool: pg.Pool, where: string, steps: readonly Pg
   const known = steps.reduce((max, step) => Math.max(max, step.version), 0);
   const client = await pool.connect();
   try {
+    // Another replica's long migration is waited for, not cut by the pool's statement timeout.
+    await client.query('SET statement_timeout = 0');
     // Session-level: held across the steps' transactions, released below or when the connection ends.
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     try {
@@ -314,6 +316,7 @@ export async function migratePg(pool: pg.Pool, where: string, steps: readonly Pg
       return applied;
     } finally {
       await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+      await client.query('RESET statement_timeout');
     }
   } finally {
     client.release();

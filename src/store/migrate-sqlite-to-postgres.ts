@@ -12,7 +12,12 @@ import { PgDatabase, type Sql } from './postgres/db.js';
 import { migratePg } from './postgres/migrations.js';
 import { SCHEMA_VERSION } from './sqlite/migrations.js';
 
-/** Every table of the SQLite schema (migrations.ts v1–v5), parents before the tables that refer to them. */
+/**
+ * Every table of the SQLite schema (migrations.ts v1–v5), parents before the
+ * tables that refer to them. A table a later migration adds is copied too
+ * (after these, by name), once PostgreSQL's migrations have it; a table of
+ * the file that PostgreSQL lacks stops the copy before anything is written.
+ */
 export const COPIED_TABLES = [
   'locations',
   'keys',
@@ -95,15 +100,24 @@ export async function migrateSqliteToPostgres(options: {
       );
     }
     await migratePg(target.pool, options.where);
+    const inFile = source
+      .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('schema_version', 'sqlite_sequence') AND name NOT LIKE 'sqlite_%' ORDER BY name")
+      .all()
+      .map((row) => String(row.name));
+    const known = new Set<string>(COPIED_TABLES);
+    const tablesToCopy = [...COPIED_TABLES.filter((t) => inFile.includes(t)), ...inFile.filter((t) => !known.has(t))];
+    const inTarget = new Set((await target.rows("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")).map((row) => String(row.table_name)));
+    const missing = tablesToCopy.filter((t) => !inTarget.has(t));
+    if (missing.length > 0) throw new MigrationRefused(`${options.where} has no table ${missing.join(', ')} of ${options.sqliteFile}: this Outpost's PostgreSQL schema lacks it`);
     const report = await target.tx(async (sql) => {
       const held: string[] = [];
-      for (const table of COPIED_TABLES) if ((await rowCount(sql, table)) > 0) held.push(table);
+      for (const table of tablesToCopy) if ((await rowCount(sql, table)) > 0) held.push(table);
       if (held.length > 0 && !options.replace) {
         throw new MigrationRefused(`${options.where} already holds data (${held.join(', ')}): copy into an empty database, or pass --replace to empty it first`);
       }
-      if (held.length > 0) await sql.run(`TRUNCATE ${[...COPIED_TABLES, 'schedule_slots', 'leader_lease'].join(', ')}`);
+      if (held.length > 0) await sql.run(`TRUNCATE ${[...tablesToCopy, 'schedule_slots', 'leader_lease'].join(', ')}`);
       const tables: MigrationReport['tables'] = [];
-      for (const table of COPIED_TABLES) {
+      for (const table of tablesToCopy) {
         const columns = source
           .prepare(`PRAGMA table_info(${table})`)
           .all()
@@ -146,7 +160,7 @@ export async function migrateSqliteToPostgres(options: {
       return { tables, replaced: held.length > 0 };
     });
     // Fresh statistics for the planner: the copied tables would otherwise wait for autovacuum to notice them.
-    await target.run(`ANALYZE ${COPIED_TABLES.join(', ')}`);
+    await target.run(`ANALYZE ${tablesToCopy.join(', ')}`);
     return report;
   } finally {
     source.close();

@@ -8,7 +8,7 @@
 // password.
 
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -160,6 +160,18 @@ describe('outpost migrate', () => {
     const bad = await migrate(['--from', `sqlite:${file}`, '--to', 'mysql://u:pw-not-shown@h/db']);
     expect(bad.code).toBe(78);
     expect(bad.stderr).not.toContain('pw-not-shown');
+    // A table of the file that PostgreSQL's schema lacks (a newer feature's) stops the copy before anything is written.
+    const newer = path.join(dir, 'newer.db');
+    copyFileSync(file, newer);
+    const { DatabaseSync } = await import('node:sqlite');
+    const db = new DatabaseSync(newer);
+    db.exec('CREATE TABLE dashboards (id TEXT PRIMARY KEY)');
+    db.close();
+    const lacking = await postgres.createDatabase('lacking');
+    const refused = await migrate(['--from', `sqlite:${newer}`, '--to', lacking]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('has no table dashboards of');
+    expect((await counts(lacking)).results).toBe(0);
     const unreachable = await migrate(['--from', `sqlite:${file}`, '--to', 'postgres://u:pw-not-shown@127.0.0.1:1/db']);
     expect(unreachable.code).toBe(1);
     expect(unreachable.stderr).toMatch(/^outpost: the migration failed, nothing was committed: .*ECONNREFUSED/);

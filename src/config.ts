@@ -17,6 +17,7 @@ import type { ProxyConfig } from './net/proxy.js';
 import { type NetworkPolicy, NetworkPolicyParseError, type OwnPort, parseNetworkPolicy } from './net/network-policy.js';
 import type { ToolPaths } from './net/tool-process.js';
 import { processSecrets } from './core/process-secrets.js';
+import type { DatabaseSetting } from './store/server-stores.js';
 
 export const EXIT_USAGE = 64;
 export const EXIT_CONFIG = 78;
@@ -110,6 +111,10 @@ export interface ServerSettings {
   retentionDays: number;
   /** LEASE_SECONDS: how long a claimed job stays an agent's without an extension, default 60. */
   leaseSeconds: number;
+  /** DATABASE_URL (postgres://…) with DATABASE_POOL_SIZE; unset: SQLite in STATE_DIR. */
+  database?: DatabaseSetting;
+  /** LEADER_LEASE_SECONDS: with PostgreSQL, how long the scheduling replica's lease lasts unrenewed, default 15. */
+  leaderLeaseSeconds: number;
 }
 
 /** The shortest OUTPOST_API_KEY accepted: a key is a password, not a name. */
@@ -305,6 +310,8 @@ function serverSettings(env: Env): ServerSettings {
     apiKey,
     retentionDays: integer(env, 'RESULTS_RETENTION_DAYS', 30, 1, 3650),
     leaseSeconds: integer(env, 'LEASE_SECONDS', 60, 5, 3600),
+    ...databaseSettings(env),
+    leaderLeaseSeconds: integer(env, 'LEADER_LEASE_SECONDS', 15, 2, 300),
   };
 }
 
@@ -319,6 +326,71 @@ function networkPolicySetting(env: Env, config: Config): NetworkPolicy | undefin
     if (error instanceof NetworkPolicyParseError) throw new ConfigError(error.message);
     throw error;
   }
+}
+
+const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify'];
+
+/**
+ * DATABASE_URL: a postgres:// URL naming a host (or a socket folder in
+ * `?host=`) and a database; its sslmode, sslrootcert, sslcert and sslkey
+ * parameters are node-postgres's. What the server shows of it never has the
+ * password, and a bad value's message neither.
+ */
+function databaseSettings(env: Env): { database?: DatabaseSetting } {
+  const value = read(env, 'DATABASE_URL');
+  if (value === undefined) return {};
+  return { database: postgresSetting('DATABASE_URL', value, integer(env, 'DATABASE_POOL_SIZE', 10, 1, 100)) };
+}
+
+/** A postgres:// URL checked as DATABASE_URL is; `name` is what a bad one's message calls it. */
+function postgresSetting(name: string, value: string, poolSize: number): Extract<DatabaseSetting, { kind: 'postgres' }> {
+  const invalid = (why: string) => new ConfigError(`${name}=${shown(value)} is invalid: ${why}`);
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw invalid('must be a URL such as postgres://user:password@host:5432/database');
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') throw invalid('must be a postgres:// or postgresql:// URL');
+  const host = url.hostname || url.searchParams.get('host') || '';
+  if (host === '') throw invalid('must name a host (or a socket folder in ?host=)');
+  let database: string;
+  let user: string;
+  try {
+    database = decodeURIComponent(url.pathname.replace(/^\//, ''));
+    user = decodeURIComponent(url.username);
+  } catch {
+    throw invalid('has a malformed %-escape');
+  }
+  if (database === '' || database.includes('/')) throw invalid('must name one database (postgres://host/database)');
+  const sslmode = url.searchParams.get('sslmode') ?? undefined;
+  if (sslmode !== undefined && !SSL_MODES.includes(sslmode)) throw invalid(`sslmode must be one of ${SSL_MODES.join(', ')}`);
+  for (const name of ['sslrootcert', 'sslcert', 'sslkey']) {
+    const file = url.searchParams.get(name);
+    if (file !== null && !path.isAbsolute(file)) throw invalid(`${name} must be an absolute path`);
+  }
+  return {
+    kind: 'postgres',
+    url: value,
+    poolSize,
+    shown: {
+      kind: 'postgres',
+      location: `${host}:${url.port || '5432'}/${database}`,
+      ...(user !== '' ? { user } : {}),
+      ...(sslmode !== undefined ? { sslmode } : {}),
+    },
+  };
+}
+
+/**
+ * `outpost migrate`: the SQLite file to copy (`--from sqlite:PATH`) and the
+ * PostgreSQL to copy it to (`--to postgres://…`, or DATABASE_URL when
+ * --to is left out, which keeps the password off the command line).
+ */
+export function migrateSettings(command: Extract<Command, { kind: 'migrate' }>, env: Env): { sqliteFile: string; target: Extract<DatabaseSetting, { kind: 'postgres' }>; replace: boolean } {
+  const to = command.to ?? read(env, 'DATABASE_URL');
+  if (to === undefined) throw new ConfigError('migrate needs the target: --to postgres://… or DATABASE_URL', EXIT_USAGE);
+  return { sqliteFile: command.from, target: postgresSetting(command.to !== undefined ? '--to' : 'DATABASE_URL', to, 2), replace: command.replace };
 }
 
 /** Parses the environment for a mode; throws ConfigError on the first bad value. */
@@ -426,6 +498,7 @@ export type Command =
   | { kind: 'version' }
   | { kind: 'runtimes' }
   | { kind: 'db-check' }
+  | { kind: 'migrate'; from: string; to?: string; replace: boolean }
   | { kind: 'run'; mode: Mode; checksFile?: string; resultsFile?: string; uptimeOnly?: boolean };
 
 export const USAGE = `Usage: outpost <command> [options]
@@ -440,6 +513,9 @@ Commands:
   runtimes                   list the runtimes in RUNTIMES_DIR: stage, and whether installed
   db-check                   check the server's database (STATE_DIR/outpost.db) for corruption;
                              exit 0 when sound, 1 with what is wrong
+  migrate --from sqlite:PATH [--to postgres://…] [--replace]
+                             copy a server's SQLite database into PostgreSQL (--to, else DATABASE_URL)
+                             and verify every table's row count (docs/postgres.md)
 
 Options:
   --results <file.jsonl>     local and once: also append each result as one JSON line to this file
@@ -457,8 +533,32 @@ DIAGNOSTICS, ARTIFACT_UPLOAD_TIMEOUT_SECONDS, TCPDUMP_PATH, TRACEPATH_PATH, TRAC
 RUNTIMES_DIR, SCRIPT_CONCURRENCY, SCRIPT_MEMORY_MB, SCRIPT_ISOLATION, BROWSER_PATH, SECRET_DETECTION,
 BLOCKED_NETWORKS, ALLOWED_NETWORKS, DEPENDENCY_CACHE_DIR, DEPENDENCY_CACHE_MAX_MB, DEPENDENCY_INSTALL_TIMEOUT_SECONDS,
 DEPENDENCY_REGISTRY;
-server mode: OUTPOST_API_KEY, API_PORT, API_HOST, RESULTS_RETENTION_DAYS, LEASE_SECONDS (docs/server.md).
+server mode: OUTPOST_API_KEY, API_PORT, API_HOST, RESULTS_RETENTION_DAYS, LEASE_SECONDS (docs/server.md),
+DATABASE_URL, DATABASE_POOL_SIZE, LEADER_LEASE_SECONDS (docs/postgres.md).
 Bad values exit with code 78; bad usage with 64.`;
+
+function migrateArgs(rest: readonly string[]): Command {
+  let from: string | undefined;
+  let to: string | undefined;
+  let replace = false;
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i] as string;
+    const [name, inline] = arg.startsWith('--') && arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
+    if (name === '--replace' && inline === undefined) {
+      replace = true;
+    } else if (name === '--from' || name === '--to') {
+      const value = inline ?? rest[++i];
+      if (!value) throw new ConfigError(`${name} needs a value (see --help)`, EXIT_USAGE);
+      if (name === '--from') from = value;
+      else to = value;
+    } else {
+      throw new ConfigError(`unexpected argument ${shown(arg)} for migrate (see --help)`, EXIT_USAGE);
+    }
+  }
+  if (from === undefined) throw new ConfigError('migrate needs --from sqlite:PATH (the server\'s STATE_DIR/outpost.db)', EXIT_USAGE);
+  if (!from.startsWith('sqlite:') || from.length === 'sqlite:'.length) throw new ConfigError(`--from ${shown(from)} is invalid: must be sqlite:PATH`, EXIT_USAGE);
+  return { kind: 'migrate', from: path.resolve(from.slice('sqlite:'.length)), ...(to !== undefined ? { to } : {}), replace };
+}
 
 /** Parses argv (without node and script). Throws ConfigError(…, 64) on bad usage. */
 export function parseArgs(argv: string[]): Command {
@@ -470,6 +570,7 @@ export function parseArgs(argv: string[]): Command {
     if (rest.length > 0) throw new ConfigError(`unexpected argument ${shown(rest[0] as string)} (see --help)`, EXIT_USAGE);
     return { kind: command };
   }
+  if (command === 'migrate') return migrateArgs(rest);
   if (command !== 'agent' && command !== 'local' && command !== 'once' && command !== 'server') {
     throw new ConfigError(`unknown command ${shown(command)}: use agent, local <file>, once <file> or server <file> (see --help)`, EXIT_USAGE);
   }

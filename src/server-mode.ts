@@ -3,6 +3,7 @@
 // the public read API on API_PORT, probes on AGENT_HEALTH_PORT, and the
 // ordered shutdown.
 
+import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
@@ -30,19 +31,18 @@ import { heartbeatRoutes } from './server/heartbeat-api.js';
 import { HeartbeatWatcher, heartbeatSyncs, storedHeartbeatChecks } from './server/heartbeats.js';
 import { readRoutes } from './server/read-api.js';
 import { SessionScheduler } from './server/scheduler.js';
-import { SqliteHeartbeatStore } from './store/sqlite/heartbeats-store.js';
-import { SqliteAnalyticsStore } from './store/sqlite/analytics-store.js';
 import { errorGroupRoutes } from './server/error-groups-api.js';
 import { maintenanceRoutes } from './server/maintenance-api.js';
-import { SqliteMaintenanceWindowStore } from './store/sqlite/maintenance-windows-store.js';
-import type { SqliteStore } from './store/sqlite/sqlite-store.js';
+import type { HeartbeatStore } from './store/heartbeats.js';
+import type { MaintenanceWindowStore } from './store/maintenance-windows.js';
+import { type DatabaseSetting, openServerStores, type ServerStores } from './store/server-stores.js';
+import { Leadership } from './server/leadership.js';
 import type { Store, StoredCheck } from './store/store.js';
 import type { AlertStore } from './store/alerts.js';
 import { suppressed } from './server/maintenance.js';
 import { ChecksFileReloader } from './checks-file-reload.js';
 import { dashboardRoutes, fileDashboards } from './server/dashboards-api.js';
 import type { DashboardStore } from './store/dashboards.js';
-import { SqliteDashboardStore } from './store/sqlite/dashboards-store.js';
 
 /** The public API's limit per key (the service's, for most routes). */
 export const PUBLIC_LIMIT_PER_MINUTE = 600;
@@ -58,11 +58,20 @@ async function requireSqlite(): Promise<void> {
   }
 }
 
-async function openStore(file: string): Promise<SqliteStore> {
-  await requireSqlite();
-  const { SqliteStore } = await import('./store/sqlite/sqlite-store.js');
-  return SqliteStore.open(file);
+/** The server's database: DATABASE_URL's PostgreSQL, or the SQLite file in STATE_DIR (store/server-stores.ts). */
+async function openStores(config: Config): Promise<ServerStores> {
+  const setting: DatabaseSetting = config.server?.database ?? { kind: 'sqlite', file: databaseFile(config.stateDir) };
+  if (setting.kind === 'sqlite') await requireSqlite();
+  return openServerStores(setting);
 }
+
+/** A replica's name in the leader lease: host, process and a random part (a restarted pod is a new holder). */
+function replicaName(): string {
+  return `${hostname()}/${process.pid}/${randomUUID().slice(0, 8)}`;
+}
+
+/** How often readiness asks the database whether it answers. */
+const DATABASE_PING_EVERY_MS = 5_000;
 
 /** The database of a STATE_DIR. */
 export function databaseFile(stateDir: string): string {
@@ -100,9 +109,9 @@ export type ParsedChecksFile = ReturnType<typeof parseServerChecksFile>;
 
 /** The stores a checks file fills. */
 export interface ChecksFileStores {
-  store: SqliteStore;
-  heartbeats: SqliteHeartbeatStore;
-  windows: SqliteMaintenanceWindowStore;
+  store: Store;
+  heartbeats: HeartbeatStore;
+  windows: MaintenanceWindowStore;
   alerts: AlertStore;
   dashboards: DashboardStore;
 }
@@ -146,32 +155,54 @@ export async function startAlerts(
     suppressed?: (checkId: string, at: Date) => Promise<boolean>;
     /** BLOCKED_NETWORKS / ALLOWED_NETWORKS for the webhooks. */
     networkPolicy?: NetworkPolicy;
+    /** false: the evaluator waits for evaluate(true) (several replicas: only the leader evaluates). */
+    evaluate?: boolean;
   },
-): Promise<{ evaluator: AlertEvaluator; deliverer: AlertDeliverer; rememberSecrets(checks: readonly ServerCheck[]): void; stop(): Promise<void> }> {
+): Promise<{
+  deliverer: AlertDeliverer;
+  /** Starts or stops the evaluator (its cursor is in the store: a new one goes on where the last stopped). */
+  evaluate(on: boolean): Promise<void>;
+  rememberSecrets(checks: readonly ServerCheck[]): void;
+  stop(): Promise<void>;
+}> {
   // Payloads never carry the checks file's secrets.
   const secretsOf = (checks: readonly ServerCheck[]) => checks.flatMap((c) => c.variables.filter((v) => v.secret === true).map((v) => v.value));
   const scrubber = Scrubber.of(secretsOf(options.checks));
   const deliverer = new AlertDeliverer({ alerts, logger: options.logger, ...(options.networkPolicy ? { networkPolicy: options.networkPolicy } : {}) });
-  const evaluator = new AlertEvaluator({
-    store,
-    alerts,
-    logger: options.logger,
-    origin: options.origin,
-    scrubber,
-    onQueued: () => deliverer.wake(),
-    ...(options.suppressed ? { suppressed: options.suppressed } : {}),
-  });
+  const newEvaluator = () =>
+    new AlertEvaluator({
+      store,
+      alerts,
+      logger: options.logger,
+      origin: options.origin,
+      scrubber,
+      onQueued: () => deliverer.wake(),
+      ...(options.suppressed ? { suppressed: options.suppressed } : {}),
+    });
+  let evaluator: AlertEvaluator | undefined;
   deliverer.start();
-  evaluator.start();
+  if (options.evaluate !== false) {
+    evaluator = newEvaluator();
+    evaluator.start();
+  }
   return {
-    evaluator,
     deliverer,
+    async evaluate(on) {
+      if (on && !evaluator) {
+        evaluator = newEvaluator();
+        evaluator.start();
+      } else if (!on && evaluator) {
+        const running = evaluator;
+        evaluator = undefined;
+        await running.stop();
+      }
+    },
     // A reloaded file's secrets join the old ones: a notification about a run from before the reload may still carry those.
     rememberSecrets(checks) {
       for (const secret of secretsOf(checks)) if (!scrubber.has(secret)) scrubber.add(secret);
     },
     async stop() {
-      await evaluator.stop();
+      await evaluator?.stop();
       await deliverer.stop();
     },
   };
@@ -190,46 +221,42 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const { checks, privateLocations, heartbeats } = parsed;
   const metrics = createMetrics();
   const frequencies = new Map(checks.map((c) => [c.check.id, c.check.frequency]));
-  let store: SqliteStore | undefined;
+  let stores: ServerStores | undefined;
+  let databaseAnswers = true;
   const lifecycle = new Lifecycle(
     'server',
     metrics,
     { inFlight: () => 0, queued: () => 0, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true },
     logger,
   );
-  // Not ready until the database is open and migrated.
-  lifecycle.modeReady = () => store !== undefined;
+  // Not ready until the database is open and migrated, nor while it does not answer (a load balancer sends requests elsewhere).
+  lifecycle.modeReady = () => stores !== undefined && databaseAnswers;
   lifecycle.networkPolicy = describePolicy(config.networkPolicy);
   await lifecycle.startHealth(config.healthPort, config.healthHost);
-  const opened = await openStore(databaseFile(config.stateDir));
-  store = opened;
-  const heartbeatStore = new SqliteHeartbeatStore(opened.access);
-  const windows = new SqliteMaintenanceWindowStore(opened.access);
-  const { SqliteAlertStore } = await import('./store/sqlite/alerts-store.js');
-  const alertStore = new SqliteAlertStore(opened.access);
-  const analytics = new SqliteAnalyticsStore(opened.access);
+  const opened = await openStores(config);
+  stores = opened;
+  const { store, alerts: alertStore, heartbeats: heartbeatStore, windows, analytics, dashboards } = opened;
   const addressBook = new AgentAddressBook(analytics);
-  const dashboards = new SqliteDashboardStore(opened.access);
-  const stores: ChecksFileStores = { store: opened, heartbeats: heartbeatStore, windows, alerts: alertStore, dashboards };
+  const holder = replicaName();
+  const checksFileStores: ChecksFileStores = { store, heartbeats: heartbeatStore, windows, alerts: alertStore, dashboards };
   // Every heartbeat deadline counts from this start (heartbeats.ts, docs/server.md).
-  await applyChecksFile(stores, parsed);
-  const watcher = new HeartbeatWatcher({ store: heartbeatStore, logger, heartbeat: lifecycle.watchdog.heart('heartbeats') });
+  await applyChecksFile(checksFileStores, parsed);
 
   const jobSignal = new JobSignal();
-  const scheduler = new SessionScheduler({
-    store: opened,
-    logger,
-    stateDir: config.stateDir,
-    retentionDays: settings.retentionDays,
-    pruners: featurePruners({ alerts: alertStore, errorGroups: opened.errorGroups, heartbeats: heartbeatStore }),
-    leaseMs: settings.leaseSeconds * 1000,
-    onQueued: (location) => jobSignal.notify(location),
-    heartbeat: lifecycle.watchdog.heart('scheduler'),
-  });
+  // Another replica's new jobs wake this one's waiting claims too (docs/postgres.md).
+  await opened.listenForJobs?.(
+    (location) => jobSignal.notify(location),
+    (error) => logger.warn({ err: error }, 'listening for other replicas’ jobs failed; claims see them at the end of their wait until it works again'),
+  );
+  const schedulerHeart = lifecycle.watchdog.heart('scheduler');
+  const heartbeatsHeart = lifecycle.watchdog.heart('heartbeats');
+  // The leader's work (scheduler with its sweeper and retention, heartbeat deadlines, alert evaluation), made anew each term.
+  let scheduler: SessionScheduler | undefined;
+  let watcher: HeartbeatWatcher | undefined;
   const router = new Router(
     [
       ...agentRoutes({
-        store: opened,
+        store,
         jobSignal,
         artifactsDir: path.join(config.stateDir, 'artifacts'),
         logger,
@@ -239,25 +266,27 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
           metrics.checks.record(envelope.result, { frequencySeconds: frequencies.get(envelope.result.checkId ?? ''), location }),
       }),
       ...readRoutes({
-        store: opened,
+        store,
         ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
         onCheckDeleted: (checkId) => {
           metrics.checks.forget(checkId);
-          void scheduler.reschedule();
+          // Another replica's scheduler finds the check removed when its slot comes (scheduler.ts runOnce reads it again).
+          void scheduler?.reschedule();
         },
       }),
-      ...badgeRoutes({ store: opened }),
+      ...badgeRoutes({ store }),
       ...heartbeatRoutes({ heartbeats: heartbeatStore, logger }),
       ...errorGroupRoutes({ errorGroups: opened.errorGroups }),
       ...maintenanceRoutes({ windows }),
-      ...alertsRoutes({ store: opened, alerts: alertStore }),
-      ...analyticsRoutes({ store: opened, analytics }),
+      ...alertsRoutes({ store, alerts: alertStore }),
+      ...analyticsRoutes({ store, analytics }),
       ...staticIpv6Routes({ book: addressBook }),
-      ...dashboardRoutes({ store: opened, dashboards, windows }),
+      ...dashboardRoutes({ store, dashboards, windows }),
     ],
     {
       publicKey: settings.apiKey,
-      agentKey: (token) => opened.keyByHash(keyHash(token)),
+      agentKey: (token) => store.keyByHash(keyHash(token)),
+      // Per replica: N replicas behind a load balancer allow up to N times these (docs/postgres.md).
       publicLimiter: new RateLimiter(PUBLIC_LIMIT_PER_MINUTE, 60),
       agentLimiter: new RateLimiter(AGENT_ROUTE_LIMIT_PER_MINUTE, 60),
       logger,
@@ -269,16 +298,60 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
     }
     throw error;
   });
-  await scheduler.start();
-  watcher.start();
   const address = api.address();
-  const alerting = await startAlerts(opened, alertStore, {
+  const alerting = await startAlerts(store, alertStore, {
     logger,
     origin: apiOrigin(settings.apiHost, typeof address === 'object' && address ? address.port : settings.apiPort),
     checks,
-    suppressed: (checkId, at) => suppressed({ store: opened, windows }, checkId, at),
-     ...(config.networkPolicy ? { networkPolicy: config.networkPolicy } : {}),
+    suppressed: (checkId, at) => suppressed({ store, windows }, checkId, at),
+    evaluate: false,
+    ...(config.networkPolicy ? { networkPolicy: config.networkPolicy } : {}),
   });
+  const leadership = new Leadership({
+    lease: opened.lease,
+    holder,
+    ttlMs: settings.leaderLeaseSeconds * 1000,
+    logger,
+    onElected: async () => {
+      const next = new SessionScheduler({
+        store,
+        logger,
+        stateDir: config.stateDir,
+        retentionDays: settings.retentionDays,
+        pruners: featurePruners({ alerts: alertStore, errorGroups: opened.errorGroups, heartbeats: heartbeatStore }),
+        leaseMs: settings.leaseSeconds * 1000,
+        onQueued: (location) => jobSignal.notify(location),
+        heartbeat: schedulerHeart,
+        sharedStore: opened.shared,
+      });
+      await next.start();
+      scheduler = next;
+      watcher = new HeartbeatWatcher({ store: heartbeatStore, logger, heartbeat: heartbeatsHeart });
+      watcher.start();
+      await alerting.evaluate(true);
+    },
+    onDeposed: async () => {
+      const stopping = [scheduler?.stop(), watcher?.stop(), alerting.evaluate(false)];
+      scheduler = undefined;
+      watcher = undefined;
+      await Promise.all(stopping);
+    },
+  });
+  await leadership.start();
+  // Readiness follows the database: a replica that cannot reach it is taken out of the load balancer until it can.
+  let pinging: Promise<void> = Promise.resolve();
+  let pingInFlight = false;
+  const pinger = setInterval(() => {
+    if (pingInFlight) return;
+    pingInFlight = true;
+    pinging = opened.ping().then((answers) => {
+      pingInFlight = false;
+      if (answers !== databaseAnswers) logger[answers ? 'info' : 'warn']({ database: opened.description }, answers ? 'the database answers again: ready' : 'the database does not answer: not ready');
+      databaseAnswers = answers;
+    });
+  }, DATABASE_PING_EVERY_MS);
+  pinger.unref();
+  lifecycle.extraStatus = () => ({ database: opened.description, replica: { holder, leader: leadership.isLeader } });
   const reloader = new ChecksFileReloader({
     file,
     logger,
@@ -286,8 +359,9 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
     parse: (text) => parseServerChecksFile(text, file, definitionRegistry()),
     apply: async (next) => {
       alerting.rememberSecrets(next.checks);
-      await applyChecksFile(stores, next);
-      await scheduler.reschedule();
+      // Each replica watches its own copy of the file and applies it; the leader then reschedules (docs/postgres.md).
+      await applyChecksFile(checksFileStores, next);
+      await scheduler?.reschedule();
       // A check no longer in the file loses its series now, not three frequencies later.
       for (const c of next.checks) frequencies.set(c.check.id, c.check.frequency);
       metrics.checks.retain([...next.checks.map((c) => c.check.id), ...next.heartbeats.map((h) => h.id)]);
@@ -305,6 +379,8 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
       checks: checks.length,
       heartbeatChecks: heartbeats.length,
       retentionDays: settings.retentionDays,
+      database: opened.description,
+      leader: leadership.isLeader,
     },
     'outpost server started',
   );
@@ -312,10 +388,12 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const drain = async (signal: NodeJS.Signals) => {
     logger.info({ signal }, 'shutting down: not ready, no new sessions, finishing requests in flight');
     reloader.close();
-    await scheduler.stop();
-    await watcher.stop();
+    clearInterval(pinger);
+    // The lease is given up at once: another replica schedules without waiting for it to run out.
+    await leadership.stop();
     await closeApiServer(api, API_CLOSE_GRACE_MS);
     await alerting.stop();
+    await pinging;
     await opened.close();
     await lifecycle.closeHealth();
     logger.info('outpost server stopped');

@@ -4,9 +4,34 @@ import { defineConfig } from 'vitest/config';
 // (CHECK_WORKERS=2 through OUTPOST_TEST_CHECK_WORKERS, test/support/agent-process.ts cleanEnv).
 const WITH_CHECK_WORKERS = ['test/integration/agent-mode.test.ts', 'test/integration/spool-failures.test.ts', 'test/integration/shutdown.test.ts'];
 
+// The server's tests a second time with its state in PostgreSQL instead of SQLite (test/README.md, "Two stores").
+const ON_POSTGRES = [
+  'test/integration/server-e2e.test.ts',
+  'test/integration/server-mode.test.ts',
+  'test/integration/server-heartbeats.test.ts',
+  'test/integration/reload.test.ts',
+  'test/integration/alerts-restart.test.ts',
+  'test/integration/alerts-maintenance.test.ts',
+  'test/integration/alerts.test.ts',
+  'test/integration/server-read-api.test.ts',
+  'test/integration/server-error-groups.test.ts',
+  'test/integration/badges.test.ts',
+  'test/integration/agent-mode.test.ts',
+  'test/integration/events.test.ts',
+  'test/integration/claim-pacing.test.ts',
+  'test/integration/artifact-upload.test.ts',
+  'test/integration/spool-failures.test.ts',
+  'test/unit/server-scheduler.test.ts',
+  'test/unit/heartbeat-checks.test.ts',
+  'test/integration/server-analytics.test.ts',
+  'test/integration/dashboards-api.test.ts',
+];
+
 export default defineConfig({
   test: {
     root: new URL('..', import.meta.url).pathname,
+    // One PostgreSQL for the run; the `postgres` project's files keep their servers' state in it (test/README.md).
+    globalSetup: ['test/setup/postgres-global.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
@@ -24,6 +49,10 @@ export default defineConfig({
       {
         extends: true,
         test: { name: 'check-workers', include: WITH_CHECK_WORKERS, env: { OUTPOST_TEST_CHECK_WORKERS: '2' } },
+      },
+      {
+        extends: true,
+        test: { name: 'postgres', include: ON_POSTGRES, env: { OUTPOST_TEST_DATABASE: 'postgres' } },
       },
     ],
   },

@@ -27,6 +27,8 @@ export class Lifecycle {
   modeReady: () => boolean = () => true;
   /** The mode's loops beat here; any stuck one (or a stalled event loop) makes readiness 503. */
   readonly watchdog = new Watchdog();
+  /** More for /health from the mode (never a secret: /health answers without a key). */
+  extraStatus: () => Record<string, unknown> = () => ({});
   /** The mode's reload of its checks file (local and server modes): SIGHUP and POST /-/reload call it. */
   reload: ((trigger: 'SIGHUP' | 'POST /-/reload') => Promise<ReloadOutcome>) | undefined;
   private healthClose: (() => Promise<void>) | undefined;
@@ -80,6 +82,7 @@ export class Lifecycle {
           stuck: watch.stuck,
           components: watch.components,
           networkPolicy: this.networkPolicy,
+          ...this.extraStatus(),
         };
       },
     };

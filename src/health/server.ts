@@ -23,6 +23,8 @@ export interface HealthStatus {
   components: WatchdogReport['components'];
   /** BLOCKED_NETWORKS and ALLOWED_NETWORKS as rules (docs/network-policy.md); null when no policy is set. */
   networkPolicy?: { blocked: string[]; allowed: string[] } | null;
+  /** What a mode adds (the server: its database, without credentials, and whether this replica leads). */
+  [extra: string]: unknown;
 }
 
 /** What a reload of the checks file came to: the checks now in force, or why the file was refused. */

@@ -60,8 +60,8 @@ export function urlCredentials(raw: string | undefined): string[] {
   return [];
 }
 
-/** Variables holding URLs whose userinfo is a secret: the proxies, and API_URL. */
-const URL_VARIABLES = ['API_URL', 'HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy', 'CHECK_PROXY'];
+/** Variables holding URLs whose userinfo is a secret: the proxies, API_URL, and the server's DATABASE_URL. */
+const URL_VARIABLES = ['API_URL', 'HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy', 'CHECK_PROXY', 'DATABASE_URL'];
 
 /** The secrets found in the agent's environment: API_KEY, OUTPOST_SECRET_* and the credentials in its URL variables. */
 export function secretsInAgentEnv(env: Record<string, string | undefined>): NamedSecret[] {

@@ -52,12 +52,25 @@ export interface SessionSchedulerOptions {
   startupSpreadMs?: number;
   /** Beats with every sweep: a store that stops answering shows as a stuck sweeper. */
   heartbeat?: Heartbeat;
+  /**
+   * Several servers share the store, and this one has just become the one
+   * that schedules (src/server/leadership.ts): each check's first run is its
+   * latest slot, which the previous leader may have made already (the store
+   * then makes nothing), and the next slot follows it, so a takeover neither
+   * doubles a slot nor skips one (docs/postgres.md).
+   */
+  sharedStore?: boolean;
   now?: () => number;
 }
 
 interface Slot {
   check: StoredCheck;
   timer: NodeJS.Timeout | undefined;
+}
+
+/** The latest slot of a check's schedule at or before `now`. */
+function latestSlot(now: number, period: number, offset: number): number {
+  return nextSlot(now, period, offset) - period;
 }
 
 export class SessionScheduler {
@@ -173,7 +186,7 @@ export class SessionScheduler {
       if (!slot) {
         const created: Slot = { check, timer: undefined };
         this.slots.set(check.id, created);
-        this.arm(created, now + Math.floor((offsetMs(check.id, period) / period) * this.spreadMs));
+        this.arm(created, now + Math.floor((offsetMs(check.id, period) / period) * this.spreadMs), latestSlot(now, period, offsetMs(check.id, period)));
         continue;
       }
       const moved = slot.check.frequencySeconds !== check.frequencySeconds;
@@ -185,30 +198,37 @@ export class SessionScheduler {
     }
   }
 
-  private arm(slot: Slot, at: number): void {
+  /** Runs the slot `slotMs` of the check at `at` (the startup run comes a little after its slot; every other run at it). */
+  private arm(slot: Slot, at: number, slotMs = at): void {
     if (this.stopped) return;
     const delay = Math.max(0, at - this.now());
-    slot.timer = delay > MAX_TIMER_MS ? setTimeout(() => this.arm(slot, at), MAX_TIMER_MS) : setTimeout(() => this.fire(slot, at), delay);
+    slot.timer = delay > MAX_TIMER_MS ? setTimeout(() => this.arm(slot, at, slotMs), MAX_TIMER_MS) : setTimeout(() => this.fire(slot, at, slotMs), delay);
   }
 
-  private fire(slot: Slot, at: number): void {
+  private fire(slot: Slot, at: number, slotMs: number): void {
     const { check } = slot;
     const period = check.frequencySeconds * 1000;
-    // At least half a period to the next slot, so the startup run and the first aligned slot never crowd together.
-    this.arm(slot, nextSlot(Math.max(at, this.now()) + period / 2, period, offsetMs(check.id, period)));
+    const offset = offsetMs(check.id, period);
+    if (this.options.sharedStore) {
+      // The slot after this one; when that has passed already (a slow store), the latest one, once.
+      this.arm(slot, nextSlot(Math.max(slotMs, this.now() - period), period, offset));
+    } else {
+      // At least half a period to the next slot, so the startup run and the first aligned slot never crowd together.
+      this.arm(slot, nextSlot(Math.max(at, this.now()) + period / 2, period, offset));
+    }
     if (this.creating.has(check.id)) {
       this.missed++;
-      this.logger.warn({ checkId: check.id }, 'missed slot: the previous session of this check is still being created');
+      this.logger.warn({ checkId: check.id, slot: new Date(slotMs).toISOString() }, 'missed slot: the previous session of this check is still being created');
       return;
     }
     this.creating.add(check.id);
-    this.track(this.runOnce(check.id))
+    this.track(this.runOnce(check.id, slotMs))
       .catch((error: unknown) => this.logger.error({ err: error, checkId: check.id }, 'creating a check session failed'))
       .finally(() => this.creating.delete(check.id));
   }
 
   /** One slot of a check: a session with a job for each location that has none open. */
-  private async runOnce(checkId: string): Promise<void> {
+  private async runOnce(checkId: string, slotMs: number): Promise<void> {
     // Read again: a check deleted or changed since its timer was armed is run as it is now, or not at all.
     const check = await this.store.check(checkId);
     if (!check || check.removedAt !== null || check.checkType === 'HEARTBEAT' || this.stopped) return;
@@ -216,7 +236,7 @@ export class SessionScheduler {
     for (const location of check.locations) {
       if (await this.store.hasOpenJob(check.id, location)) {
         this.missed++;
-        this.logger.warn({ checkId: check.id, location }, 'missed slot: the previous run in this location is still open');
+        this.logger.warn({ checkId: check.id, location, slot: new Date(slotMs).toISOString() }, 'missed slot: the previous run in this location is still open');
       } else {
         locations.push(location);
       }
@@ -238,7 +258,10 @@ export class SessionScheduler {
       durationMs: null,
     };
     const jobs: NewJob[] = locations.map((location) => ({ id: randomUUID(), location, deadlineAt }));
-    await this.store.createSession(session, jobs, check);
+    if ((await this.store.createSession(session, jobs, check, slotMs)) === false) {
+      this.logger.debug({ checkId: check.id, slot: new Date(slotMs).toISOString() }, 'slot made already by another server');
+      return;
+    }
     this.sessionsCreated++;
     this.logger.debug({ checkId: check.id, sessionId: session.id, locations }, 'check session queued');
     for (const location of locations) this.options.onQueued?.(location);

@@ -183,8 +183,13 @@ export interface Store {
   /** The key whose SHA-256 is `hash`, if its location still exists. */
   keyByHash(hash: string): Promise<KeyRecord | undefined>;
 
-  /** A session and one QUEUED job per location, in one transaction. */
-  createSession(session: SessionRecord, jobs: readonly NewJob[], check: StoredCheck): Promise<void>;
+  /**
+   * A session and one QUEUED job per location, in one transaction. With
+   * `slotMs` (the slot of the check's schedule it is for), a store shared by
+   * several servers makes each (check, location, slot) once: locations made
+   * already are left out, and false says none was left (nothing was made).
+   */
+  createSession(session: SessionRecord, jobs: readonly NewJob[], check: StoredCheck, slotMs?: number): Promise<boolean>;
   session(id: string): Promise<(SessionRecord & { results: CheckResultEntry[] }) | undefined>;
   /** Whether the check has a job in this location that is QUEUED or LEASED (a run never overlaps itself). */
   hasOpenJob(checkId: string, location: string): Promise<boolean>;

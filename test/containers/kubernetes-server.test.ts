@@ -1,6 +1,7 @@
-// docker/kubernetes/server/: one server and the agents of two locations,
-// parsed as YAML (there is no cluster here) and checked against what server
-// mode and the agents need (docs/server.md).
+// docker/kubernetes/server/: one server and the agents of two locations, and
+// the alternative of three replicas on PostgreSQL, parsed as YAML (there is
+// no cluster here) and checked against what server mode and the agents need
+// (docs/server.md, docs/postgres.md).
 
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -8,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { parseServerChecksFile } from '../../src/checks/checks-file.js';
 import { definitionRegistry } from '../../src/checks/registry.js';
+import { configFromEnv } from '../../src/config.js';
 import { REPO } from '../support/agent-process.js';
 
 const DIR = path.join(REPO, 'docker/kubernetes/server');
@@ -30,6 +32,7 @@ function manifests(file: string): Manifest[] {
 }
 
 const server = manifests('server.yaml');
+const replicas = manifests('server-replicas.yaml');
 const agents = manifests('agents.yaml');
 const one = (list: Manifest[], kind: string, namespace?: string) =>
   list.find((m) => m.kind === kind && (namespace === undefined || m.metadata.namespace === namespace)) as Manifest;
@@ -75,5 +78,47 @@ describe('Kubernetes example: one server, agents in two namespaces', () => {
       expect(env('API_URL').value).toBe(`http://${service.metadata.name}.${service.metadata.namespace}.svc.cluster.local:8080`);
       expect(env('API_KEY').valueFrom.secretKeyRef.name).toBe(secret.metadata.name);
     }
+  });
+});
+
+describe('Kubernetes example: three server replicas on PostgreSQL', () => {
+  const deployment = one(replicas, 'Deployment');
+  const pod = deployment.spec.template.spec;
+  const container = pod.containers[0];
+  const env = (name: string) => container.env.find((e: { name: string }) => e.name === name);
+  const labels = deployment.spec.template.metadata.labels;
+
+  it('runs three replicas with DATABASE_URL from a Secret and readiness on the database', () => {
+    expect(deployment.spec.replicas).toBe(3);
+    expect(container.args).toEqual(['server', '/etc/outpost/checks.json']);
+    const databaseSecret = replicas.find((m) => m.kind === 'Secret' && m.metadata.name === env('DATABASE_URL').valueFrom.secretKeyRef.name) as Manifest;
+    const url = databaseSecret.stringData?.DATABASE_URL as string;
+    // The example's URL is one the server accepts, with TLS verified against the mounted CA.
+    const settings = configFromEnv({ OUTPOST_API_KEY: 'k'.repeat(32), DATABASE_URL: url, DATABASE_POOL_SIZE: env('DATABASE_POOL_SIZE').value }, 'server').server;
+    expect(settings?.database).toMatchObject({ kind: 'postgres', poolSize: 10, shown: { sslmode: 'verify-full' } });
+    const ca = new URL(url).searchParams.get('sslrootcert') as string;
+    const caMount = container.volumeMounts.find((m: { name: string }) => m.name === 'database-ca');
+    expect(path.dirname(ca)).toBe(caMount.mountPath);
+    expect(pod.volumes.find((v: { name: string }) => v.name === 'database-ca').secret.secretName).toBe(databaseSecret.metadata.name);
+    expect(container.readinessProbe.httpGet).toEqual({ path: '/-/readiness', port: 'health' });
+    expect(env('LEADER_LEASE_SECONDS').value).toMatch(/^\d+$/);
+  });
+
+  it('keeps two replicas through a voluntary disruption, spread over nodes', () => {
+    const budget = one(replicas, 'PodDisruptionBudget');
+    expect(budget.apiVersion).toBe('policy/v1');
+    expect(budget.spec.minAvailable).toBe(2);
+    expect(budget.spec.selector.matchLabels).toEqual(labels);
+    expect(deployment.spec.strategy.rollingUpdate.maxUnavailable).toBe(1);
+    expect(pod.topologySpreadConstraints[0].labelSelector.matchLabels).toEqual(labels);
+  });
+
+  it('shares the artifacts volume, and has the same checks file and Service as the single server', () => {
+    const claim = one(replicas, 'PersistentVolumeClaim');
+    expect(claim.spec.accessModes).toEqual(['ReadWriteMany']);
+    expect(pod.volumes.find((v: { name: string }) => v.name === 'state').persistentVolumeClaim.claimName).toBe(claim.metadata.name);
+    expect(one(replicas, 'ConfigMap')).toEqual(one(server, 'ConfigMap'));
+    expect(one(replicas, 'Service')).toEqual(one(server, 'Service'));
+    expect(one(replicas, 'Service').spec.selector).toEqual(labels);
   });
 });

@@ -11,10 +11,9 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
-import { SqliteHeartbeatStore } from '../../src/store/sqlite/heartbeats-store.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { type AgentProcess, cleanEnv, startAgent, tempDir } from '../support/agent-process.js';
 import { READY_DEADLINE_MS, retryUntil } from '../support/daemon.js';
+import { openStateStores } from '../support/postgres.js';
 
 const API_KEY = 'heartbeat-public-api-key-0123';
 const FAST_TOKEN = 'fast-token-Zq8xW2vB7nLp4Kd9';
@@ -137,9 +136,9 @@ describe('heartbeat checks on the server', () => {
   });
 
   it('answers the success ratios of a scripted ping history', async () => {
-    // A second connection to the server's database (WAL): the history is written with explicit times.
-    const store = await SqliteStore.open(path.join(stateDir, 'outpost.db'));
-    const heartbeats = new SqliteHeartbeatStore(store.access);
+    // A second connection to the server's database (SQLite's WAL, or the PostgreSQL pass's database): the history is written with explicit times.
+    const stores = await openStateStores(stateDir);
+    const { heartbeats } = stores;
     // The test before pinged hb-stats three times (GET, POST, HEAD): they are in the newest slot, which the history fills anyway.
     const now = Date.now();
     // Slot k of the current window is [now - (k+1) h, now - k h); pings in the middle of slots keep the test clear of a few seconds' drift.
@@ -156,7 +155,7 @@ describe('heartbeat checks on the server', () => {
       if (slot === 5) firstId = id;
       await heartbeats.addEvent('hb-stats', { id, state: 'RECEIVED', timestamp: at(slot), source: 'GET 192.0.2.1', userAgent: 'curl/8' });
     }
-    await store.close();
+    await stores.close();
     const { status: code, body, text } = await call(`/v1/checks/heartbeats/hb-stats/events/${firstId}`, { headers: { authorization: `Bearer ${API_KEY}` } });
     expect(code, text).toBe(200);
     const answer = body as {

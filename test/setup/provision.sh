@@ -9,7 +9,7 @@
 #   Debian packages  nginx-light tinyproxy openssl iproute2 procps nftables
 #                    util-linux iputils-ping bind9 bind9-dnsutils podman runc
 #                    debootstrap tcpdump tshark chromium iputils-tracepath traceroute
-#                    prometheus
+#                    prometheus postgresql
 #   podman           /etc/containers/containers.conf (runc, ulimits this kernel allows)
 #                    and a Docker-compatible API on /run/podman/podman.sock
 #   base images      localhost/debian:bookworm, localhost/outpost-node-base
@@ -52,6 +52,10 @@ need tracepath iputils-tracepath
 need traceroute traceroute
 need chromium chromium             # BROWSER and PLAYWRIGHT checks
 need prometheus prometheus         # scrapes /metrics; promtool checks metrics and the example rules
+# The server's PostgreSQL store and replicas (test/support/postgres.ts starts a cluster as an
+# unprivileged user); the server binaries live in /usr/lib/postgresql/<version>/bin, off PATH.
+compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql)
+need psql postgresql-client
 
 as_root() {
   if [ "$SUDO" = none ]; then return 1; fi

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { READY_DEADLINE_MS } from './daemon.js';
+import { testDatabaseFor } from './postgres.js';
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const MAIN = path.join(REPO, 'dist/main.js');
@@ -47,6 +48,9 @@ export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
  * `node`: the Node.js binary that runs it (another version than the tests').
  */
 export function startAgent(args: string[], env: NodeJS.ProcessEnv, prefix: string[] = [], node = process.execPath): AgentProcess {
+  // OUTPOST_TEST_DATABASE=postgres: a server keeps its state in PostgreSQL, one database per STATE_DIR (postgres.ts).
+  const database = args[0] === 'server' && env.DATABASE_URL === undefined ? testDatabaseFor(env.STATE_DIR) : undefined;
+  if (database !== undefined) env = { ...env, DATABASE_URL: database };
   const [file, ...rest] = [...prefix, node, MAIN, ...args] as [string, ...string[]];
   const proc = spawn(file, rest, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: LogLine[] = [];

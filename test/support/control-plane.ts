@@ -1,6 +1,6 @@
 // The control plane the agent's tests run against: the real `outpost server`
-// side (Router + agentRoutes + readRoutes + SqliteStore on a temporary
-// STATE_DIR) in-process, and in front of it a thin HTTP proxy that forwards
+// side (Router + agentRoutes + readRoutes + the store on a temporary
+// STATE_DIR: SQLite, or PostgreSQL with OUTPOST_TEST_DATABASE=postgres) in-process, and in front of it a thin HTTP proxy that forwards
 // every request and, when a test asks, answers a fault instead (500, 429 with
 // Retry-After, a slow or reset connection, a body that is not JSON). The
 // proxy also watches the traffic, so tests can read what the agent sent and
@@ -33,9 +33,9 @@ import { RateLimiter } from '../../src/server/http/rate-limit.js';
 import { closeApiServer, Router, startApiServer } from '../../src/server/http/router.js';
 import { JobSignal } from '../../src/server/job-signal.js';
 import { readRoutes } from '../../src/server/read-api.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { SessionRecord, Store, StoredCheck } from '../../src/store/store.js';
 import { tempDir } from './agent-process.js';
+import { openStateStores } from './postgres.js';
 
 export const LOCATION = 'test-location';
 /** The agent a revoked lease is handed to. */
@@ -201,7 +201,8 @@ export class ControlPlane {
 
   static async start(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
     const stateDir = tempDir();
-    const store = await SqliteStore.open(path.join(stateDir, 'outpost.db'));
+    // SQLite in stateDir, or with OUTPOST_TEST_DATABASE=postgres a PostgreSQL database of its own (postgres.ts).
+    const { store } = await openStateStores(stateDir);
     await store.syncLocations([{ id: LOCATION, name: 'Test location' }]);
     const made = newAgentKey();
     const rawKey = options.apiKey ?? made.rawKey;

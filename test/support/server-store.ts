@@ -1,16 +1,16 @@
-// The server's store for tests: a real SQLite file in a temporary directory,
-// checks and results made through the store's own flows (createSession,
-// claimJobs, acceptResults), never raw SQL.
+// The server's store for tests: a real SQLite file in a temporary directory
+// (or, with OUTPOST_TEST_DATABASE=postgres, a PostgreSQL database of that
+// directory's: postgres.ts), checks and results made through the store's own
+// flows (createSession, claimJobs, acceptResults), never raw SQL.
 
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
 import type { Job, ResultEnvelope } from '../../src/core/protocol.js';
 import type { CheckResultEntry, ResultType } from '../../src/core/result-entry.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { SessionRecord, Store, StoredCheck } from '../../src/store/store.js';
+import { openStateStores } from './postgres.js';
 
 export async function openTestStore(dir: string): Promise<Store> {
-  return SqliteStore.open(path.join(dir, 'outpost.db'));
+  return (await openStateStores(dir)).store;
 }
 
 export function storedCheck(overrides: Partial<StoredCheck> & Pick<StoredCheck, 'id' | 'locations'>): StoredCheck {

@@ -412,11 +412,47 @@ describe('configFromEnv: server mode', () => {
   const key = 'a-long-enough-api-key';
 
   it('reads API_PORT, API_HOST, OUTPOST_API_KEY and RESULTS_RETENTION_DAYS, with their defaults', () => {
-    expect(configFromEnv({ OUTPOST_API_KEY: key }, 'server').server).toEqual({ apiPort: 8080, apiHost: '0.0.0.0', apiKey: key, retentionDays: 30, leaseSeconds: 60 });
+    expect(configFromEnv({ OUTPOST_API_KEY: key }, 'server').server).toEqual({ apiPort: 8080, apiHost: '0.0.0.0', apiKey: key, retentionDays: 30, leaseSeconds: 60, leaderLeaseSeconds: 15 });
     expect(
       configFromEnv({ OUTPOST_API_KEY: key, API_PORT: '9000', API_HOST: '::1', RESULTS_RETENTION_DAYS: '7', LEASE_SECONDS: '15' }, 'server').server,
-    ).toEqual({ apiPort: 9000, apiHost: '::1', apiKey: key, retentionDays: 7, leaseSeconds: 15 });
+    ).toEqual({ apiPort: 9000, apiHost: '::1', apiKey: key, retentionDays: 7, leaseSeconds: 15, leaderLeaseSeconds: 15 });
     expect(configFromEnv({}, 'local').server).toBeUndefined();
+  });
+
+  it('reads DATABASE_URL (postgres://), DATABASE_POOL_SIZE and LEADER_LEASE_SECONDS; shows the database without its password', () => {
+    const url = 'postgres://outpost:s3cr%40t-pw@db.example:6543/outpost?sslmode=verify-full&sslrootcert=/etc/ca.pem';
+    const server = configFromEnv({ OUTPOST_API_KEY: key, DATABASE_URL: url, DATABASE_POOL_SIZE: '20', LEADER_LEASE_SECONDS: '6' }, 'server').server;
+    expect(server?.database).toEqual({
+      kind: 'postgres',
+      url,
+      poolSize: 20,
+      shown: { kind: 'postgres', location: 'db.example:6543/outpost', user: 'outpost', sslmode: 'verify-full' },
+    });
+    expect(server?.leaderLeaseSeconds).toBe(6);
+    expect(JSON.stringify(server?.database && 'shown' in server.database ? server.database.shown : {})).not.toContain('s3cr');
+    const socket = configFromEnv({ OUTPOST_API_KEY: key, DATABASE_URL: 'postgresql:///outpost?host=/run/postgresql' }, 'server').server?.database;
+    expect(socket && 'shown' in socket ? socket.shown.location : undefined).toBe('/run/postgresql:5432/outpost');
+  });
+
+  it('refuses a malformed DATABASE_URL with exit 78, never printing its password', () => {
+    const message = (value: string, extra: Env = {}) => {
+      try {
+        configFromEnv({ OUTPOST_API_KEY: key, DATABASE_URL: value, ...extra }, 'server');
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        expect((error as ConfigError).exitCode).toBe(EXIT_CONFIG);
+        return (error as Error).message;
+      }
+      throw new Error('accepted');
+    };
+    expect(message('not a url')).toContain('DATABASE_URL="not a url" is invalid: must be a URL');
+    expect(message('mysql://u:hunter2-pw@h/db')).toMatch(/must be a postgres:\/\/ or postgresql:\/\/ URL/);
+    expect(message('mysql://u:hunter2-pw@h/db')).not.toContain('hunter2');
+    expect(message('postgres://u:hunter2-pw@h/')).toContain('must name one database');
+    expect(message('postgres://u:hunter2-pw@h/db?sslmode=sometimes')).toContain('sslmode must be one of');
+    expect(message('postgres://u:hunter2-pw@h/db?sslrootcert=ca.pem')).toContain('sslrootcert must be an absolute path');
+    expect(message('postgres://h/db', { DATABASE_POOL_SIZE: '0' })).toBe('DATABASE_POOL_SIZE="0" is invalid: must be an integer from 1 to 100');
+    expect(message('postgres://h/db', { LEADER_LEASE_SECONDS: '1' })).toBe('LEADER_LEASE_SECONDS="1" is invalid: must be an integer from 2 to 300');
   });
 
   it('refuses to start without a usable OUTPOST_API_KEY, never printing the key', () => {

@@ -1,18 +1,31 @@
-// The heartbeat store on a real SQLite file (src/store/sqlite/heartbeats-store.ts):
-// deadlines, the results a ping and a missed deadline leave, tokens swapped
-// between two syncs, a deleted check, pruning.
+// The heartbeat store on a real SQLite file (src/store/sqlite/heartbeats-store.ts)
+// and on PostgreSQL (src/store/postgres/heartbeats-store.ts, a cluster this
+// file starts): deadlines, the results a ping and a missed deadline leave,
+// tokens swapped between two syncs, a deleted check, pruning.
 
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { SqliteHeartbeatStore } from '../../src/store/sqlite/heartbeats-store.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { StoredCheck } from '../../src/store/store.js';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { HeartbeatStore } from '../../src/store/heartbeats.js';
+import { openServerStores, type ServerStores } from '../../src/store/server-stores.js';
+import type { Store, StoredCheck } from '../../src/store/store.js';
+import { type PostgresServer, startPostgres } from '../support/postgres.js';
 
 let dir: string;
-let store: SqliteStore;
-let heartbeats: SqliteHeartbeatStore;
+let opened: ServerStores;
+let store: Store;
+let heartbeats: HeartbeatStore;
+let postgres: PostgresServer | undefined;
+let backend: 'sqlite' | 'postgres' = 'sqlite';
+
+beforeAll(async () => {
+  postgres = await startPostgres();
+}, 120_000);
+
+afterAll(async () => {
+  await postgres?.stop();
+});
 const T0 = Date.parse('2026-11-24T00:00:00.000Z');
 const at = (ms: number) => new Date(T0 + ms);
 const check = (id: string): StoredCheck => ({
@@ -30,8 +43,12 @@ const ping = { source: 'GET 127.0.0.1', userAgent: 'test' };
 
 beforeEach(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'outpost-hb-store-'));
-  store = await SqliteStore.open(path.join(dir, 'outpost.db'));
-  heartbeats = new SqliteHeartbeatStore(store.access);
+  opened =
+    backend === 'sqlite'
+      ? await openServerStores({ kind: 'sqlite', file: path.join(dir, 'outpost.db') })
+      : await openServerStores({ kind: 'postgres', url: await (postgres as PostgresServer).createDatabase('heartbeats'), poolSize: 2, shown: { kind: 'postgres', location: 'test' } });
+  store = opened.store;
+  heartbeats = opened.heartbeats;
   await store.syncChecks([check('a'), check('b')], at(0));
   await heartbeats.sync(
     [
@@ -43,11 +60,15 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  await store.close();
+  await opened.close();
   await rm(dir, { recursive: true, force: true });
 });
 
-describe('the heartbeat store', () => {
+describe.each(['sqlite', 'postgres'] as const)('the %s heartbeat store', (which) => {
+  beforeAll(() => {
+    backend = which;
+  });
+
   it('fails a check at period + grace after start, once a period after that, and passes it on the next ping', async () => {
     expect(await heartbeats.expire(at(9_999))).toEqual([]);
     expect((await heartbeats.expire(at(10_000))).map((f) => f.checkId)).toEqual(['b']);

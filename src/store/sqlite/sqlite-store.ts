@@ -367,7 +367,8 @@ export class SqliteStore implements Store {
 
   // Sessions and jobs
 
-  async createSession(session: SessionRecord, jobs: readonly NewJob[], check: StoredCheck): Promise<void> {
+  /** One server owns its SQLite file: every slot is its own, so `slotMs` is not needed to make it once. */
+  async createSession(session: SessionRecord, jobs: readonly NewJob[], check: StoredCheck, _slotMs?: number): Promise<boolean> {
     this.tx(() => {
       this.run(
         `INSERT INTO sessions (id, check_id, check_type, name, status, run_locations, trigger_source, started_at, stopped_at, stopped_ms, duration_ms)
@@ -404,6 +405,7 @@ export class SqliteStore implements Store {
         );
       }
     });
+    return true;
   }
 
   private nextCounter(name: string): number {

@@ -1,0 +1,144 @@
+// The PostgreSQL connection pool as the stores use it: queries on the pool,
+// and transactions on one client that commit before their promise resolves
+// (what lets a route answer "accepted": ../store.ts). A transaction that
+// loses a deadlock or a serialization conflict to another replica is run
+// again, a bounded number of times. BIGINT columns come back as numbers
+// (milliseconds and sequence values stay far below 2^53).
+
+import pg from 'pg';
+
+export type Row = Record<string, unknown>;
+
+/** What a statement runs on: the pool, or one transaction's client. */
+export interface Sql {
+  rows(sql: string, params?: readonly unknown[]): Promise<Row[]>;
+  row(sql: string, params?: readonly unknown[]): Promise<Row | undefined>;
+  /** Rows changed. */
+  run(sql: string, params?: readonly unknown[]): Promise<number>;
+}
+
+export interface PgOptions {
+  /** postgres://user:password@host:port/database?sslmode=… (node-postgres reads the TLS parameters). */
+  url: string;
+  poolSize: number;
+  /** For the server's logs: why the pool exists. */
+  applicationName?: string;
+}
+
+const INT8_OID = 20;
+/** Deadlock, serialization failure: the transaction is safe to run again. */
+const RETRYABLE = new Set(['40P01', '40001']);
+const TX_ATTEMPTS = 5;
+const CONNECT_TIMEOUT_MS = 10_000;
+const STATEMENT_TIMEOUT_MS = 30_000;
+
+const types = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === INT8_OID ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format ?? 'text')) as typeof pg.types.getTypeParser,
+};
+
+function on(client: pg.Pool | pg.PoolClient): Sql {
+  return {
+    async rows(sql, params = []) {
+      return (await client.query(sql, params as unknown[])).rows as Row[];
+    },
+    async row(sql, params = []) {
+      return (await client.query(sql, params as unknown[])).rows[0] as Row | undefined;
+    },
+    async run(sql, params = []) {
+      return (await client.query(sql, params as unknown[])).rowCount ?? 0;
+    },
+  };
+}
+
+export class PgDatabase implements Sql {
+  readonly pool: pg.Pool;
+  private readonly sql: Sql;
+
+  constructor(options: PgOptions) {
+    this.pool = new pg.Pool({
+      connectionString: options.url,
+      max: options.poolSize,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      // A statement stuck behind a lock fails rather than holding a request for ever.
+      statement_timeout: STATEMENT_TIMEOUT_MS,
+      application_name: options.applicationName ?? 'outpost',
+      types,
+    });
+    // An idle client whose server went away emits here; the next query gets a fresh one.
+    this.pool.on('error', () => undefined);
+    this.sql = on(this.pool);
+  }
+
+  rows(sql: string, params?: readonly unknown[]): Promise<Row[]> {
+    return this.sql.rows(sql, params);
+  }
+  row(sql: string, params?: readonly unknown[]): Promise<Row | undefined> {
+    return this.sql.row(sql, params);
+  }
+  run(sql: string, params?: readonly unknown[]): Promise<number> {
+    return this.sql.run(sql, params);
+  }
+
+  /** Runs `work` in one transaction on one client; resolves after COMMIT. */
+  async tx<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.pool.connect();
+      let broken: Error | undefined;
+      try {
+        await client.query('BEGIN');
+        const value = await work(on(client));
+        await client.query('COMMIT');
+        return value;
+      } catch (error) {
+        await client.query('ROLLBACK').catch((rollback: Error) => {
+          broken = rollback;
+        });
+        const code = (error as { code?: string }).code;
+        if (code === undefined || !RETRYABLE.has(code) || attempt >= TX_ATTEMPTS) throw error;
+      } finally {
+        // A client whose ROLLBACK failed is not handed out again.
+        client.release(broken);
+      }
+    }
+  }
+
+  /** True when the database answers a query now. */
+  async ping(): Promise<boolean> {
+    try {
+      await this.pool.query('SELECT 1');
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+export function str(row: Row, column: string): string {
+  const value = row[column];
+  if (typeof value !== 'string') throw new Error(`column ${column} is ${value === null ? 'null' : typeof value}, not text`);
+  return value;
+}
+
+export function strOrNull(row: Row, column: string): string | null {
+  const value = row[column];
+  return typeof value === 'string' ? value : null;
+}
+
+export function num(row: Row, column: string): number {
+  const value = row[column];
+  if (typeof value === 'number') return value;
+  throw new Error(`column ${column} is ${value === null ? 'null' : typeof value}, not a number`);
+}
+
+export function numOrNull(row: Row, column: string): number | null {
+  return row[column] === null || row[column] === undefined ? null : num(row, column);
+}
+
+export function json<T>(row: Row, column: string): T {
+  return JSON.parse(str(row, column)) as T;
+}

@@ -1,0 +1,220 @@
+// What only the PostgreSQL store (src/store/postgres/) has, against a
+// cluster this file starts (test/support/postgres.ts), with several stores
+// on one database standing for several server replicas: migrations applied
+// once however many open together; claims that hand each job to exactly
+// one of many concurrent claimers (SKIP LOCKED); a result sent to several
+// replicas at once stored once; a slot made once; the leader lease; the
+// outbox claimed by one deliverer; and the alert store's ids and notices.
+// The Store contract both stores keep is store-conformance.test.ts.
+
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { ResultEnvelope } from '../../src/core/protocol.js';
+import { CLAIM_MS } from '../../src/store/postgres/alerts-store.js';
+import { PG_SCHEMA_VERSION } from '../../src/store/postgres/migrations.js';
+import { openServerStores, type ServerStores } from '../../src/store/server-stores.js';
+import type { SessionRecord, StoredCheck } from '../../src/store/store.js';
+import { retryUntil } from '../support/daemon.js';
+import { type PostgresServer, startPostgres } from '../support/postgres.js';
+
+let postgres: PostgresServer;
+const opened: ServerStores[] = [];
+
+beforeAll(async () => {
+  postgres = await startPostgres();
+}, 120_000);
+
+afterAll(async () => {
+  await postgres?.stop();
+});
+
+afterEach(async () => {
+  for (const stores of opened.splice(0)) await stores.close();
+});
+
+async function open(url: string, poolSize = 4): Promise<ServerStores> {
+  const stores = await openServerStores({ kind: 'postgres', url, poolSize, shown: { kind: 'postgres', location: 'test' } });
+  opened.push(stores);
+  return stores;
+}
+
+/** `n` stores (replicas) on one new database. */
+async function replicas(n: number): Promise<ServerStores[]> {
+  const url = await postgres.createDatabase('pgstore');
+  return Promise.all(Array.from({ length: n }, () => open(url)));
+}
+
+const T0 = new Date('2026-11-24T00:00:00.000Z');
+const check: StoredCheck = {
+  id: 'c1',
+  name: 'c1',
+  checkType: 'API',
+  frequencySeconds: 60,
+  locations: ['loc-a'],
+  definition: { id: 'c1' },
+  environmentVariables: [],
+  runtimeId: null,
+  capMs: 30_000,
+};
+
+function session(): SessionRecord {
+  return {
+    id: randomUUID(),
+    checkId: 'c1',
+    checkType: 'API',
+    name: 'c1',
+    status: 'STARTED',
+    runLocations: ['loc-a'],
+    triggerSource: 'SCHEDULER',
+    startedAt: T0.toISOString(),
+    stoppedAt: null,
+    durationMs: null,
+  };
+}
+
+const job = () => ({ id: randomUUID(), location: 'loc-a', deadlineAt: new Date(T0.getTime() + 600_000).toISOString() });
+
+describe('the PostgreSQL store', () => {
+  it('applies the migrations once when several replicas open a new database together', async () => {
+    const url = await postgres.createDatabase('migrate');
+    await Promise.all(Array.from({ length: 5 }, () => open(url, 2)));
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_version ORDER BY version');
+      expect(rows.map((r) => r.version)).toEqual(Array.from({ length: PG_SCHEMA_VERSION }, (_, i) => i + 1));
+      // A database a newer release wrote is refused, naming where.
+      await client.query("INSERT INTO schema_version (version, applied_at) VALUES (99, 'later')");
+    } finally {
+      await client.end();
+    }
+    await expect(openServerStores({ kind: 'postgres', url, poolSize: 1, shown: { kind: 'postgres', location: 'db.example:5432/x' } })).rejects.toThrow(
+      /^cannot open the database db\.example:5432\/x: .*schema version 99, newer than this Outpost knows \(5\)/,
+    );
+  });
+
+  it('hands each job to exactly one of many concurrent claimers on three replicas', async () => {
+    const [a, b, c] = await replicas(3);
+    if (!a || !b || !c) throw new Error('three replicas');
+    await a.store.syncChecks([check], T0);
+    const jobs = 120;
+    for (let i = 0; i < jobs; i++) await a.store.createSession(session(), [job()], check);
+    const claimed: string[] = [];
+    const claimer = async (stores: ServerStores, agent: string) => {
+      for (let round = 0; round < 100; round++) {
+        const got = await stores.store.claimJobs({ location: 'loc-a', agentId: agent, checkTypes: ['API'], runtimes: [], max: 3, leaseMs: 60_000, now: T0 });
+        if (got.length === 0) return;
+        claimed.push(...got.map((j) => j.id));
+      }
+    };
+    await Promise.all([a, b, c].flatMap((stores, r) => [0, 1, 2].map((k) => claimer(stores, `agent-${r}-${k}`))));
+    expect(claimed).toHaveLength(jobs);
+    expect(new Set(claimed).size).toBe(jobs);
+  });
+
+  it('stores a result sent to several replicas at once once, and answers each accepted', async () => {
+    const [a, b, c] = await replicas(3);
+    if (!a || !b || !c) throw new Error('three replicas');
+    await a.store.syncChecks([check], T0);
+    const j = job();
+    const s = session();
+    await a.store.createSession(s, [j], check);
+    await a.store.claimJobs({ location: 'loc-a', agentId: 'x', checkTypes: ['API'], runtimes: [], max: 1, leaseMs: 60_000, now: T0 });
+    const result = {
+      resultType: 'FINAL' as const,
+      id: randomUUID(),
+      name: 'c1',
+      checkId: 'c1',
+      checkType: 'API' as const,
+      hasFailures: true,
+      hasErrors: false,
+      isDegraded: false,
+      overMaxResponseTime: false,
+      runLocation: 'loc-a',
+      startedAt: T0.toISOString(),
+      stoppedAt: T0.toISOString(),
+      created_at: T0.toISOString(),
+      responseTime: 1,
+      checkRunId: 1,
+      attempts: 1,
+      sequenceId: s.id,
+      apiCheckResult: { requestError: 'connect ECONNREFUSED 10.0.0.1:443' },
+    };
+    const envelope: ResultEnvelope = { jobId: j.id, resultId: result.id, result };
+    const outcomes = await Promise.all([a, b, c, a, b, c].map((stores) => stores.store.acceptResults('x', 'loc-a', [envelope], T0)));
+    for (const outcome of outcomes) expect(outcome).toEqual({ accepted: [result.id], rejected: [] });
+    const page = await b.store.listResults({ checkId: 'c1', limit: 10, resultType: 'ALL' });
+    expect(page.entries.map((e) => e.id)).toEqual([result.id]);
+    expect((await c.store.session(s.id))?.status).toBe('FAILED');
+    // Its error group was made once.
+    expect(await a.errorGroups.groupsOf('c1')).toHaveLength(1);
+  });
+
+  it('makes a slot of a check once, whichever replica asks', async () => {
+    const [a, b] = await replicas(2);
+    if (!a || !b) throw new Error('two replicas');
+    await a.store.syncChecks([check], T0);
+    const slot = T0.getTime();
+    const made = await Promise.all([a, b, a, b].map((stores) => stores.store.createSession(session(), [job()], check, slot)));
+    expect(made.filter(Boolean)).toHaveLength(1);
+    expect(await a.store.createSession(session(), [job()], check, slot + 60_000)).toBe(true);
+    const claimed = await b.store.claimJobs({ location: 'loc-a', agentId: 'x', checkTypes: ['API'], runtimes: [], max: 10, leaseMs: 60_000, now: T0 });
+    expect(claimed).toHaveLength(2);
+  });
+
+  it("wakes another replica's claims: a queued or requeued job's location reaches every listener", async () => {
+    const [a, b] = await replicas(2);
+    if (!a || !b) throw new Error('two replicas');
+    const heard: string[] = [];
+    await b.listenForJobs?.((location) => heard.push(location), () => undefined);
+    await a.store.syncChecks([check], T0);
+    await a.store.createSession(session(), [job()], check);
+    expect(await retryUntil(10_000, async () => heard.includes('loc-a'), 10)).toBe(true);
+    heard.length = 0;
+    await a.store.claimJobs({ location: 'loc-a', agentId: 'x', checkTypes: ['API'], runtimes: [], max: 1, leaseMs: 1, now: T0 });
+    expect(await a.store.requeueExpiredLeases(new Date(T0.getTime() + 10))).toBe(1);
+    expect(await retryUntil(10_000, async () => heard.includes('loc-a'), 10)).toBe(true);
+  });
+
+  it('gives the leader lease to one holder at a time, renewed by it, taken over once it runs out', async () => {
+    const [a, b] = await replicas(2);
+    if (!a || !b) throw new Error('two replicas');
+    expect(await a.lease.acquire('scheduler', 'A', 60_000)).toBe(true);
+    expect(await b.lease.acquire('scheduler', 'B', 60_000)).toBe(false);
+    expect(await a.lease.acquire('scheduler', 'A', 1)).toBe(true);
+    // A's lease of 1 ms runs out by the database's clock (a round trip may take less than that).
+    expect(await retryUntil(5_000, () => b.lease.acquire('scheduler', 'B', 60_000), 5)).toBe(true);
+    expect(await a.lease.acquire('scheduler', 'A', 60_000)).toBe(false);
+    await b.lease.release('scheduler', 'B');
+    expect(await a.lease.acquire('scheduler', 'A', 60_000)).toBe(true);
+  });
+
+  it('claims due notifications for one deliverer; the others skip them until the claim runs out', async () => {
+    const [a, b] = await replicas(2);
+    if (!a || !b) throw new Error('two replicas');
+    const channel = { type: 'WEBHOOK', config: { url: 'http://127.0.0.1:9/' }, subscriptions: [], autoSubscribe: true, sendRecovery: true, sendFailure: true, sendDegraded: false, sslExpiry: false, sslExpiryThreshold: 30 };
+    await a.alerts.syncFileChannels([{ ...channel, id: 7 }], T0);
+    // An API channel takes an id past the file's.
+    expect((await b.alerts.createChannel(channel, T0)).id).toBe(8);
+    const notice = { channelId: 7, kind: 'SSL_EXPIRY' as const, checkId: 'c1', location: null, resultId: null, body: {}, sslNotice: { certificate: 'abc', day: '2026-11-24' } };
+    expect(await a.alerts.commitEvaluation('alerts', 0, [], [notice, notice], T0)).toBe(1);
+    expect(await b.alerts.commitEvaluation('alerts', 0, [], [notice], T0)).toBe(0);
+    await a.alerts.commitEvaluation('alerts', 0, [], [{ ...notice, kind: 'FAILURE', sslNotice: undefined }], T0);
+    const [first, second] = await Promise.all([a.alerts.dueNotifications(T0, 10), b.alerts.dueNotifications(T0, 10)]);
+    // One per channel (its oldest), to one deliverer.
+    expect([...(first ?? []), ...(second ?? [])].map((n) => n.kind)).toEqual(['SSL_EXPIRY']);
+    expect(await a.alerts.dueNotifications(T0, 10)).toEqual([]);
+    const id = [...(first ?? []), ...(second ?? [])][0]?.id as number;
+    // A deliverer that died holding it: due again when the claim runs out.
+    const later = new Date(T0.getTime() + CLAIM_MS);
+    expect((await b.alerts.dueNotifications(later, 10)).map((n) => n.id)).toEqual([id]);
+    await b.alerts.recordAttempt(id, { at: later.toISOString(), status: 200, error: null, durationMs: 5 }, { kind: 'delivered' });
+    const next = await a.alerts.dueNotifications(new Date(later.getTime() + CLAIM_MS), 10);
+    expect(next.map((n) => n.kind)).toEqual(['FAILURE']);
+    expect((await a.alerts.notifications(7, 10)).map((n) => [n.kind, n.state, n.attemptLog.length])).toEqual([
+      ['FAILURE', 'PENDING', 0],
+      ['SSL_EXPIRY', 'DELIVERED', 1],
+    ]);
+  });
+});

@@ -1,0 +1,618 @@
+// The Store contract (src/store/store.ts, session-status.ts) run against
+// both stores: SQLite on a file in a temporary folder, and PostgreSQL on a
+// database of its own per test, in a cluster this file starts
+// (test/support/postgres.ts). Every Store method and rule: locations and
+// keys, checks, claims and leases, results (idempotent by resultId, the
+// first FINAL wins), the results cursor while results keep arriving,
+// deadlines, artifacts, pruning. What only one store has is in
+// sqlite-store.test.ts and postgres-store.test.ts.
+
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { ResultEnvelope } from '../../src/core/protocol.js';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
+import { resultOutcome } from '../../src/results/result.js';
+import { openServerStores, type ServerStores } from '../../src/store/server-stores.js';
+import { finalOutcome } from '../../src/store/session-status.js';
+import { decodeCursor, encodeCursor } from '../../src/store/sqlite/sqlite-store.js';
+import { InvalidQueryError, NotFoundError, type SessionRecord, type Store, type StoredCheck } from '../../src/store/store.js';
+import { type PostgresServer, startPostgres } from '../support/postgres.js';
+
+export const BACKENDS = ['sqlite', 'postgres'] as const;
+type Backend = (typeof BACKENDS)[number];
+
+let postgres: PostgresServer | undefined;
+const dirs: string[] = [];
+const opened: ServerStores[] = [];
+
+beforeAll(async () => {
+  postgres = await startPostgres();
+}, 120_000);
+
+afterAll(async () => {
+  await postgres?.stop();
+});
+
+afterEach(async () => {
+  for (const stores of opened.splice(0)) await stores.close();
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+let backend: Backend = 'sqlite';
+
+async function openStore(): Promise<Store> {
+  if (backend === 'sqlite') {
+    const dir = mkdtempSync(path.join(tmpdir(), 'outpost-store-'));
+    dirs.push(dir);
+    const stores = await openServerStores({ kind: 'sqlite', file: path.join(dir, 'outpost.db') });
+    opened.push(stores);
+    return stores.store;
+  }
+  if (!postgres) throw new Error('PostgreSQL did not start');
+  const url = await postgres.createDatabase('conformance');
+  const stores = await openServerStores({ kind: 'postgres', url, poolSize: 4, shown: { kind: 'postgres', location: 'test' } });
+  opened.push(stores);
+  return stores.store;
+}
+
+const T0 = new Date('2026-11-24T00:00:00.000Z');
+const at = (ms: number) => new Date(T0.getTime() + ms);
+const LEASE = 60_000;
+
+function check(id: string, overrides: Partial<StoredCheck> = {}): StoredCheck {
+  return {
+    id,
+    name: `check ${id}`,
+    checkType: 'API',
+    frequencySeconds: 60,
+    locations: ['loc-a', 'loc-b'],
+    definition: { id, name: `check ${id}`, checkType: 'API', request: { method: 'GET', url: 'https://example.com' } },
+    environmentVariables: [{ key: 'K', value: 'v' }],
+    runtimeId: null,
+    capMs: 30_000,
+    ...overrides,
+  };
+}
+
+/** A session of `c` started at `startMs` with one QUEUED job per location; returns the job ids by location. */
+async function startSession(store: Store, c: StoredCheck, startMs = 0, locations = c.locations) {
+  const session: SessionRecord = {
+    id: randomUUID(),
+    checkId: c.id,
+    checkType: c.checkType,
+    name: c.name,
+    status: 'STARTED',
+    runLocations: [...locations],
+    triggerSource: 'SCHEDULER',
+    startedAt: at(startMs).toISOString(),
+    stoppedAt: null,
+    durationMs: null,
+  };
+  const jobs = locations.map((location) => ({ id: randomUUID(), location, deadlineAt: at(startMs + c.capMs + 2 * LEASE).toISOString() }));
+  await store.createSession(session, jobs, c);
+  return { session, jobs: Object.fromEntries(jobs.map((j) => [j.location, j.id])) as Record<string, string> };
+}
+
+function entry(overrides: Partial<CheckResultEntry> = {}): CheckResultEntry {
+  return {
+    resultType: 'FINAL',
+    id: randomUUID(),
+    name: 'c',
+    checkId: 'c1',
+    checkType: 'API',
+    hasFailures: false,
+    hasErrors: false,
+    isDegraded: false,
+    overMaxResponseTime: false,
+    runLocation: 'loc-a',
+    startedAt: T0.toISOString(),
+    stoppedAt: at(100).toISOString(),
+    created_at: at(100).toISOString(),
+    responseTime: 100,
+    checkRunId: 1,
+    attempts: 1,
+    sequenceId: null,
+    ...overrides,
+  };
+}
+
+function envelope(jobId: string, overrides: Partial<CheckResultEntry> = {}): ResultEnvelope {
+  const result = entry(overrides);
+  return { jobId, resultId: result.id, result };
+}
+
+const claimAll = (store: Store, location: string, agentId: string, now = T0, extra: { checkTypes?: string[]; runtimes?: string[]; max?: number } = {}) =>
+  store.claimJobs({
+    location,
+    agentId,
+    checkTypes: extra.checkTypes ?? ['API', 'URL', 'TCP', 'DNS', 'ICMP', 'MULTI_STEP', 'BROWSER', 'PLAYWRIGHT'],
+    runtimes: extra.runtimes ?? [],
+    max: extra.max ?? 100,
+    leaseMs: LEASE,
+    now,
+  });
+
+
+describe.each(BACKENDS)('the %s store', (which) => {
+  beforeAll(() => {
+    backend = which;
+  });
+
+  describe('locations and keys', () => {
+    it('replaces the locations; a key works only while its location exists', async () => {
+      const store = await openStore();
+      await store.syncLocations([
+        { id: 'loc-a', name: 'A' },
+        { id: 'loc-b', name: 'B' },
+      ]);
+      const key = { id: 'k1', locationId: 'loc-b', maskedKey: 'op_…abcd', created_at: T0.toISOString(), updated_at: T0.toISOString() };
+      expect(await store.createKey({ ...key, hash: 'h1' })).toEqual(key);
+      expect(await store.keyByHash('h1')).toEqual(key);
+      expect(await store.keyByHash('h2')).toBeUndefined();
+      await expect(store.createKey({ ...key, id: 'k2', hash: 'h1' })).rejects.toThrow(/UNIQUE|unique constraint/);
+
+      await store.syncLocations([{ id: 'loc-a', name: 'A renamed' }]);
+      expect(await store.locations()).toEqual([{ id: 'loc-a', name: 'A renamed' }]);
+      expect(await store.location('loc-b')).toBeUndefined();
+      expect(await store.keyByHash('h1')).toBeUndefined();
+      await store.syncLocations([{ id: 'loc-b', name: 'B' }]);
+      expect(await store.keyByHash('h1')).toEqual(key);
+    });
+  });
+
+  describe('checks', () => {
+    it('syncChecks adds, updates, removes the missing and restores a deleted one', async () => {
+      const store = await openStore();
+      await store.syncChecks([check('c1'), check('c2')], T0);
+      expect((await store.activeChecks()).map((c) => c.id)).toEqual(['c1', 'c2']);
+      expect(await store.check('c1')).toEqual({ ...check('c1'), removedAt: null });
+
+      const { session, jobs } = await startSession(store, check('c2'));
+      await store.syncChecks([check('c1', { name: 'renamed', runtimeId: null, frequencySeconds: 300 })], at(1000));
+      expect(await store.activeChecks()).toEqual([check('c1', { name: 'renamed', frequencySeconds: 300 })]);
+      expect((await store.check('c2'))?.removedAt).toBe(at(1000).toISOString());
+      // Removed from the file = deleted: its running session and open jobs are cancelled.
+      expect((await store.session(session.id))?.status).toBe('CANCELLED');
+      expect(await store.hasOpenJob('c2', 'loc-a')).toBe(false);
+      expect(jobs['loc-a']).toBeDefined();
+
+      expect(await store.deleteCheck('c1', at(2000))).toBe(true);
+      await store.syncChecks([check('c1'), check('c2')], at(3000));
+      expect((await store.activeChecks()).map((c) => c.id)).toEqual(['c1', 'c2']);
+      expect((await store.check('c1'))?.removedAt).toBeNull();
+    });
+
+    it('deleteCheck cancels open jobs and running sessions; finished ones stay; false when unknown or removed', async () => {
+      const store = await openStore();
+      const c = check('c1');
+      await store.syncChecks([c], T0);
+      const done = await startSession(store, c, 0, ['loc-a']);
+      await claimAll(store, 'loc-a', 'agent-1');
+      await store.acceptResults('agent-1', 'loc-a', [envelope(done.jobs['loc-a'] as string)], at(10));
+      expect((await store.session(done.session.id))?.status).toBe('PASSED');
+
+      const running = await startSession(store, c, 1000);
+      const [leased] = await claimAll(store, 'loc-a', 'agent-1', at(1000));
+      expect(leased?.id).toBe(running.jobs['loc-a']);
+      expect(await store.hasOpenJob('c1', 'loc-a')).toBe(true);
+      expect(await store.hasOpenJob('c1', 'loc-b')).toBe(true);
+
+      expect(await store.deleteCheck('c1', at(5000))).toBe(true);
+      const cancelled = await store.session(running.session.id);
+      expect(cancelled).toMatchObject({ status: 'CANCELLED', stoppedAt: at(5000).toISOString(), durationMs: 4000 });
+      expect((await store.session(done.session.id))?.status).toBe('PASSED');
+      expect(await store.hasOpenJob('c1', 'loc-a')).toBe(false);
+      expect(await store.hasOpenJob('c1', 'loc-b')).toBe(false);
+      expect(await claimAll(store, 'loc-b', 'agent-2', at(5000))).toEqual([]);
+      // A result for a cancelled job is refused; the lease is gone too.
+      const late = envelope(running.jobs['loc-a'] as string);
+      expect((await store.acceptResults('agent-1', 'loc-a', [late], at(6000))).rejected).toEqual([{ resultId: late.resultId, statusCode: 409, message: expect.stringContaining('cancelled') }]);
+      expect(await store.extendLeases('agent-1', 'loc-a', [running.jobs['loc-a'] as string], LEASE, at(6000))).toEqual({ extended: [], lost: [running.jobs['loc-a']] });
+
+      expect(await store.deleteCheck('c1', at(7000))).toBe(false);
+      expect(await store.deleteCheck('nope', at(7000))).toBe(false);
+      expect(await store.activeChecks()).toEqual([]);
+    });
+  });
+
+  describe('claiming and leases', () => {
+    it('claims QUEUED jobs of the location, oldest first, up to max, as protocol Jobs with increasing checkRunIds', async () => {
+      const store = await openStore();
+      const c = check('c1');
+      await store.syncChecks([c], T0);
+      const s1 = await startSession(store, c, 0);
+      const s2 = await startSession(store, c, 1000);
+      const s3 = await startSession(store, c, 2000);
+      const first = await claimAll(store, 'loc-a', 'agent-1', at(3000), { max: 2 });
+      expect(first.map((j) => j.id)).toEqual([s1.jobs['loc-a'], s2.jobs['loc-a']]);
+      expect(first[0]).toEqual({
+        id: s1.jobs['loc-a'],
+        leaseExpiresAt: at(3000 + LEASE).toISOString(),
+        checkRunId: expect.any(Number),
+        sequenceId: s1.session.id,
+        triggerSource: 'SCHEDULER',
+        runLocation: 'loc-a',
+        check: c.definition,
+        environmentVariables: c.environmentVariables,
+      });
+      const rest = await claimAll(store, 'loc-a', 'agent-2', at(3000));
+      expect(rest.map((j) => j.id)).toEqual([s3.jobs['loc-a']]);
+      const ids = [...first, ...rest].map((j) => j.checkRunId as number);
+      expect(ids).toEqual([...ids].sort((a, b) => a - b));
+      expect(new Set(ids).size).toBe(3);
+      expect(await claimAll(store, 'loc-a', 'agent-2', at(3000))).toEqual([]);
+      expect((await claimAll(store, 'loc-b', 'agent-3', at(3000))).map((j) => j.id)).toEqual([s1.jobs['loc-b'], s2.jobs['loc-b'], s3.jobs['loc-b']]);
+      expect(await claimAll(store, 'loc-c', 'agent-3', at(3000))).toEqual([]);
+    });
+
+    it('leaves jobs of check types and runtimes the agent lacks', async () => {
+      const store = await openStore();
+      const api = check('api');
+      const tcp = check('tcp', { checkType: 'TCP', definition: { checkType: 'TCP' } });
+      const scripted = check('ms', { checkType: 'MULTI_STEP', runtimeId: '2025.04', definition: { checkType: 'MULTI_STEP' } });
+      await store.syncChecks([api, tcp, scripted], T0);
+      const a = await startSession(store, api, 0, ['loc-a']);
+      const t = await startSession(store, tcp, 1, ['loc-a']);
+      const m = await startSession(store, scripted, 2, ['loc-a']);
+      expect(await claimAll(store, 'loc-a', 'agent-1', T0, { checkTypes: [] })).toEqual([]);
+      expect((await claimAll(store, 'loc-a', 'agent-1', T0, { checkTypes: ['TCP', 'MULTI_STEP'], runtimes: ['2024.09'] })).map((j) => j.id)).toEqual([t.jobs['loc-a']]);
+      expect((await claimAll(store, 'loc-a', 'agent-2', T0, { checkTypes: ['MULTI_STEP'], runtimes: ['2024.09', '2025.04'] })).map((j) => j.id)).toEqual([m.jobs['loc-a']]);
+      expect((await claimAll(store, 'loc-a', 'agent-3', T0, { checkTypes: ['API'] })).map((j) => j.id)).toEqual([a.jobs['loc-a']]);
+    });
+
+    it('extends only the caller’s live leases; releases; requeues expired leases for another agent', async () => {
+      const store = await openStore();
+      const c = check('c1', { locations: ['loc-a'] });
+      await store.syncChecks([c], T0);
+      const s1 = await startSession(store, c, 0);
+      const s2 = await startSession(store, c, 1);
+      const j1 = s1.jobs['loc-a'] as string;
+      const j2 = s2.jobs['loc-a'] as string;
+      await claimAll(store, 'loc-a', 'agent-1');
+
+      expect(await store.extendLeases('agent-1', 'loc-a', [j1, 'unknown'], LEASE, at(30_000))).toEqual({
+        extended: [{ jobId: j1, leaseExpiresAt: at(90_000).toISOString() }],
+        lost: ['unknown'],
+      });
+      expect((await store.extendLeases('agent-2', 'loc-a', [j1], LEASE, at(30_000))).lost).toEqual([j1]);
+      expect((await store.extendLeases('agent-1', 'loc-b', [j1], LEASE, at(30_000))).lost).toEqual([j1]);
+
+      // j2 keeps its first lease (ends at 60 s); j1 was extended to 90 s.
+      expect(await store.requeueExpiredLeases(at(59_999))).toBe(0);
+      expect(await store.requeueExpiredLeases(at(60_000))).toBe(1);
+      expect((await store.extendLeases('agent-1', 'loc-a', [j2], LEASE, at(60_001))).lost).toEqual([j2]);
+      expect((await claimAll(store, 'loc-a', 'agent-2', at(60_001))).map((j) => j.id)).toEqual([j2]);
+      // A late result of the first agent, from a run that began before the job went to agent-2: rejected,
+      // the job is agent-2's now.
+      const late = envelope(j2, { startedAt: at(1_000).toISOString() });
+      expect(await store.acceptResults('agent-1', 'loc-a', [late], at(61_000))).toEqual({
+        accepted: [],
+        rejected: [{ resultId: late.resultId, statusCode: 409, message: `job ${j2} was handed to another agent after this result's run began` }],
+      });
+      expect((await store.extendLeases('agent-2', 'loc-a', [j2], LEASE, at(61_001))).extended.map((e) => e.jobId)).toEqual([j2]);
+
+      await store.releaseJobs('agent-2', [j1]); // not agent-2's: nothing happens
+      expect(await store.hasOpenJob('c1', 'loc-a')).toBe(true);
+      await store.releaseJobs('agent-1', [j1]);
+      expect((await claimAll(store, 'loc-a', 'agent-3', at(62_000))).map((j) => j.id)).toEqual([j1]);
+    });
+
+    it("takes a result re-sent by a crashed agent's successor (a new agent id) while the crashed agent's lease runs", async () => {
+      const store = await openStore();
+      const c = check('c1', { locations: ['loc-a'] });
+      await store.syncChecks([c], T0);
+      const s = await startSession(store, c);
+      await claimAll(store, 'loc-a', 'agent-1');
+      // Its run began after agent-1 got the job (by the agent's clock, up to 10 s behind the server's):
+      // it is agent-1's run, whichever process sends it.
+      const spooled = envelope(s.jobs['loc-a'] as string, { startedAt: at(-9_000).toISOString() });
+      expect((await store.acceptResults('agent-1-restarted', 'loc-a', [spooled], at(5_000))).accepted).toEqual([spooled.resultId]);
+    });
+
+    it('an expired lease that is not requeued yet still lets another agent report', async () => {
+      const store = await openStore();
+      const c = check('c1', { locations: ['loc-a'] });
+      await store.syncChecks([c], T0);
+      const s = await startSession(store, c);
+      await claimAll(store, 'loc-a', 'agent-1');
+      const late = envelope(s.jobs['loc-a'] as string);
+      expect((await store.acceptResults('agent-2', 'loc-a', [late], at(LEASE + 1))).accepted).toEqual([late.resultId]);
+    });
+  });
+
+  describe('results', () => {
+    it('idempotent by resultId; a different FINAL is 409; unknown job or other location 404; ATTEMPTs stored', async () => {
+      const store = await openStore();
+      const c = check('c1');
+      await store.syncChecks([c], T0);
+      const s = await startSession(store, c);
+      const ja = s.jobs['loc-a'] as string;
+      await claimAll(store, 'loc-a', 'agent-1');
+
+      const attempt = envelope(ja, { resultType: 'ATTEMPT', hasFailures: true });
+      const final = envelope(ja, { hasFailures: true });
+      expect(await store.acceptResults('agent-1', 'loc-a', [attempt, final, final], at(100))).toEqual({ accepted: [attempt.resultId, final.resultId, final.resultId], rejected: [] });
+      expect(await store.acceptResults('agent-1', 'loc-a', [final], at(200))).toEqual({ accepted: [final.resultId], rejected: [] });
+      const other = envelope(ja);
+      const unknown = envelope('no-such-job');
+      const elsewhere = envelope(s.jobs['loc-b'] as string);
+      expect(await store.acceptResults('agent-1', 'loc-a', [other, unknown, elsewhere], at(300))).toEqual({
+        accepted: [],
+        rejected: [
+          { resultId: other.resultId, statusCode: 409, message: expect.stringContaining('another FINAL') },
+          { resultId: unknown.resultId, statusCode: 404, message: expect.stringContaining('does not exist') },
+          { resultId: elsewhere.resultId, statusCode: 404, message: expect.stringContaining('does not exist') },
+        ],
+      });
+      const session = await store.session(s.session.id);
+      expect(session?.results.map((r) => r.id)).toEqual([attempt.resultId, final.resultId]);
+      expect(session?.status).toBe('PROGRESS_FAILED');
+      expect(await store.result('c1', final.resultId)).toEqual({ ...final.result, errorGroupIds: [expect.any(String)] });
+      expect(await store.result('other-check', final.resultId)).toBeUndefined();
+      expect(await store.hasOpenJob('c1', 'loc-a')).toBe(false);
+      expect(await store.hasOpenJob('c1', 'loc-b')).toBe(true);
+    });
+
+    it('the first FINAL wins whichever agent sends it: a successor re-sending a crashed agent\'s spool while the lease is still valid', async () => {
+      const store = await openStore();
+      const c = check('c1', { locations: ['loc-a'] });
+      await store.syncChecks([c], T0);
+      const s = await startSession(store, c);
+      await claimAll(store, 'loc-a', 'agent-1');
+      const spooled = envelope(s.jobs['loc-a'] as string);
+      expect(await store.acceptResults('agent-2', 'loc-a', [spooled], at(1000))).toEqual({ accepted: [spooled.resultId], rejected: [] });
+      // The lease holder's own, later and different FINAL is the second one.
+      const late = envelope(s.jobs['loc-a'] as string);
+      expect((await store.acceptResults('agent-1', 'loc-a', [late], at(2000))).rejected).toEqual([
+        { resultId: late.resultId, statusCode: 409, message: expect.stringContaining('another FINAL') },
+      ]);
+      expect((await store.extendLeases('agent-1', 'loc-a', [s.jobs['loc-a'] as string], LEASE, at(2000))).lost).toEqual([s.jobs['loc-a']]);
+    });
+
+    it('session status follows the FINAL verdicts; stoppedAt and duration when finished', async () => {
+      const store = await openStore();
+      const c = check('c1', { locations: ['loc-a', 'loc-b', 'loc-c'] });
+      await store.syncChecks([c], T0);
+      const s = await startSession(store, c);
+      const status = async () => (await store.session(s.session.id))?.status;
+      expect(await status()).toBe('STARTED');
+      await store.acceptResults('x', 'loc-a', [envelope(s.jobs['loc-a'] as string, { resultType: 'ATTEMPT', hasFailures: true })], at(10));
+      expect(await status()).toBe('PROGRESS');
+      await store.acceptResults('x', 'loc-a', [envelope(s.jobs['loc-a'] as string, { isDegraded: true })], at(20));
+      expect(await status()).toBe('PROGRESS_DEGRADED');
+      await store.acceptResults('x', 'loc-b', [envelope(s.jobs['loc-b'] as string, { hasErrors: true })], at(30));
+      expect(await status()).toBe('PROGRESS_FAILED');
+      expect((await store.session(s.session.id))?.stoppedAt).toBeNull();
+      await store.acceptResults('x', 'loc-c', [envelope(s.jobs['loc-c'] as string)], at(4000));
+      expect(await store.session(s.session.id)).toMatchObject({ status: 'FAILED', stoppedAt: at(4000).toISOString(), durationMs: 4000 });
+
+      const p = await startSession(store, c, 5000);
+      await store.acceptResults('x', 'loc-a', [envelope(p.jobs['loc-a'] as string)], at(6000));
+      await store.acceptResults('x', 'loc-b', [envelope(p.jobs['loc-b'] as string), envelope(p.jobs['loc-b'] as string)].slice(0, 1), at(6000));
+      await store.acceptResults('x', 'loc-c', [envelope(p.jobs['loc-c'] as string, { isDegraded: true })], at(7000));
+      expect(await store.session(p.session.id)).toMatchObject({ status: 'DEGRADED', durationMs: 2000 });
+    });
+
+    it('finalOutcome agrees with resultOutcome of src/results/result.ts', () => {
+      for (const hasErrors of [false, true])
+        for (const hasFailures of [false, true])
+          for (const isDegraded of [false, true]) {
+            const e = entry({ hasErrors, hasFailures, isDegraded });
+            expect(finalOutcome(e)).toBe(resultOutcome(e));
+          }
+    });
+
+    it('lists newest first with filters; limit and cursor are checked', async () => {
+      const store = await openStore();
+      const c = check('c1', { locations: ['loc-a', 'loc-b'] });
+      await store.syncChecks([c, check('c2')], T0);
+      const s = await startSession(store, c);
+      const other = await startSession(store, check('c2'));
+      const a1 = envelope(s.jobs['loc-a'] as string, { resultType: 'ATTEMPT', hasFailures: true, startedAt: at(1000).toISOString() });
+      const a2 = envelope(s.jobs['loc-a'] as string, { startedAt: at(2000).toISOString() });
+      const b1 = envelope(s.jobs['loc-b'] as string, { hasFailures: true, startedAt: at(3000).toISOString() });
+      await store.acceptResults('x', 'loc-a', [a1, a2], at(3000));
+      await store.acceptResults('x', 'loc-b', [b1], at(3000));
+      await store.acceptResults('x', 'loc-a', [envelope(other.jobs['loc-a'] as string)], at(3000));
+      const ids = async (q: Partial<Parameters<Store['listResults']>[0]>) =>
+        (await store.listResults({ checkId: 'c1', limit: 100, resultType: 'ALL', ...q })).entries.map((e) => e.id);
+      expect(await ids({})).toEqual([b1.resultId, a2.resultId, a1.resultId]);
+      expect(await ids({ resultType: 'FINAL' })).toEqual([b1.resultId, a2.resultId]);
+      expect(await ids({ resultType: 'ATTEMPT' })).toEqual([a1.resultId]);
+      expect(await ids({ hasFailures: true })).toEqual([b1.resultId, a1.resultId]);
+      expect(await ids({ hasFailures: false })).toEqual([b1.resultId, a2.resultId, a1.resultId]);
+      expect(await ids({ location: 'loc-a' })).toEqual([a2.resultId, a1.resultId]);
+      expect(await ids({ checkType: 'API' })).toHaveLength(3);
+      expect(await ids({ checkType: 'TCP' })).toEqual([]);
+      expect(await ids({ from: at(2000) })).toEqual([b1.resultId, a2.resultId]);
+      expect(await ids({ to: at(2000) })).toEqual([a1.resultId]);
+      expect(await ids({ from: at(1500), to: at(3000) })).toEqual([a2.resultId]);
+      expect(await ids({ checkId: 'nope' })).toEqual([]);
+
+      for (const limit of [0, 101, 1.5]) {
+        await expect(store.listResults({ checkId: 'c1', limit, resultType: 'ALL' })).rejects.toMatchObject({ name: 'InvalidQueryError', parameter: 'limit' });
+      }
+      for (const nextId of ['', 'abc', encodeCursor(0), Buffer.from('12x').toString('base64url'), `${encodeCursor(5)}=`]) {
+        const error = await store.listResults({ checkId: 'c1', limit: 10, resultType: 'ALL', nextId }).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(InvalidQueryError);
+        expect(error).toMatchObject({ parameter: 'nextId' });
+      }
+      expect(decodeCursor(encodeCursor(123456))).toBe(123456);
+    });
+
+    it('the cursor pages through every result exactly once while new ones arrive between pages', async () => {
+      const store = await openStore();
+      const c = check('c1', { locations: ['loc-a'] });
+      await store.syncChecks([c], T0);
+      const jobs: string[] = [];
+      for (let i = 0; i < 40; i++) jobs.push((await startSession(store, c, i)).jobs['loc-a'] as string);
+      const before: string[] = [];
+      for (let i = 0; i < 95; i++) {
+        const e = envelope(jobs[i % 40] as string, { resultType: 'ATTEMPT' });
+        before.push(e.resultId);
+        await store.acceptResults('x', 'loc-a', [e], at(i));
+      }
+      const seen: string[] = [];
+      let nextId: string | undefined;
+      let pages = 0;
+      do {
+        const page = await store.listResults({ checkId: 'c1', limit: 10, resultType: 'ALL', ...(nextId ? { nextId } : {}) });
+        seen.push(...page.entries.map((e) => e.id));
+        nextId = page.nextId ?? undefined;
+        pages++;
+        // New results between pages come before the cursor and do not shift it.
+        await store.acceptResults('x', 'loc-a', [envelope(jobs[pages % 40] as string, { resultType: 'ATTEMPT' }), envelope(jobs[(pages + 1) % 40] as string, { resultType: 'ATTEMPT' })], at(1000 + pages));
+      } while (nextId);
+      expect(pages).toBe(10);
+      expect(seen).toEqual([...before].reverse());
+      expect(new Set(seen).size).toBe(95);
+    });
+
+    it('an exact last page has no nextId', async () => {
+      const store = await openStore();
+      const c = check('c1', { locations: ['loc-a'] });
+      await store.syncChecks([c], T0);
+      const s = await startSession(store, c);
+      for (let i = 0; i < 4; i++) await store.acceptResults('x', 'loc-a', [envelope(s.jobs['loc-a'] as string, { resultType: 'ATTEMPT' })], T0);
+      const first = await store.listResults({ checkId: 'c1', limit: 2, resultType: 'ALL' });
+      expect(first.nextId).not.toBeNull();
+      const second = await store.listResults({ checkId: 'c1', limit: 2, resultType: 'ALL', nextId: first.nextId as string });
+      expect(second.entries).toHaveLength(2);
+      expect(second.nextId).toBeNull();
+    });
+  });
+
+  describe('deadlines', () => {
+    it('open jobs past their deadline time out; the session once nothing else is open', async () => {
+      const store = await openStore();
+      const c = check('c1', { locations: ['loc-a', 'loc-b'], capMs: 10_000 });
+      const short = check('c2', { locations: ['loc-a'], capMs: 10_000 });
+      await store.syncChecks([c, short], T0);
+      const s = await startSession(store, c);
+      const deadline = 10_000 + 2 * LEASE;
+      await claimAll(store, 'loc-a', 'agent-1');
+      await store.acceptResults('agent-1', 'loc-a', [envelope(s.jobs['loc-a'] as string)], at(5000));
+      expect(await store.timeOutJobs(at(deadline - 1))).toEqual([]);
+      expect(await store.timeOutJobs(at(deadline))).toEqual([s.session.id]);
+      expect(await store.session(s.session.id)).toMatchObject({ status: 'TIMED_OUT', stoppedAt: at(deadline).toISOString(), durationMs: deadline });
+      const late = envelope(s.jobs['loc-b'] as string);
+      expect((await store.acceptResults('agent-2', 'loc-b', [late], at(deadline + 1))).rejected[0]).toMatchObject({ statusCode: 409, message: expect.stringContaining('timed out') });
+      expect(await store.timeOutJobs(at(deadline + 1))).toEqual([]);
+
+      // One location times out while another is still running: the session times out when the other's FINAL comes.
+      const m = { id: randomUUID(), ja: randomUUID(), jb: randomUUID() };
+      await store.createSession(
+        { ...s.session, id: m.id, startedAt: at(300_000).toISOString() },
+        [
+          { id: m.ja, location: 'loc-a', deadlineAt: at(400_000).toISOString() },
+          { id: m.jb, location: 'loc-b', deadlineAt: at(310_000).toISOString() },
+        ],
+        c,
+      );
+      await store.acceptResults('agent-1', 'loc-a', [envelope(m.ja, { resultType: 'ATTEMPT' })], at(300_001));
+      expect(await store.timeOutJobs(at(310_000))).toEqual([m.id]);
+      expect((await store.session(m.id))?.status).toBe('PROGRESS');
+      await store.acceptResults('agent-1', 'loc-a', [envelope(m.ja)], at(320_000));
+      expect(await store.session(m.id)).toMatchObject({ status: 'TIMED_OUT', stoppedAt: at(320_000).toISOString(), durationMs: 20_000 });
+
+      // A leased job times out too, and the session is not left on a later result.
+      const t = await startSession(store, short, 200_000);
+      await claimAll(store, 'loc-a', 'agent-1', at(200_000));
+      expect(await store.timeOutJobs(at(200_000 + deadline))).toEqual([t.session.id]);
+      expect((await store.session(t.session.id))?.status).toBe('TIMED_OUT');
+      expect((await store.extendLeases('agent-1', 'loc-a', [t.jobs['loc-a'] as string], LEASE, at(200_000 + deadline))).lost).toHaveLength(1);
+    });
+  });
+
+  describe('artifacts and events', () => {
+    it('creates, reads and marks artifacts stored; an unknown one is NotFound', async () => {
+      const store = await openStore();
+      const c = check('c1', { locations: ['loc-a'] });
+      await store.syncChecks([c], T0);
+      const { jobs } = await startSession(store, c);
+      const record = { id: 'a1', jobId: jobs['loc-a'] as string, location: 'loc-a', name: 'trace.zip', contentType: 'application/zip', size: 1234, created_at: T0.toISOString() };
+      await store.createArtifact(record);
+      // Only for a job of the artifact's location.
+      await expect(store.createArtifact({ ...record, id: 'a3', location: 'loc-b' })).rejects.toBeInstanceOf(NotFoundError);
+      await expect(store.createArtifact({ ...record, id: 'a4', jobId: 'no-such-job' })).rejects.toBeInstanceOf(NotFoundError);
+      expect(await store.artifact('a1')).toEqual({ ...record, storedAt: null });
+      await store.markArtifactStored('a1', at(10));
+      expect((await store.artifact('a1'))?.storedAt).toBe(at(10).toISOString());
+      await expect(store.markArtifactStored('a2', at(10))).rejects.toBeInstanceOf(NotFoundError);
+      expect(await store.artifact('a2')).toBeUndefined();
+      await store.addEvents('loc-a', 'agent-1', [{ level: 'error', name: 'TypeError', message: 'boom', agentVersion: '1.0.0' }], T0);
+      await store.addEvents('loc-a', 'agent-1', [], T0);
+    });
+  });
+
+  describe('pruning', () => {
+    it('removes old results, finished sessions, their jobs and artifacts in batches; keeps newer and running ones', async () => {
+      const store = await openStore();
+      const c = check('c1', { locations: ['loc-a'] });
+      await store.syncChecks([c], T0);
+      const old: Array<{ session: string; job: string; results: string[] }> = [];
+      for (let i = 0; i < 5; i++) {
+        const s = await startSession(store, c, i);
+        const job = s.jobs['loc-a'] as string;
+        const attempt = envelope(job, { resultType: 'ATTEMPT' });
+        const final = envelope(job);
+        await store.acceptResults('x', 'loc-a', [attempt, final], at(1000 + i));
+        await store.createArtifact({ id: `old-${i}`, jobId: job, location: 'loc-a', name: 'n', contentType: 'text/plain', size: 1, created_at: at(1000).toISOString() });
+        old.push({ session: s.session.id, job, results: [attempt.resultId, final.resultId] });
+      }
+      const running = await startSession(store, c, 500); // old but unfinished: stays
+      const fresh = await startSession(store, c, 100_000);
+      const freshResult = envelope(fresh.jobs['loc-a'] as string);
+      await store.acceptResults('x', 'loc-a', [freshResult], at(100_500));
+      await store.createArtifact({ id: 'fresh', jobId: fresh.jobs['loc-a'] as string, location: 'loc-a', name: 'n', contentType: 'text/plain', size: 1, created_at: at(100_000).toISOString() });
+      await store.addEvents('loc-a', 'a', [{ level: 'warn', name: 'X', message: 'm', agentVersion: '1' }], at(10));
+
+      const cutoff = at(50_000);
+      let removed = 0;
+      const artifactIds: string[] = [];
+      for (let calls = 0; calls < 20; calls++) {
+        const step = await store.pruneBefore(cutoff, 3);
+        expect(step.results).toBeLessThanOrEqual(3);
+        removed += step.results;
+        artifactIds.push(...step.artifactIds);
+        if (step.results === 0 && step.artifactIds.length === 0) break;
+      }
+      expect(removed).toBe(10);
+      expect(artifactIds.sort()).toEqual(['old-0', 'old-1', 'old-2', 'old-3', 'old-4']);
+      for (const o of old) {
+        expect(await store.session(o.session)).toBeUndefined();
+        for (const id of o.results) expect(await store.result('c1', id)).toBeUndefined();
+      }
+      expect((await store.session(running.session.id))?.status).toBe('STARTED');
+      expect(await store.hasOpenJob('c1', 'loc-a')).toBe(true);
+      expect((await store.session(fresh.session.id))?.results.map((r) => r.id)).toEqual([freshResult.resultId]);
+      expect(await store.artifact('fresh')).toBeDefined();
+      expect(await store.integrityCheck()).toEqual(['ok']);
+    });
+  });
+
+  describe('hardening', () => {
+    it('refuses bad times, an unknown resultType; takes an ATTEMPT after the FINAL', async () => {
+      const store = await openStore();
+      const c = check('c1', { locations: ['loc-a'] });
+      await store.syncChecks([c], T0);
+      await expect(store.listResults({ checkId: 'c1', limit: 10, resultType: 'ALL', from: new Date('nope') })).rejects.toMatchObject({ parameter: 'from' });
+      await expect(store.listResults({ checkId: 'c1', limit: 10, resultType: 'ALL', to: new Date(Number.NaN) })).rejects.toMatchObject({ parameter: 'to' });
+      const s = await startSession(store, c);
+      const job = s.jobs['loc-a'] as string;
+      const odd = envelope(job, { resultType: 'SOMETHING' as 'FINAL' });
+      const final = envelope(job);
+      const attempt = envelope(job, { resultType: 'ATTEMPT' });
+      expect(await store.acceptResults('x', 'loc-a', [odd, final, attempt], at(10))).toEqual({
+        accepted: [final.resultId, attempt.resultId],
+        rejected: [{ resultId: odd.resultId, statusCode: 400, message: expect.stringContaining('resultType') }],
+      });
+      expect((await store.session(s.session.id))?.status).toBe('PASSED');
+    });
+
+  });
+
+});

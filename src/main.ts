@@ -140,9 +140,12 @@ async function main(): Promise<void> {
   // Local and once modes print results on stdout, so their logs go to stderr.
   const { logger, flush } = createLogger(config.logLevel, config.mode === 'agent' || config.mode === 'server' ? 'stdout' : 'stderr', secrets.scrubLogLine);
   secrets.attachLogger(logger);
-  const policy = describePolicy(config.networkPolicy);
-  if (policy) logger.info({ networkPolicy: policy }, `network policy: ${policy.blocked.length} blocked and ${policy.allowed.length} allowed rules (BLOCKED_NETWORKS, ALLOWED_NETWORKS)`);
-  else logger.info({ networkPolicy: null }, 'network policy: none (BLOCKED_NETWORKS is not set): checks may reach any address the agent can');
+  // Said once the mode runs (a bad checks file stays a one-line failure).
+  const logPolicy = () => {
+    const policy = describePolicy(config.networkPolicy);
+    if (policy) logger.info({ networkPolicy: policy }, `network policy: ${policy.blocked.length} blocked and ${policy.allowed.length} allowed rules (BLOCKED_NETWORKS, ALLOWED_NETWORKS)`);
+    else logger.info({ networkPolicy: null }, 'network policy: none (BLOCKED_NETWORKS is not set): checks may reach any address the agent can');
+  };
   if (config.mode === 'server') {
     process.on('uncaughtException', (error) => {
       logger.fatal({ err: error }, 'uncaught exception: exiting');
@@ -156,6 +159,7 @@ async function main(): Promise<void> {
     } catch (error) {
       startupFailed(error, config, flush);
     }
+    logPolicy();
     const exitCode = await server.done;
     flush();
     process.exit(exitCode);
@@ -200,6 +204,7 @@ async function main(): Promise<void> {
     startupFailed(error, config, flush);
   }
   // Said once the agent runs (a bad checks file stays a one-line failure).
+  logPolicy();
   if (isolation) {
     const log = { scriptIsolation: isolation.mechanism, detail: isolation.detail };
     if (isolation.mechanism === 'none') logger.warn(log, 'scripted checks are refused: no way to isolate scripts from the agent works here (SCRIPT_ISOLATION=off runs them anyway)');

@@ -136,10 +136,10 @@ export async function runLocal(
   const queue = localQueue(config, metrics, logger, secrets);
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
   const runOne = async (local: LocalCheck) => {
-    const completion = await queue.submit(prepareLocal(local, logger), async (attempt) => sink.deliver(attempt));
+    const completion = await queue.submit(prepareLocal(local, logger), async (attempt, line) => sink.deliver(attempt, line));
     try {
       // The memory its body held is given back once the result is written out, not merely queued to be.
-      if (completion.result) await sink.deliver(completion.result);
+      if (completion.result) await sink.deliver(completion.result, completion.line);
     } finally {
       completion.release();
     }

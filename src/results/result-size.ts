@@ -7,7 +7,7 @@
 // says what was cut and how large it was.
 
 import type { MemoryLease } from '../core/memory-budget.js';
-import type { CheckResultEntry } from '../core/result-entry.js';
+import type { CheckResultEntry, SerializedResult } from '../core/result-entry.js';
 
 export const DEFAULT_MAX_RESULT_BYTES = 4 * 1024 * 1024;
 
@@ -136,6 +136,28 @@ function memberOf(entry: CheckResultEntry): Record<string, unknown> | undefined 
  * Returns the same entry.
  */
 export function capResultSize(entry: CheckResultEntry, maxBytes: number, lease?: MemoryLease): CheckResultEntry {
+  cap(entry, maxBytes, lease);
+  return entry;
+}
+
+/**
+ * capResultSize for a serialized result: a line within both MAX_RESULT_BYTES
+ * and the uncharged allowance is kept as it is, without measuring its parts
+ * (its long strings cannot add up to more than the line); only a larger one
+ * is measured, cut, and serialized again if it was cut.
+ */
+export function capSerializedResult(result: SerializedResult, maxBytes: number, lease?: MemoryLease): SerializedResult {
+  // UTF-16 units never undercount UTF-8 bytes by more than 3×: most lines are decided without counting.
+  const bytes = result.line.length * 3 <= maxBytes && result.line.length * 3 <= UNCHARGED_BYTES ? 0 : Buffer.byteLength(result.line);
+  if (bytes <= maxBytes && bytes <= UNCHARGED_BYTES) {
+    lease?.give(lease.bytes);
+    return result;
+  }
+  return cap(result.entry, maxBytes, lease) ? { entry: result.entry, line: JSON.stringify(result.entry) } : result;
+}
+
+/** Cuts `entry` in place as capResultSize says; true when anything was cut. */
+function cap(entry: CheckResultEntry, maxBytes: number, lease?: MemoryLease): boolean {
   const { total, long } = measure(entry);
   let limit = maxBytes;
   let budgetShort = false;
@@ -150,7 +172,7 @@ export function capResultSize(entry: CheckResultEntry, maxBytes: number, lease?:
   }
   if (total <= limit) {
     lease?.give(lease.bytes - chargedBytes(long));
-    return entry;
+    return false;
   }
   const detail = memberOf(entry);
   const response = detail?.response;
@@ -207,5 +229,5 @@ export function capResultSize(entry: CheckResultEntry, maxBytes: number, lease?:
     };
   }
   lease?.give(lease.bytes - chargedBytes(measure(entry).long));
-  return entry;
+  return true;
 }

@@ -260,6 +260,46 @@ export function secretForms(secret: string): string[] {
   return [...unique];
 }
 
+/**
+ * What a serialized JSON text is scanned for (Scrubber.mayHoldSecret): every
+ * form, and each form as it reads inside a JSON string. Only for that scan:
+ * scrubText keeps to secretForms, or these escaped forms would themselves be
+ * forms whose own escapings a line would need, without end.
+ */
+export function jsonLineForms(secret: string): string[] {
+  const unique = new Set(cachedForms(secret));
+  for (const f of cachedForms(secret)) for (const escaped of inJsonString(f)) unique.add(escaped);
+  return [...unique];
+}
+
+function jsonEscape(text: string): string {
+  return JSON.stringify(text).slice(1, -1);
+}
+
+/**
+ * How `form` is written inside a JSON string by JSON.stringify, when that
+ * differs from the form itself (quotes, backslashes, control characters, lone
+ * surrogates). A lone surrogate at either end of the form may pair with its
+ * neighbour in the text and then stays raw: both spellings of each end.
+ */
+function inJsonString(form: string): string[] {
+  const escaped = jsonEscape(form);
+  if (escaped === form) return [];
+  const first = form.charCodeAt(0);
+  const last = form.charCodeAt(form.length - 1);
+  const lowFirst = first >= 0xdc00 && first <= 0xdfff;
+  const highLast = last >= 0xd800 && last <= 0xdbff;
+  if (!lowFirst && !highLast) return [escaped];
+  const head = lowFirst ? form.slice(0, 1) : '';
+  const tail = highLast ? form.slice(-1) : '';
+  const middle = jsonEscape(form.slice(head.length, form.length - tail.length));
+  const out: string[] = [];
+  for (const h of lowFirst ? [head, jsonEscape(head)] : ['']) {
+    for (const t of highLast ? [tail, jsonEscape(tail)] : ['']) out.push(h + middle + t);
+  }
+  return out;
+}
+
 /** Forms are computed once per distinct secret value (bounded). */
 const formsCache = new Map<string, readonly string[]>();
 const FORMS_CACHE_MAX = 10_000;
@@ -270,6 +310,18 @@ function cachedForms(secret: string): readonly string[] {
     forms = secretForms(secret);
     if (formsCache.size >= FORMS_CACHE_MAX) formsCache.delete(formsCache.keys().next().value as string);
     formsCache.set(secret, forms);
+  }
+  return forms;
+}
+
+const lineFormsCache = new Map<string, readonly string[]>();
+
+function cachedLineForms(secret: string): readonly string[] {
+  let forms = lineFormsCache.get(secret);
+  if (forms === undefined) {
+    forms = jsonLineForms(secret);
+    if (lineFormsCache.size >= FORMS_CACHE_MAX) lineFormsCache.delete(lineFormsCache.keys().next().value as string);
+    lineFormsCache.set(secret, forms);
   }
   return forms;
 }
@@ -609,9 +661,14 @@ export class Scrubber {
   private byteAutomaton: { version: number; automaton: Automaton } | undefined;
   private few: { version: number; texts: string[]; buffers: Buffer[] } | undefined;
 
+  /** The JSON-line index (jsonLineForms of every secret), built on the first mayHoldSecret, then kept up to date. */
+  private lineIndex: TextIndex | undefined;
+  private lineFew: { version: number; texts: string[] } | undefined;
+
   constructor(base?: Scrubber) {
     this.index = new TextIndex(base?.index);
     this.secrets = new Map(base?.secrets);
+    if (base?.lineIndex) this.lineIndex = new TextIndex(base.lineIndex);
   }
 
   /** A scrubber for these values (short ones are skipped). */
@@ -645,7 +702,10 @@ export class Scrubber {
     if (!isScrubbable(secret)) return false;
     const count = this.secrets.get(secret) ?? 0;
     this.secrets.set(secret, count + 1);
-    if (count === 0) for (const form of cachedForms(secret)) this.index.add(form);
+    if (count === 0) {
+      for (const form of cachedForms(secret)) this.index.add(form);
+      if (this.lineIndex) for (const form of cachedLineForms(secret)) this.lineIndex.add(form);
+    }
     return true;
   }
 
@@ -658,6 +718,7 @@ export class Scrubber {
     }
     this.secrets.delete(secret);
     for (const form of cachedForms(secret)) this.index.remove(form);
+    if (this.lineIndex) for (const form of cachedLineForms(secret)) this.lineIndex.remove(form);
   }
 
   /** `text` with every form of every secret replaced by `*****` (the same string when nothing matched). */
@@ -709,6 +770,27 @@ export class Scrubber {
     if (!done) return this.automatonForText().scan(text.length, (i) => text.charCodeAt(i));
     runs.close();
     return runs;
+  }
+
+  /**
+   * Whether a JSON text, as JSON.stringify wrote it, may hold a form of a
+   * secret in one of its strings (keys included), folded base64 too. Never
+   * false when `scrubValue` of the parsed value would change it: the text is
+   * scanned for every form and every form as it reads inside a JSON string
+   * (jsonLineForms), and line breaks written as `\n` / `\r` escapes are read
+   * as breaks for the folded forms. It may be true for a match outside a
+   * string (a number, across syntax) or when the fast search gives up: the
+   * caller then scrubs the value itself. One scan of the text; a text with
+   * escaped line breaks is read once more, with them as breaks.
+   */
+  mayHoldSecret(json: string): boolean {
+    if (this.index.size === 0 || json.length < 4) return false;
+    if (this.lineIndexHit(json)) return true;
+    if (json.indexOf('\\n') === -1 && json.indexOf('\\r') === -1) return false;
+    // Escaped breaks become breaks, and every quote one too (a string's ends are its first and last line's ends).
+    const unfolded = json.replace(/\\[nr\\"]|"/g, (m) => (m === '\\n' || m === '"' ? '\n' : m === '\\r' ? '\r' : m));
+    for (const { joined } of foldedRegions(unfolded)) if (this.directRuns(joined).starts.length > 0) return true;
+    return false;
   }
 
   /**
@@ -796,6 +878,24 @@ export class Scrubber {
     } finally {
       if (depth >= 20) seen?.delete(value);
     }
+  }
+
+  /** Any JSON-line form in `json` (true also when the search gives up on its work budget). */
+  private lineIndexHit(json: string): boolean {
+    if (!this.lineIndex) {
+      this.lineIndex = new TextIndex();
+      for (const secret of this.secrets.keys()) for (const form of cachedLineForms(secret)) this.lineIndex.add(form);
+    }
+    const index = this.lineIndex;
+    if (index.size <= NATIVE_SEARCH_MAX_PATTERNS) {
+      if (this.lineFew?.version !== index.version) this.lineFew = { version: index.version, texts: index.livePatterns() };
+      return containsAny(json, this.lineFew.texts);
+    }
+    let hit = false;
+    const done = index.scan(json, () => {
+      hit = true;
+    });
+    return hit || !done;
   }
 
   private fewPatterns(): { texts: string[]; buffers: Buffer[] } {

@@ -99,6 +99,9 @@ function summarizeTls(socket: tls.TLSSocket): TlsSummary {
   };
 }
 
+/** Listener options shared by every connection (one object, not one per connect). */
+const ONCE = Object.freeze({ once: true });
+
 export function timedConnector(options: TimedConnectorOptions): buildConnector.connector {
   return (opts, callback) => {
     const marks: Partial<ConnectionMarks> = { lookupStart: performance.now() };
@@ -122,7 +125,7 @@ export function timedConnector(options: TimedConnectorOptions): buildConnector.c
       finish(options.signal.reason instanceof Error ? options.signal.reason : new Error('aborted'));
     };
     if (options.signal.aborted) return onAbort();
-    options.signal.addEventListener('abort', onAbort, { once: true });
+    options.signal.addEventListener('abort', onAbort, ONCE);
 
     resolveTarget(host, options.ipFamily).then(
       ({ address, family: resolvedFamily, fallback }) => {

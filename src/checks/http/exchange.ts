@@ -96,10 +96,17 @@ function phases(hops: Hop[], start: number, end: number): TimingPhases {
     if (hop.headers !== undefined && hop.end !== undefined) download += hop.end - hop.headers;
   }
   const total = round(end - start);
-  const parts = { dns: round(dns), tcp: round(tcp), tls: round(tlsTime), firstByte: round(firstByte), download: round(download) };
-  const wait = round(Math.max(0, total - parts.dns - parts.tcp - parts.tls - parts.firstByte - parts.download));
-  return { wait, ...parts, total };
+  const d = round(dns);
+  const t = round(tcp);
+  const s = round(tlsTime);
+  const f = round(firstByte);
+  const w = round(download);
+  return { wait: round(Math.max(0, total - d - t - s - f - w)), dns: d, tcp: t, tls: s, firstByte: f, download: w, total };
 }
+
+/** What an exchange holds until its end replaces them (always, see performExchange): one shared pair, not two objects per run. */
+const NO_TIMINGS: Timings = Object.freeze({ socket: null, lookup: null, connect: null, response: null, end: null });
+const NO_PHASES: TimingPhases = Object.freeze({ wait: 0, dns: 0, tcp: 0, tls: 0, firstByte: 0, download: 0, total: 0 });
 
 function timingsOf(hop: Hop | undefined, start: number): Timings {
   const since = (mark: number | undefined) => (mark === undefined ? null : round(mark - start));
@@ -209,7 +216,8 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
   const clients: Client[] = [];
   const dispatcherFor = (target: string): Dispatcher => {
     if (proxy) return proxy;
-    const client = new Client(new URL(target).origin, { ...direct, connect: connectorFor(new URL(target).hostname) });
+    const { origin, hostname } = new URL(target);
+    const client = new Client(origin, { ...direct, connect: connectorFor(hostname) });
     clients.push(client);
     return client;
   };
@@ -221,8 +229,8 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
     bodyTruncated: false,
     redirects: 0,
     finalUrl: spec.url,
-    timings: timingsOf(undefined, start),
-    timingPhases: phases([], start, start),
+    timings: NO_TIMINGS,
+    timingPhases: NO_PHASES,
     startedAt,
     stoppedAt: startedAt,
   };

@@ -43,3 +43,24 @@ export function cpuShareWindow(ownCpuSeconds: () => number = () => 0): () => num
     return capacity > 0 ? Math.max(0, machineCpuSeconds() - machine - mine) / capacity : 0;
   };
 }
+
+/** User + system CPU of a live process and its direct children (nginx's workers), in seconds; 0 once it is gone. */
+export function processCpuSeconds(pid: number | undefined): number {
+  if (!pid) return 0;
+  let pids = [pid];
+  try {
+    pids = [pid, ...readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)];
+  } catch {
+    // No children file on this kernel: the process alone.
+  }
+  let total = 0;
+  for (const p of pids) {
+    try {
+      const fields = readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+      total += (Number(fields[11]) + Number(fields[12])) / ticksPerSecond();
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return total;
+}

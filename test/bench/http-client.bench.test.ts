@@ -26,8 +26,7 @@ import { Client, request } from 'undici';
 import { expect, test } from 'vitest';
 import { timedConnector } from '../../src/net/timed-connector.js';
 import { startNginx } from '../support/nginx.js';
-import { cpuShareWindow } from './cpu-share.js';
-import { readFileSync } from 'node:fs';
+import { cpuShareWindow, processCpuSeconds } from './cpu-share.js';
 
 const N = Number(process.env.BENCH_HTTP_CLIENT_N ?? 5000);
 const CONCURRENCY = 256;
@@ -129,24 +128,6 @@ interface Row {
   otherShare: number;
 }
 
-function processCpuSeconds(pid: number): number {
-  let total = 0;
-  let pids = [pid];
-  try {
-    pids = [pid, ...readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)];
-  } catch {
-    // No children file: the master alone.
-  }
-  for (const p of pids) {
-    try {
-      const fields = readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-      total += (Number(fields[11]) + Number(fields[12])) / 100;
-    } catch {
-      // Gone.
-    }
-  }
-  return total;
-}
 
 async function measure(get: Get, url: URL, nginxPid: number): Promise<Row> {
   let started = 0;

@@ -11,7 +11,13 @@
 // the window are hashed (rolling, one `charCodeAt` per position), a bit set
 // answers "might a pattern start here?" (almost always no), and only then a
 // bucket of candidates is compared for real. All of it lives in typed arrays:
-// no allocation per character. Matches are merged: every position covered by
+// no allocation per character. On a long text, when every pattern is at
+// least eight long, the index is searched Wu–Manber style instead: a window
+// as long as the shortest pattern is judged by its last four units, and
+// moves on by up to its length less three without reading what it skips
+// (a shift table over every pattern's first window), so most characters are
+// never read; where the table says a pattern may start, the same candidate
+// check runs, so the matches are the same. Matches are merged: every position covered by
 // any match is redacted, and each run of overlapping matches becomes one
 // `*****` — so when secrets overlap the longest match wins, and no piece of a
 // longer secret survives next to a shorter one. With at most
@@ -71,6 +77,15 @@ const WORK_ALLOWANCE = 256;
 function workBudget(length: number): number {
   return WORK_PER_UNIT * length + WORK_ALLOWANCE;
 }
+
+/**
+ * The skipping search (TextIndex.scan): used on texts at least this long, when
+ * every pattern is at least SKIP_MIN_WINDOW long; its window is the shortest
+ * pattern, at most SKIP_MAX_WINDOW (the shifts fit a byte).
+ */
+const SKIP_MIN_TEXT = 1024;
+const SKIP_MIN_WINDOW = 8;
+const SKIP_MAX_WINDOW = 64;
 
 /** The embedded base64 forms (a secret in the middle of a longer base64 text) must be at least this long. */
 const MIN_EMBEDDED_BASE64 = 6;
@@ -354,6 +369,10 @@ class TextIndex {
   size = 0;
   /** Bumped on every change (the byte index is rebuilt lazily from it). */
   version = 0;
+  /** The skipping search's shift table, rebuilt lazily when the version moved (undefined window: not usable). */
+  private skip: { version: number; window: number; bits: number; shifts: Uint8Array } | undefined;
+  /** The shift table came from the index this one was copied from: copied before it is changed. */
+  private skipShared = false;
 
   constructor(copyFrom?: TextIndex) {
     if (copyFrom) {
@@ -371,6 +390,10 @@ class TextIndex {
       this.freeSlots = copyFrom.freeSlots.slice();
       this.stale = copyFrom.stale;
       this.size = copyFrom.size;
+      // A job's index starts from the agent-wide one: its shift table too, until the job adds a pattern.
+      this.version = copyFrom.version;
+      this.skip = copyFrom.skip;
+      this.skipShared = true;
     } else {
       this.resize(16);
     }
@@ -399,6 +422,7 @@ class TextIndex {
     this.slots.set(pattern, slot);
     this.link(slot);
     this.size++;
+    this.extendSkip(pattern);
     this.version++;
   }
 
@@ -475,6 +499,10 @@ class TextIndex {
   scan(text: string, onMatch: (start: number, end: number) => void): boolean {
     const n = text.length;
     if (this.size === 0 || n < 4) return true;
+    if (n >= SKIP_MIN_TEXT) {
+      const skip = this.skipTable();
+      if (skip.window > 0) return this.scanSkipping(text, onMatch, skip);
+    }
     const { heads, filter, next, k1, k2, lens, patterns } = this;
     let work = workBudget(n);
     const hshift = 32 - this.hbits;
@@ -504,6 +532,101 @@ class TextIndex {
       c0 = c1;
       c1 = c2;
       c2 = c3;
+    }
+    return true;
+  }
+
+  /**
+   * Wu–Manber's shift table over the first `window` units of every pattern
+   * (`window` = the shortest pattern): for each four-unit block, how far a
+   * window ending in it may move on without passing the start of any
+   * pattern. A block that ends no pattern's prefix lets the search jump
+   * `window - 3` units; hash collisions only make shifts smaller (never
+   * unsafe). Unusable (window 0) when a pattern is shorter than SKIP_MIN_WINDOW.
+   */
+  /** Adds a pattern's blocks to a current shift table (shifts only shrink); one shorter than the window leaves the table to be rebuilt. */
+  private extendSkip(pattern: string): void {
+    const skip = this.skip;
+    if (!skip || skip.version !== this.version || skip.window === 0 || pattern.length < skip.window) return;
+    const shifts = this.skipShared ? skip.shifts.slice() : skip.shifts;
+    this.skipShared = false;
+    this.addShifts(pattern, skip.window, skip.bits, shifts);
+    this.skip = { version: this.version + 1, window: skip.window, bits: skip.bits, shifts };
+  }
+
+  private addShifts(p: string, window: number, bits: number, shifts: Uint8Array): void {
+    for (let end = 4; end <= window; end++) {
+      const w1 = (p.charCodeAt(end - 4) << 16) | p.charCodeAt(end - 3);
+      const w2 = (p.charCodeAt(end - 2) << 16) | p.charCodeAt(end - 1);
+      const slot = hash4(w1, w2) >>> (32 - bits);
+      if (window - end < (shifts[slot] as number)) shifts[slot] = window - end;
+    }
+  }
+
+  private skipTable(): { window: number; bits: number; shifts: Uint8Array } {
+    if (this.skip?.version === this.version) return this.skip;
+    let shortest = SKIP_MAX_WINDOW;
+    for (const p of this.slots.keys()) if (p.length < shortest) shortest = p.length;
+    if (shortest < SKIP_MIN_WINDOW) {
+      this.skip = { version: this.version, window: 0, bits: 0, shifts: new Uint8Array(0) };
+      return this.skip;
+    }
+    const window = shortest;
+    const blocks = this.size * (window - 3);
+    // About eight slots per block: most of the text's blocks then find their slot at the full shift.
+    // At most 1 MB: a scrubber with thousands of secrets gets shorter shifts, not a larger table.
+    const bits = Math.min(20, Math.max(10, Math.ceil(Math.log2(blocks * 8))));
+    const shifts = new Uint8Array(1 << bits).fill(window - 3);
+    for (const p of this.slots.keys()) this.addShifts(p, window, bits, shifts);
+    this.skip = { version: this.version, window, bits, shifts };
+    this.skipShared = false;
+    return this.skip;
+  }
+
+  /**
+   * The same matches as the plain scan, in the same order, reading far fewer
+   * characters (Wu–Manber): the window [pos, pos + window) is judged by its
+   * last four units; a non-zero shift moves it on, a zero shift means a
+   * pattern may start at pos, which is then checked exactly as the plain scan
+   * does. No pattern can start past n - window (none is shorter).
+   */
+  private scanSkipping(text: string, onMatch: (start: number, end: number) => void, skip: { window: number; bits: number; shifts: Uint8Array }): boolean {
+    const n = text.length;
+    const { heads, filter, next, k1, k2, lens, patterns } = this;
+    const { window, shifts } = skip;
+    const sshift = 32 - skip.bits;
+    const hshift = 32 - this.hbits;
+    const fshift = 32 - this.fbits;
+    let work = workBudget(n);
+    let pos = 0;
+    while (pos + window <= n) {
+      const e = pos + window;
+      const b1 = (text.charCodeAt(e - 4) << 16) | text.charCodeAt(e - 3);
+      const b2 = (text.charCodeAt(e - 2) << 16) | text.charCodeAt(e - 1);
+      const shift = shifts[Math.imul(b1 ^ Math.imul(b2, M2), M1) >>> sshift] as number;
+      if (shift > 0) {
+        pos += shift;
+        continue;
+      }
+      const w1 = (text.charCodeAt(pos) << 16) | text.charCodeAt(pos + 1);
+      const w2 = (text.charCodeAt(pos + 2) << 16) | text.charCodeAt(pos + 3);
+      const h = Math.imul(w1 ^ Math.imul(w2, M2), M1);
+      const f = h >>> fshift;
+      work--;
+      if ((filter[f >>> 3] as number) & (1 << (f & 7))) {
+        let best = 0;
+        for (let j = heads[h >>> hshift] as number; j !== -1; j = next[j] as number) {
+          work--;
+          if (k1[j] !== w1 || k2[j] !== w2) continue;
+          const len = lens[j] as number;
+          if (len <= best || pos + len > n) continue;
+          work -= len;
+          if (len === 4 || text.startsWith(patterns[j] as string, pos)) best = len;
+        }
+        if (best > 0) onMatch(pos, pos + best);
+      }
+      if (work < 0) return false;
+      pos++;
     }
     return true;
   }

@@ -84,11 +84,12 @@ export function scrubResult(entry: CheckResultEntry, scrubber: Scrubber): CheckR
 }
 
 /**
- * Could a serialized result hold a sensitive header's name? (Any case, as
- * isSensitiveHeader compares them: the `u` flag folds the Kelvin sign to `k`
- * as toLowerCase does.)
+ * Could a serialized result hold a sensitive header's name, in any case as
+ * isSensitiveHeader compares them? The Kelvin sign is the one non-ASCII
+ * character that toLowerCase turns into one of their letters (`k`); any line
+ * holding it takes the slow path. (Without the `u` flag: twice as fast.)
  */
-const SENSITIVE_NAME = /authorization|x-api-key|cookie/iu;
+const SENSITIVE_NAME = /authorization|x-api-key|cookie|\u212a/i;
 
 /**
  * What scrubResult gives, and its JSON, with one serialization and one scan

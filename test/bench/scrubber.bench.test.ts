@@ -23,6 +23,7 @@ import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { scrubResult, scrubResultLine } from '../../src/secrets/policy.js';
 import { REDACTED, Scrubber, secretForms } from '../../src/secrets/scrubber.js';
 import { mulberry32 } from '../support/random.js';
+import { cpuShareWindow } from './cpu-share.js';
 
 const BODY_MB = Number(process.env.BENCH_SCRUBBER_MB ?? 10);
 const BODY_BYTES = Math.round(BODY_MB * 1_000_000);
@@ -100,6 +101,8 @@ interface Row {
   naiveExtrapolated: boolean;
   ratio: number;
   rawOnlyMBps: number;
+  /** The other processes' share of the machine's CPU while this row ran. */
+  otherShare: number;
 }
 
 test('scrubber throughput: one pass for all secrets vs a naive replaceAll loop', () => {
@@ -110,6 +113,7 @@ test('scrubber throughput: one pass for all secrets vs a naive replaceAll loop',
     const body = makeBody(secrets, random);
     const buffer = Buffer.from(body, 'latin1');
 
+    const share = cpuShareWindow();
     const compileStart = performance.now();
     const scrubber = Scrubber.of(secrets);
     const compileMs = performance.now() - compileStart;
@@ -141,6 +145,7 @@ test('scrubber throughput: one pass for all secrets vs a naive replaceAll loop',
       naiveExtrapolated,
       ratio: naiveMs / textMs,
       rawOnlyMBps: mb / (rawOnlyMs / 1000),
+      otherShare: share(),
     });
   }
 
@@ -151,10 +156,10 @@ test('scrubber throughput: one pass for all secrets vs a naive replaceAll loop',
       .loadavg()
       .map((l) => l.toFixed(2))
       .join(' ')}`,
-    '  secrets  patterns  compile ms  scrubText MB/s  scrubBuffer MB/s  naive replaceAll MB/s  ratio     (naive, raw values only MB/s)',
+    '  secrets  patterns  compile ms  scrubText MB/s  scrubBuffer MB/s  naive replaceAll MB/s  ratio     (naive, raw values only MB/s)  other processes',
     ...rows.map(
       (r) =>
-        `  ${String(r.secrets).padStart(7)}  ${String(r.patterns).padStart(8)}  ${fmt(r.compileMs, 2)}   ${fmt(r.textMBps)}       ${fmt(r.bufferMBps)}         ${fmt(r.naiveMBps, 2)}${r.naiveExtrapolated ? '*' : ' '}        ${fmt(r.ratio)}×    (${fmt(r.rawOnlyMBps, 2)})`,
+        `  ${String(r.secrets).padStart(7)}  ${String(r.patterns).padStart(8)}  ${fmt(r.compileMs, 2)}   ${fmt(r.textMBps)}       ${fmt(r.bufferMBps)}         ${fmt(r.naiveMBps, 2)}${r.naiveExtrapolated ? '*' : ' '}        ${fmt(r.ratio)}×    (${fmt(r.rawOnlyMBps, 2)})  ${(r.otherShare * 100).toFixed(0).padStart(5)} % of the CPU`,
     ),
     rows.some((r) => r.naiveExtrapolated) ? `  * timed on ${NAIVE_SAMPLE} of the patterns and extrapolated linearly (the raw-only loop: on 200 values)` : '',
     '  ratio = naive loop over the same patterns (every encoded form, longest first) ÷ scrubText; the raw-only loop is for scale, it scrubs far less',
@@ -224,9 +229,12 @@ test('a result as it leaves the queue: the deep scrub then JSON.stringify (befor
         }
         return median(times);
       };
+      const share = cpuShareWindow();
       const before = timeEach((e) => JSON.stringify(scrubResult(e, scrubber)));
       const after = timeEach((e) => scrubResultLine(e, scrubber).line);
-      rows.push(`  ${String(count).padStart(7)}  ${String(bodyBytes).padStart(10)}  ${before.toFixed(2).padStart(14)}  ${after.toFixed(2).padStart(14)}  ${(before / after).toFixed(2).padStart(7)}×`);
+      rows.push(
+        `  ${String(count).padStart(7)}  ${String(bodyBytes).padStart(10)}  ${before.toFixed(2).padStart(14)}  ${after.toFixed(2).padStart(14)}  ${(before / after).toFixed(2).padStart(7)}×  ${(share() * 100).toFixed(0).padStart(5)} %`,
+      );
     }
   }
   process.stdout.write(
@@ -236,7 +244,7 @@ test('a result as it leaves the queue: the deep scrub then JSON.stringify (befor
         .loadavg()
         .map((l) => l.toFixed(2))
         .join(' ')}`,
-      '  secrets  body bytes  deep + stringify  scrubResultLine  speed-up',
+      '  secrets  body bytes  deep + stringify  scrubResultLine  speed-up  other processes (CPU share)',
       ...rows,
       '',
     ].join('\n'),

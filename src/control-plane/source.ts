@@ -32,7 +32,7 @@ export interface SourceOptions {
   authRetryMs: number;
   onCompletion: (completion: JobCompletion, job: Job) => Promise<void>;
   /** A failed attempt that will be retried (resultType ATTEMPT). */
-  onAttempt: (result: CheckResultEntry, job: Job, line: string) => Promise<void>;
+  onAttempt: (result: CheckResultEntry, job: Job, line: string | undefined) => Promise<void>;
   onFailure: (error: ControlPlaneError) => void;
   /** The claim loop's heartbeat for the watchdog, and the longest one claim may take (limiter wait, long poll, timeout). */
   heartbeat?: Heartbeat;

@@ -141,6 +141,43 @@ export function capResultSize(entry: CheckResultEntry, maxBytes: number, lease?:
 }
 
 /**
+ * Whether `value` as JSON is surely at most `limit` bytes, judged without
+ * serializing it: a string counted at six bytes a unit (a `\u0000` escape,
+ * the most a unit can take) or, when that is too many, exactly
+ * (jsonStringBytes); every number at 24, each key and separator generously.
+ * Stops as soon as the count passes `limit`, so it reads little of a large
+ * result. A result that passes can be serialized whole with no risk; one
+ * that does not is measured and cut first (capResultSize), never serialized
+ * at full size.
+ */
+export function jsonBytesAtMost(value: unknown, limit: number): boolean {
+  return boundedJsonBytes(value, limit, 0) <= limit;
+}
+
+/** The largest result that leaves the queue with its JSON line made (UNCHARGED_BYTES): such lines are small to hold. */
+export const SMALL_RESULT_BYTES = UNCHARGED_BYTES;
+
+function boundedJsonBytes(value: unknown, limit: number, depth: number): number {
+  if (typeof value === 'string') {
+    const quick = 6 * value.length + 2;
+    if (quick <= limit || value.length + 2 > limit) return quick;
+    return jsonStringBytes(value);
+  }
+  if (value === null || typeof value !== 'object') return 24;
+  if (depth > 64) return Number.POSITIVE_INFINITY;
+  let total = 2;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length && total <= limit; i++) total += boundedJsonBytes(value[i], limit - total, depth + 1) + 1;
+    return total;
+  }
+  for (const key in value) {
+    total += 6 * key.length + 4 + boundedJsonBytes((value as Record<string, unknown>)[key], limit - total, depth + 1);
+    if (total > limit) return total;
+  }
+  return total;
+}
+
+/**
  * capResultSize for a serialized result: a line within both MAX_RESULT_BYTES
  * and the uncharged allowance is kept as it is, without measuring its parts
  * (its long strings cannot add up to more than the line); only a larger one

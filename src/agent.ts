@@ -134,10 +134,10 @@ export async function runAgent(
     claimBoundMs: callBoundMs + config.claimWaitSeconds * 1000,
     ...(config.testFault === 'claim-loop-throw' ? { testFault: config.testFault } : {}),
     onFailure,
-    onAttempt: (result, job) => sink.deliver({ jobId: job.id, resultId: result.id, result }),
+    onAttempt: (result, job, line) => sink.deliver({ jobId: job.id, resultId: result.id, result }, line),
     onCompletion: async (completion) => {
       if (completion.result === null) return;
-      await sink.deliver({ jobId: completion.jobId, resultId: completion.result.id, result: completion.result });
+      await sink.deliver({ jobId: completion.jobId, resultId: completion.result.id, result: completion.result }, completion.line);
     },
   });
 

@@ -147,10 +147,10 @@ export async function runLocal(
   // Not ready while a check worker restarts.
   if (workers) lifecycle.modeReady = () => workers.ready();
   const runOne = async (local: LocalCheck) => {
-    const completion = await queue.submit(prepareLocal(local, logger), async (attempt) => sink.deliver(attempt));
+    const completion = await queue.submit(prepareLocal(local, logger), async (attempt, line) => sink.deliver(attempt, line));
     try {
       // The memory its body held is given back once the result is written out, not merely queued to be.
-      if (completion.result) await sink.deliver(completion.result);
+      if (completion.result) await sink.deliver(completion.result, completion.line);
     } finally {
       completion.release();
     }

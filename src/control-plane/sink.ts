@@ -54,9 +54,12 @@ export class ControlPlaneSink {
     private readonly watch: { heartbeat: Heartbeat; sendBoundMs: number } = { heartbeat: NO_HEARTBEAT, sendBoundMs: 0 },
   ) {}
 
-  /** Spools the result (fsync) before anything else; resolves once it is durable. */
-  async deliver(envelope: ResultEnvelope): Promise<void> {
-    await this.spool.append(envelope);
+  /**
+   * Spools the result (fsync) before anything else; resolves once it is durable.
+   * `resultLine`, when given, is JSON.stringify(envelope.result), already made: it goes into the spool line as is.
+   */
+  async deliver(envelope: ResultEnvelope, resultLine?: string): Promise<void> {
+    await this.spool.append(envelope, resultLine);
   }
 
   start(): void {

@@ -34,7 +34,7 @@ export interface SourceOptions {
   authRetryMs: number;
   onCompletion: (completion: JobCompletion, job: Job) => Promise<void>;
   /** A failed attempt that will be retried (resultType ATTEMPT). */
-  onAttempt: (result: CheckResultEntry, job: Job) => Promise<void>;
+  onAttempt: (result: CheckResultEntry, job: Job, line: string | undefined) => Promise<void>;
   onFailure: (error: ControlPlaneError) => void;
   /** The claim loop's heartbeat for the watchdog, and the longest one claim may take (limiter wait, long poll, timeout). */
   heartbeat?: Heartbeat;
@@ -196,7 +196,7 @@ export class ControlPlaneSource {
     leases.track(job.id, job.leaseExpiresAt);
     const prepared = unreadable ? unpreparedJob(job.id, `Invalid job: ${unreadable}`, logger) : prepareJob(job, registry, logger);
     const done = queue
-      .submit(prepared, (result) => this.options.onAttempt(result, job))
+      .submit(prepared, (result, line) => this.options.onAttempt(result, job, line))
       .then(async (completion) => {
         try {
           await this.options.onCompletion(completion, job);

@@ -99,8 +99,15 @@ export interface Batch {
   items: SpoolItem[];
 }
 
-export function spoolItem(envelope: ResultEnvelope): SpoolItem {
-  return { line: JSON.stringify(envelope), jobId: envelope.jobId, resultId: envelope.resultId };
+/**
+ * The envelope's spool line. With `resultLine` (JSON.stringify(envelope.result), made once
+ * when the result was scrubbed) the line is put together around it, not serialized again:
+ * the same text JSON.stringify(envelope) gives.
+ */
+export function spoolItem(envelope: ResultEnvelope, resultLine?: string): SpoolItem {
+  const { jobId, resultId } = envelope;
+  const line = resultLine === undefined ? JSON.stringify(envelope) : `{"jobId":${JSON.stringify(jobId)},"resultId":${JSON.stringify(resultId)},"result":${resultLine}}`;
+  return { line, jobId, resultId };
 }
 
 function lineBytes(item: SpoolItem): number {
@@ -268,8 +275,8 @@ export class Spool {
    * disk refuses it, once it is held in memory (the spool is then not writable).
    * Never rejects.
    */
-  append(envelope: ResultEnvelope): Promise<void> {
-    return this.appendItem(spoolItem(envelope));
+  append(envelope: ResultEnvelope, resultLine?: string): Promise<void> {
+    return this.appendItem(spoolItem(envelope, resultLine));
   }
 
   private appendItem(item: SpoolItem): Promise<void> {

@@ -41,6 +41,16 @@ export interface CheckResultEntry {
   browserCheckResult?: Record<string, unknown>;
 }
 
+/**
+ * A result ready to leave the queue (scrubbed, size-bounded) with its JSON:
+ * `line` is exactly JSON.stringify(entry), serialized once and reused by
+ * the spool and the local sink.
+ */
+export interface SerializedResult {
+  entry: CheckResultEntry;
+  line: string;
+}
+
 /** Where a job came from, as far as the result needs to know. */
 export interface RunIdentity {
   checkRunId: number | null;

@@ -114,7 +114,7 @@ export class JobQueue {
    * The job counts for drain() until its completion is released: callers
    * release it once the result is handed on, whether or not that worked.
    */
-  submit(prepared: PreparedJob, onAttempt: (result: CheckResultEntry) => Promise<void> = async () => undefined): Promise<JobCompletion> {
+  submit(prepared: PreparedJob, onAttempt: (result: CheckResultEntry, line: string | undefined) => Promise<void> = async () => undefined): Promise<JobCompletion> {
     let reported: () => void = () => undefined;
     const settled = new Promise<void>((resolve) => {
       reported = resolve;

@@ -13,10 +13,10 @@ import { JobAbortedError } from '../core/errors.js';
 import type { MemoryBudget, MemoryLease } from '../core/memory-budget.js';
 import type { Outcome } from '../core/outcome.js';
 import type { EnvironmentVariable } from '../core/protocol.js';
-import type { CheckResultEntry } from '../core/result-entry.js';
+import type { CheckResultEntry, SerializedResult } from '../core/result-entry.js';
 import type { JobMetrics } from '../observability/metrics.js';
 import { errorResult, resultOutcome } from '../results/result.js';
-import { capResultSize, DEFAULT_MAX_RESULT_BYTES } from '../results/result-size.js';
+import { capResultSize, capSerializedResult, DEFAULT_MAX_RESULT_BYTES, jsonBytesAtMost, SMALL_RESULT_BYTES } from '../results/result-size.js';
 import { type JobSecrets, SecretPolicy } from '../secrets/policy.js';
 import type { Scrubber } from '../secrets/scrubber.js';
 import { type Runnable, runAttempt } from './attempt.js';
@@ -27,10 +27,10 @@ import type { PreparedJob } from './prepare.js';
  * holds: call it once the result has been handed on (spooled or written).
  */
 export type JobCompletion =
-  | { jobId: string; result: CheckResultEntry; prepared: PreparedJob; release: () => void }
+  | { jobId: string; result: CheckResultEntry; line: string | undefined; prepared: PreparedJob; release: () => void }
   | { jobId: string; result: null; prepared: PreparedJob; reason: 'lease-lost'; release: () => void };
 
-type Finished = DistributiveOmit<JobCompletion, 'release'>;
+type Finished = { jobId: string; result: CheckResultEntry; prepared: PreparedJob } | DistributiveOmit<Extract<JobCompletion, { result: null }>, 'release'>;
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 /** What an executor-exception handler learns about the job (for error events). */
@@ -92,13 +92,15 @@ export class JobRunner {
 
   /**
    * Runs a job to its FINAL result. Failed attempts that its retry strategy
-   * retries are handed to `onAttempt` as ATTEMPT results as they happen.
+   * retries are handed to `onAttempt` as ATTEMPT results as they happen,
+   * each with its JSON line (what the sinks write, serialized once; undefined
+   * for a large result, which the sink serializes itself).
    *
    * Every result of a job leaves through here, scrubbed with the job's
    * scrubber (built once per job: agent-wide secrets, the job's secret
    * variables, and what its executor registered at run time).
    */
-  async run(prepared: PreparedJob, slot: JobSlot, onAttempt: (result: CheckResultEntry) => Promise<void>): Promise<JobCompletion> {
+  async run(prepared: PreparedJob, slot: JobSlot, onAttempt: (result: CheckResultEntry, line: string | undefined) => Promise<void>): Promise<JobCompletion> {
     const secrets = this.secrets.forJob(jobVariables(prepared));
     const runnable = prepared.runnable;
     for (const { name, value } of runnable?.executor.definitionSecrets?.(runnable.check.request) ?? []) secrets.add(value, name);
@@ -111,14 +113,24 @@ export class JobRunner {
       return memory;
     };
     const maxBytes = this.options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
-    const leave = (entry: CheckResultEntry) => capResultSize(secrets.scrubResult(entry), maxBytes, memory);
+    // A small result (the usual one) is scrubbed and bounded as one JSON line, serialized once
+    // (src/secrets/policy.ts scrubResultLine). A larger one is scrubbed value by value and cut first, and
+    // leaves without a line: it is never serialized at full size, and its JSON (up to six times its text,
+    // for escaped bytes) is not held while it waits for the sink, which serializes it as it writes it.
+    const leave = (entry: CheckResultEntry): Partial<SerializedResult> & Pick<SerializedResult, 'entry'> => {
+      if (jsonBytesAtMost(entry, Math.min(maxBytes, SMALL_RESULT_BYTES))) return capSerializedResult(secrets.scrubResultLine(entry), maxBytes, memory);
+      return { entry: capResultSize(secrets.scrubResult(entry), maxBytes, memory) };
+    };
     try {
       const completion = await this.attempts(prepared, slot, secrets, nextLease, async (entry) => {
+        const { entry: result, line } = leave(entry);
         // The ATTEMPT result is spooled when this returns: the next attempt starts with nothing held.
-        await onAttempt(leave(entry));
+        await onAttempt(result, line);
         release();
       });
-      return completion.result === null ? { ...completion, release } : { ...completion, result: leave(completion.result), release };
+      if (completion.result === null) return { ...completion, release };
+      const { entry: result, line } = leave(completion.result);
+      return { jobId: completion.jobId, prepared: completion.prepared, result, line, release };
     } catch (error) {
       release();
       throw error;

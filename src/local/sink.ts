@@ -52,13 +52,14 @@ export class LocalSink {
   }
 
   /**
-   * Writes the result; resolves once the streams have taken it (a slow reader
+   * Writes the result (`line`: its JSON, if already made); resolves once the streams have taken it (a slow reader
    * of stdout holds it back), so that what is buffered counts until then.
    */
-  deliver(result: CheckResultEntry): Promise<void> {
+  deliver(result: CheckResultEntry, line?: string): Promise<void> {
     if (result.resultType === 'ATTEMPT') this.retries++;
     else this.counts[resultOutcome(result)]++;
-    const json = `${JSON.stringify(result)}\n`;
+    // `line`, when given, is JSON.stringify(result), made once when it was scrubbed.
+    const json = `${line ?? JSON.stringify(result)}\n`;
     const written = (stream: NodeJS.WritableStream, text: string) =>
       new Promise<void>((resolve) => {
         // The result is handed on either way; a failed write to the results file is reported once.

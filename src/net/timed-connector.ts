@@ -102,6 +102,9 @@ function summarizeTls(socket: tls.TLSSocket): TlsSummary {
   };
 }
 
+/** Listener options shared by every connection (one object, not one per connect). */
+const ONCE = Object.freeze({ once: true });
+
 export function timedConnector(options: TimedConnectorOptions): buildConnector.connector {
   return (opts, callback) => {
     const marks: Partial<ConnectionMarks> = { lookupStart: performance.now() };
@@ -125,7 +128,7 @@ export function timedConnector(options: TimedConnectorOptions): buildConnector.c
       finish(options.signal.reason instanceof Error ? options.signal.reason : new Error('aborted'));
     };
     if (options.signal.aborted) return onAbort();
-    options.signal.addEventListener('abort', onAbort, { once: true });
+    options.signal.addEventListener('abort', onAbort, ONCE);
 
     resolvePermitted(host, options.ipFamily, options.policy, port).then(
       ({ address, family: resolvedFamily, fallback }) => {

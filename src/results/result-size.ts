@@ -7,7 +7,7 @@
 // says what was cut and how large it was.
 
 import type { MemoryLease } from '../core/memory-budget.js';
-import type { CheckResultEntry } from '../core/result-entry.js';
+import type { CheckResultEntry, SerializedResult } from '../core/result-entry.js';
 
 export const DEFAULT_MAX_RESULT_BYTES = 4 * 1024 * 1024;
 
@@ -136,6 +136,65 @@ function memberOf(entry: CheckResultEntry): Record<string, unknown> | undefined 
  * Returns the same entry.
  */
 export function capResultSize(entry: CheckResultEntry, maxBytes: number, lease?: MemoryLease): CheckResultEntry {
+  cap(entry, maxBytes, lease);
+  return entry;
+}
+
+/**
+ * Whether `value` as JSON is surely at most `limit` bytes, judged without
+ * serializing it: a string counted at six bytes a unit (a `\u0000` escape,
+ * the most a unit can take) or, when that is too many, exactly
+ * (jsonStringBytes); every number at 24, each key and separator generously.
+ * Stops as soon as the count passes `limit`, so it reads little of a large
+ * result. A result that passes can be serialized whole with no risk; one
+ * that does not is measured and cut first (capResultSize), never serialized
+ * at full size.
+ */
+export function jsonBytesAtMost(value: unknown, limit: number): boolean {
+  return boundedJsonBytes(value, limit, 0) <= limit;
+}
+
+/** The largest result that leaves the queue with its JSON line made (UNCHARGED_BYTES): such lines are small to hold. */
+export const SMALL_RESULT_BYTES = UNCHARGED_BYTES;
+
+function boundedJsonBytes(value: unknown, limit: number, depth: number): number {
+  if (typeof value === 'string') {
+    const quick = 6 * value.length + 2;
+    if (quick <= limit || value.length + 2 > limit) return quick;
+    return jsonStringBytes(value);
+  }
+  if (value === null || typeof value !== 'object') return 24;
+  if (depth > 64) return Number.POSITIVE_INFINITY;
+  let total = 2;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length && total <= limit; i++) total += boundedJsonBytes(value[i], limit - total, depth + 1) + 1;
+    return total;
+  }
+  for (const key in value) {
+    total += 6 * key.length + 4 + boundedJsonBytes((value as Record<string, unknown>)[key], limit - total, depth + 1);
+    if (total > limit) return total;
+  }
+  return total;
+}
+
+/**
+ * capResultSize for a serialized result: a line within both MAX_RESULT_BYTES
+ * and the uncharged allowance is kept as it is, without measuring its parts
+ * (its long strings cannot add up to more than the line); only a larger one
+ * is measured, cut, and serialized again if it was cut.
+ */
+export function capSerializedResult(result: SerializedResult, maxBytes: number, lease?: MemoryLease): SerializedResult {
+  // UTF-16 units never undercount UTF-8 bytes by more than 3×: most lines are decided without counting.
+  const bytes = result.line.length * 3 <= maxBytes && result.line.length * 3 <= UNCHARGED_BYTES ? 0 : Buffer.byteLength(result.line);
+  if (bytes <= maxBytes && bytes <= UNCHARGED_BYTES) {
+    lease?.give(lease.bytes);
+    return result;
+  }
+  return cap(result.entry, maxBytes, lease) ? { entry: result.entry, line: JSON.stringify(result.entry) } : result;
+}
+
+/** Cuts `entry` in place as capResultSize says; true when anything was cut. */
+function cap(entry: CheckResultEntry, maxBytes: number, lease?: MemoryLease): boolean {
   const { total, long } = measure(entry);
   let limit = maxBytes;
   let budgetShort = false;
@@ -150,7 +209,7 @@ export function capResultSize(entry: CheckResultEntry, maxBytes: number, lease?:
   }
   if (total <= limit) {
     lease?.give(lease.bytes - chargedBytes(long));
-    return entry;
+    return false;
   }
   const detail = memberOf(entry);
   const response = detail?.response;
@@ -207,5 +266,5 @@ export function capResultSize(entry: CheckResultEntry, maxBytes: number, lease?:
     };
   }
   lease?.give(lease.bytes - chargedBytes(measure(entry).long));
-  return entry;
+  return true;
 }

@@ -11,7 +11,13 @@
 // the window are hashed (rolling, one `charCodeAt` per position), a bit set
 // answers "might a pattern start here?" (almost always no), and only then a
 // bucket of candidates is compared for real. All of it lives in typed arrays:
-// no allocation per character. Matches are merged: every position covered by
+// no allocation per character. On a long text, when every pattern is at
+// least eight long, the index is searched Wu–Manber style instead: a window
+// as long as the shortest pattern is judged by its last four units, and
+// moves on by up to its length less three without reading what it skips
+// (a shift table over every pattern's first window), so most characters are
+// never read; where the table says a pattern may start, the same candidate
+// check runs, so the matches are the same. Matches are merged: every position covered by
 // any match is redacted, and each run of overlapping matches becomes one
 // `*****` — so when secrets overlap the longest match wins, and no piece of a
 // longer secret survives next to a shorter one. With at most
@@ -71,6 +77,18 @@ const WORK_ALLOWANCE = 256;
 function workBudget(length: number): number {
   return WORK_PER_UNIT * length + WORK_ALLOWANCE;
 }
+
+/**
+ * The skipping search (TextIndex.scan): used on texts at least this long, when
+ * every pattern is at least SKIP_MIN_WINDOW long; its window is the shortest
+ * pattern, at most SKIP_MAX_WINDOW (the shifts fit a byte).
+ */
+const SKIP_MIN_TEXT = 1024;
+const SKIP_MIN_WINDOW = 8;
+const SKIP_MAX_WINDOW = 64;
+
+/** A line break as JSON writes it inside a string. */
+const ESCAPED_BREAK = /\\[nr]/;
 
 /** The embedded base64 forms (a secret in the middle of a longer base64 text) must be at least this long. */
 const MIN_EMBEDDED_BASE64 = 6;
@@ -260,6 +278,46 @@ export function secretForms(secret: string): string[] {
   return [...unique];
 }
 
+/**
+ * What a serialized JSON text is scanned for (Scrubber.mayHoldSecret): every
+ * form, and each form as it reads inside a JSON string. Only for that scan:
+ * scrubText keeps to secretForms, or these escaped forms would themselves be
+ * forms whose own escapings a line would need, without end.
+ */
+export function jsonLineForms(secret: string): string[] {
+  const unique = new Set(cachedForms(secret));
+  for (const f of cachedForms(secret)) for (const escaped of inJsonString(f)) unique.add(escaped);
+  return [...unique];
+}
+
+function jsonEscape(text: string): string {
+  return JSON.stringify(text).slice(1, -1);
+}
+
+/**
+ * How `form` is written inside a JSON string by JSON.stringify, when that
+ * differs from the form itself (quotes, backslashes, control characters, lone
+ * surrogates). A lone surrogate at either end of the form may pair with its
+ * neighbour in the text and then stays raw: both spellings of each end.
+ */
+function inJsonString(form: string): string[] {
+  const escaped = jsonEscape(form);
+  if (escaped === form) return [];
+  const first = form.charCodeAt(0);
+  const last = form.charCodeAt(form.length - 1);
+  const lowFirst = first >= 0xdc00 && first <= 0xdfff;
+  const highLast = last >= 0xd800 && last <= 0xdbff;
+  if (!lowFirst && !highLast) return [escaped];
+  const head = lowFirst ? form.slice(0, 1) : '';
+  const tail = highLast ? form.slice(-1) : '';
+  const middle = jsonEscape(form.slice(head.length, form.length - tail.length));
+  const out: string[] = [];
+  for (const h of lowFirst ? [head, jsonEscape(head)] : ['']) {
+    for (const t of highLast ? [tail, jsonEscape(tail)] : ['']) out.push(h + middle + t);
+  }
+  return out;
+}
+
 /** Forms are computed once per distinct secret value (bounded). */
 const formsCache = new Map<string, readonly string[]>();
 const FORMS_CACHE_MAX = 10_000;
@@ -270,6 +328,18 @@ function cachedForms(secret: string): readonly string[] {
     forms = secretForms(secret);
     if (formsCache.size >= FORMS_CACHE_MAX) formsCache.delete(formsCache.keys().next().value as string);
     formsCache.set(secret, forms);
+  }
+  return forms;
+}
+
+const lineFormsCache = new Map<string, readonly string[]>();
+
+function cachedLineForms(secret: string): readonly string[] {
+  let forms = lineFormsCache.get(secret);
+  if (forms === undefined) {
+    forms = jsonLineForms(secret);
+    if (lineFormsCache.size >= FORMS_CACHE_MAX) lineFormsCache.delete(lineFormsCache.keys().next().value as string);
+    lineFormsCache.set(secret, forms);
   }
   return forms;
 }
@@ -302,6 +372,10 @@ class TextIndex {
   size = 0;
   /** Bumped on every change (the byte index is rebuilt lazily from it). */
   version = 0;
+  /** The skipping search's shift table, rebuilt lazily when the version moved (undefined window: not usable). */
+  private skip: { version: number; window: number; bits: number; shifts: Uint8Array } | undefined;
+  /** The shift table came from the index this one was copied from: copied before it is changed. */
+  private skipShared = false;
 
   constructor(copyFrom?: TextIndex) {
     if (copyFrom) {
@@ -319,6 +393,10 @@ class TextIndex {
       this.freeSlots = copyFrom.freeSlots.slice();
       this.stale = copyFrom.stale;
       this.size = copyFrom.size;
+      // A job's index starts from the agent-wide one: its shift table too, until the job adds a pattern.
+      this.version = copyFrom.version;
+      this.skip = copyFrom.skip;
+      this.skipShared = true;
     } else {
       this.resize(16);
     }
@@ -347,6 +425,7 @@ class TextIndex {
     this.slots.set(pattern, slot);
     this.link(slot);
     this.size++;
+    this.extendSkip(pattern);
     this.version++;
   }
 
@@ -423,6 +502,10 @@ class TextIndex {
   scan(text: string, onMatch: (start: number, end: number) => void): boolean {
     const n = text.length;
     if (this.size === 0 || n < 4) return true;
+    if (n >= SKIP_MIN_TEXT) {
+      const skip = this.skipTable();
+      if (skip.window > 0) return this.scanSkipping(text, onMatch, skip);
+    }
     const { heads, filter, next, k1, k2, lens, patterns } = this;
     let work = workBudget(n);
     const hshift = 32 - this.hbits;
@@ -452,6 +535,101 @@ class TextIndex {
       c0 = c1;
       c1 = c2;
       c2 = c3;
+    }
+    return true;
+  }
+
+  /**
+   * Wu–Manber's shift table over the first `window` units of every pattern
+   * (`window` = the shortest pattern): for each four-unit block, how far a
+   * window ending in it may move on without passing the start of any
+   * pattern. A block that ends no pattern's prefix lets the search jump
+   * `window - 3` units; hash collisions only make shifts smaller (never
+   * unsafe). Unusable (window 0) when a pattern is shorter than SKIP_MIN_WINDOW.
+   */
+  /** Adds a pattern's blocks to a current shift table (shifts only shrink); one shorter than the window leaves the table to be rebuilt. */
+  private extendSkip(pattern: string): void {
+    const skip = this.skip;
+    if (!skip || skip.version !== this.version || skip.window === 0 || pattern.length < skip.window) return;
+    const shifts = this.skipShared ? skip.shifts.slice() : skip.shifts;
+    this.skipShared = false;
+    this.addShifts(pattern, skip.window, skip.bits, shifts);
+    this.skip = { version: this.version + 1, window: skip.window, bits: skip.bits, shifts };
+  }
+
+  private addShifts(p: string, window: number, bits: number, shifts: Uint8Array): void {
+    for (let end = 4; end <= window; end++) {
+      const w1 = (p.charCodeAt(end - 4) << 16) | p.charCodeAt(end - 3);
+      const w2 = (p.charCodeAt(end - 2) << 16) | p.charCodeAt(end - 1);
+      const slot = hash4(w1, w2) >>> (32 - bits);
+      if (window - end < (shifts[slot] as number)) shifts[slot] = window - end;
+    }
+  }
+
+  private skipTable(): { window: number; bits: number; shifts: Uint8Array } {
+    if (this.skip?.version === this.version) return this.skip;
+    let shortest = SKIP_MAX_WINDOW;
+    for (const p of this.slots.keys()) if (p.length < shortest) shortest = p.length;
+    if (shortest < SKIP_MIN_WINDOW) {
+      this.skip = { version: this.version, window: 0, bits: 0, shifts: new Uint8Array(0) };
+      return this.skip;
+    }
+    const window = shortest;
+    const blocks = this.size * (window - 3);
+    // About eight slots per block: most of the text's blocks then find their slot at the full shift.
+    // At most 1 MB: a scrubber with thousands of secrets gets shorter shifts, not a larger table.
+    const bits = Math.min(20, Math.max(10, Math.ceil(Math.log2(blocks * 8))));
+    const shifts = new Uint8Array(1 << bits).fill(window - 3);
+    for (const p of this.slots.keys()) this.addShifts(p, window, bits, shifts);
+    this.skip = { version: this.version, window, bits, shifts };
+    this.skipShared = false;
+    return this.skip;
+  }
+
+  /**
+   * The same matches as the plain scan, in the same order, reading far fewer
+   * characters (Wu–Manber): the window [pos, pos + window) is judged by its
+   * last four units; a non-zero shift moves it on, a zero shift means a
+   * pattern may start at pos, which is then checked exactly as the plain scan
+   * does. No pattern can start past n - window (none is shorter).
+   */
+  private scanSkipping(text: string, onMatch: (start: number, end: number) => void, skip: { window: number; bits: number; shifts: Uint8Array }): boolean {
+    const n = text.length;
+    const { heads, filter, next, k1, k2, lens, patterns } = this;
+    const { window, shifts } = skip;
+    const sshift = 32 - skip.bits;
+    const hshift = 32 - this.hbits;
+    const fshift = 32 - this.fbits;
+    let work = workBudget(n);
+    let pos = 0;
+    while (pos + window <= n) {
+      const e = pos + window;
+      const b1 = (text.charCodeAt(e - 4) << 16) | text.charCodeAt(e - 3);
+      const b2 = (text.charCodeAt(e - 2) << 16) | text.charCodeAt(e - 1);
+      const shift = shifts[Math.imul(b1 ^ Math.imul(b2, M2), M1) >>> sshift] as number;
+      if (shift > 0) {
+        pos += shift;
+        continue;
+      }
+      const w1 = (text.charCodeAt(pos) << 16) | text.charCodeAt(pos + 1);
+      const w2 = (text.charCodeAt(pos + 2) << 16) | text.charCodeAt(pos + 3);
+      const h = Math.imul(w1 ^ Math.imul(w2, M2), M1);
+      const f = h >>> fshift;
+      work--;
+      if ((filter[f >>> 3] as number) & (1 << (f & 7))) {
+        let best = 0;
+        for (let j = heads[h >>> hshift] as number; j !== -1; j = next[j] as number) {
+          work--;
+          if (k1[j] !== w1 || k2[j] !== w2) continue;
+          const len = lens[j] as number;
+          if (len <= best || pos + len > n) continue;
+          work -= len;
+          if (len === 4 || text.startsWith(patterns[j] as string, pos)) best = len;
+        }
+        if (best > 0) onMatch(pos, pos + best);
+      }
+      if (work < 0) return false;
+      pos++;
     }
     return true;
   }
@@ -609,9 +787,14 @@ export class Scrubber {
   private byteAutomaton: { version: number; automaton: Automaton } | undefined;
   private few: { version: number; texts: string[]; buffers: Buffer[] } | undefined;
 
+  /** The JSON-line index (jsonLineForms of every secret), built on the first mayHoldSecret, then kept up to date. */
+  private lineIndex: TextIndex | undefined;
+  private lineFew: { version: number; texts: string[] } | undefined;
+
   constructor(base?: Scrubber) {
     this.index = new TextIndex(base?.index);
     this.secrets = new Map(base?.secrets);
+    if (base?.lineIndex) this.lineIndex = new TextIndex(base.lineIndex);
   }
 
   /** A scrubber for these values (short ones are skipped). */
@@ -645,7 +828,10 @@ export class Scrubber {
     if (!isScrubbable(secret)) return false;
     const count = this.secrets.get(secret) ?? 0;
     this.secrets.set(secret, count + 1);
-    if (count === 0) for (const form of cachedForms(secret)) this.index.add(form);
+    if (count === 0) {
+      for (const form of cachedForms(secret)) this.index.add(form);
+      if (this.lineIndex) for (const form of cachedLineForms(secret)) this.lineIndex.add(form);
+    }
     return true;
   }
 
@@ -658,6 +844,7 @@ export class Scrubber {
     }
     this.secrets.delete(secret);
     for (const form of cachedForms(secret)) this.index.remove(form);
+    if (this.lineIndex) for (const form of cachedLineForms(secret)) this.lineIndex.remove(form);
   }
 
   /** `text` with every form of every secret replaced by `*****` (the same string when nothing matched). */
@@ -709,6 +896,28 @@ export class Scrubber {
     if (!done) return this.automatonForText().scan(text.length, (i) => text.charCodeAt(i));
     runs.close();
     return runs;
+  }
+
+  /**
+   * Whether a JSON text, as JSON.stringify wrote it, may hold a form of a
+   * secret in one of its strings (keys included), folded base64 too. Never
+   * false when `scrubValue` of the parsed value would change it: the text is
+   * scanned for every form and every form as it reads inside a JSON string
+   * (jsonLineForms), and line breaks written as `\n` / `\r` escapes are read
+   * as breaks for the folded forms. It may be true for a match outside a
+   * string (a number, across syntax) or when the fast search gives up: the
+   * caller then scrubs the value itself. One scan of the text; a text with
+   * escaped line breaks is read once more, with them as breaks.
+   */
+  mayHoldSecret(json: string): boolean {
+    if (this.index.size === 0 || json.length < 4) return false;
+    if (this.lineIndexHit(json)) return true;
+    // A regular expression: indexOf of a two-character pattern crawls over a JSON body's many `\"`.
+    if (!ESCAPED_BREAK.test(json)) return false;
+    // Escaped breaks become breaks, and every quote one too (a string's ends are its first and last line's ends).
+    const unfolded = json.replace(/\\[nr\\"]|"/g, (m) => (m === '\\n' || m === '"' ? '\n' : m === '\\r' ? '\r' : m));
+    for (const { joined } of foldedRegions(unfolded)) if (this.directRuns(joined).starts.length > 0) return true;
+    return false;
   }
 
   /**
@@ -796,6 +1005,24 @@ export class Scrubber {
     } finally {
       if (depth >= 20) seen?.delete(value);
     }
+  }
+
+  /** Any JSON-line form in `json` (true also when the search gives up on its work budget). */
+  private lineIndexHit(json: string): boolean {
+    if (!this.lineIndex) {
+      this.lineIndex = new TextIndex();
+      for (const secret of this.secrets.keys()) for (const form of cachedLineForms(secret)) this.lineIndex.add(form);
+    }
+    const index = this.lineIndex;
+    if (index.size <= NATIVE_SEARCH_MAX_PATTERNS) {
+      if (this.lineFew?.version !== index.version) this.lineFew = { version: index.version, texts: index.livePatterns() };
+      return containsAny(json, this.lineFew.texts);
+    }
+    let hit = false;
+    const done = index.scan(json, () => {
+      hit = true;
+    });
+    return hit || !done;
   }
 
   private fewPatterns(): { texts: string[]; buffers: Buffer[] } {

@@ -135,3 +135,21 @@ export function threadCpuSeconds(pid: number): Map<string, number> {
   }
   return byName;
 }
+
+/**
+ * Starts a window; the function it returns gives the share of all cores used
+ * meanwhile by processes other than this one and `ownCpuSeconds()` (say, a
+ * child being measured), from 0 to 1.
+ */
+export function cpuShareWindow(ownCpuSeconds: () => number = () => 0): () => number {
+  const at = performance.now();
+  const machine = machineCpuSeconds();
+  const self = process.cpuUsage();
+  const own = ownCpuSeconds();
+  return () => {
+    const used = process.cpuUsage(self);
+    const mine = (used.user + used.system) / 1e6 + (ownCpuSeconds() - own);
+    const capacity = (os.cpus().length * (performance.now() - at)) / 1000;
+    return capacity > 0 ? Math.max(0, machineCpuSeconds() - machine - mine) / capacity : 0;
+  };
+}

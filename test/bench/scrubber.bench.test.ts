@@ -12,13 +12,18 @@
 //
 // BENCH_SCRUBBER_MB changes the body size and BENCH_SCRUBBER_COUNTS (e.g. "100")
 // the secret counts, for a quick try. The machine's load average is printed with
-// the figures: on a shared 2-core machine a busy neighbour halves them.
+// the figures: on a shared 2-core machine a busy neighbour halves them. A second
+// table times a whole result as it leaves the queue: the deep scrub and
+// JSON.stringify it replaced, and scrubResultLine.
 
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { expect, test } from 'vitest';
+import type { CheckResultEntry } from '../../src/core/result-entry.js';
+import { scrubResult, scrubResultLine } from '../../src/secrets/policy.js';
 import { REDACTED, Scrubber, secretForms } from '../../src/secrets/scrubber.js';
 import { mulberry32 } from '../support/random.js';
+import { cpuShareWindow } from './cpu-share.js';
 
 const BODY_MB = Number(process.env.BENCH_SCRUBBER_MB ?? 10);
 const BODY_BYTES = Math.round(BODY_MB * 1_000_000);
@@ -96,6 +101,8 @@ interface Row {
   naiveExtrapolated: boolean;
   ratio: number;
   rawOnlyMBps: number;
+  /** The other processes' share of the machine's CPU while this row ran. */
+  otherShare: number;
 }
 
 test('scrubber throughput: one pass for all secrets vs a naive replaceAll loop', () => {
@@ -106,6 +113,7 @@ test('scrubber throughput: one pass for all secrets vs a naive replaceAll loop',
     const body = makeBody(secrets, random);
     const buffer = Buffer.from(body, 'latin1');
 
+    const share = cpuShareWindow();
     const compileStart = performance.now();
     const scrubber = Scrubber.of(secrets);
     const compileMs = performance.now() - compileStart;
@@ -137,6 +145,7 @@ test('scrubber throughput: one pass for all secrets vs a naive replaceAll loop',
       naiveExtrapolated,
       ratio: naiveMs / textMs,
       rawOnlyMBps: mb / (rawOnlyMs / 1000),
+      otherShare: share(),
     });
   }
 
@@ -147,10 +156,10 @@ test('scrubber throughput: one pass for all secrets vs a naive replaceAll loop',
       .loadavg()
       .map((l) => l.toFixed(2))
       .join(' ')}`,
-    '  secrets  patterns  compile ms  scrubText MB/s  scrubBuffer MB/s  naive replaceAll MB/s  ratio     (naive, raw values only MB/s)',
+    '  secrets  patterns  compile ms  scrubText MB/s  scrubBuffer MB/s  naive replaceAll MB/s  ratio     (naive, raw values only MB/s)  other processes',
     ...rows.map(
       (r) =>
-        `  ${String(r.secrets).padStart(7)}  ${String(r.patterns).padStart(8)}  ${fmt(r.compileMs, 2)}   ${fmt(r.textMBps)}       ${fmt(r.bufferMBps)}         ${fmt(r.naiveMBps, 2)}${r.naiveExtrapolated ? '*' : ' '}        ${fmt(r.ratio)}×    (${fmt(r.rawOnlyMBps, 2)})`,
+        `  ${String(r.secrets).padStart(7)}  ${String(r.patterns).padStart(8)}  ${fmt(r.compileMs, 2)}   ${fmt(r.textMBps)}       ${fmt(r.bufferMBps)}         ${fmt(r.naiveMBps, 2)}${r.naiveExtrapolated ? '*' : ' '}        ${fmt(r.ratio)}×    (${fmt(r.rawOnlyMBps, 2)})  ${(r.otherShare * 100).toFixed(0).padStart(5)} % of the CPU`,
     ),
     rows.some((r) => r.naiveExtrapolated) ? `  * timed on ${NAIVE_SAMPLE} of the patterns and extrapolated linearly (the raw-only loop: on 200 values)` : '',
     '  ratio = naive loop over the same patterns (every encoded form, longest first) ÷ scrubText; the raw-only loop is for scale, it scrubs far less',
@@ -158,4 +167,86 @@ test('scrubber throughput: one pass for all secrets vs a naive replaceAll loop',
     '',
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
+});
+
+/** A URL check's result as the executor builds it: request and response headers, a small body, the jobLog. */
+function urlResult(body: string): CheckResultEntry {
+  return {
+    resultType: 'FINAL',
+    id: '5b0c7c1e-8f0e-4a4e-9d55-2f0b1f6f7a10',
+    name: 'bench',
+    checkId: 'bench-check',
+    checkType: 'API',
+    hasFailures: false,
+    hasErrors: false,
+    isDegraded: false,
+    overMaxResponseTime: false,
+    runLocation: 'private-bench',
+    startedAt: '2026-11-24T03:00:00.000Z',
+    stoppedAt: '2026-11-24T03:00:00.012Z',
+    created_at: '2026-11-24T03:00:00.013Z',
+    responseTime: 12,
+    checkRunId: 1,
+    attempts: 1,
+    sequenceId: null,
+    apiCheckResult: {
+      assertions: [{ source: 'STATUS_CODE', comparison: 'EQUALS', target: '200', actual: 200, passed: true }],
+      request: { method: 'GET', url: 'http://127.0.0.1:8080/health', headers: [{ key: 'user-agent', value: 'outpost/0.1.0' }], queryParameters: [] },
+      response: {
+        status: 200,
+        statusText: 'OK',
+        headers: { server: 'nginx', date: 'Tue, 24 Nov 2026 03:00:00 GMT', 'content-type': 'application/json', 'content-length': String(body.length) },
+        body,
+        bodySize: body.length,
+        timings: { socket: 0.1, lookup: 0, connect: 0.4, response: 2.1, end: 2.3 },
+        timingPhases: { wait: 0.1, dns: 0, tcp: 0.3, firstByte: 1.7, download: 0.2, total: 2.3 },
+      },
+      requestError: null,
+      jobLog: ['Connected to 127.0.0.1:8080', `Received 200 OK (${body.length} bytes)`],
+    },
+  };
+}
+
+test('a result as it leaves the queue: the deep scrub then JSON.stringify (before) vs scrubResultLine (one serialization, one scan)', () => {
+  const rows: string[] = [];
+  for (const count of [1, 100]) {
+    const random = mulberry32(1000 + count);
+    const scrubber = Scrubber.of(makeSecrets(count, random));
+    for (const bodyBytes of [200, 16_000]) {
+      const body = JSON.stringify({ status: 'ok', items: Array.from({ length: Math.ceil(bodyBytes / 60) }, (_, i) => ({ id: i, name: token(random, 20) })) }).slice(0, bodyBytes);
+      const entry = urlResult(body);
+      expect(scrubResultLine(structuredClone(entry), scrubber).line).toBe(JSON.stringify(scrubResult(structuredClone(entry), scrubber)));
+      const reps = bodyBytes > 1000 ? 2_000 : 20_000;
+      // Each run gets its own copies (redaction works in place); copying is outside the timing.
+      const copies = () => Array.from({ length: reps }, () => structuredClone(entry));
+      const timeEach = (f: (e: CheckResultEntry) => unknown) => {
+        const times: number[] = [];
+        for (let run = 0; run < 5; run++) {
+          const batch = copies();
+          const start = performance.now();
+          for (const e of batch) f(e);
+          times.push(((performance.now() - start) * 1000) / reps);
+        }
+        return median(times);
+      };
+      const share = cpuShareWindow();
+      const before = timeEach((e) => JSON.stringify(scrubResult(e, scrubber)));
+      const after = timeEach((e) => scrubResultLine(e, scrubber).line);
+      rows.push(
+        `  ${String(count).padStart(7)}  ${String(bodyBytes).padStart(10)}  ${before.toFixed(2).padStart(14)}  ${after.toFixed(2).padStart(14)}  ${(before / after).toFixed(2).padStart(7)}×  ${(share() * 100).toFixed(0).padStart(5)} %`,
+      );
+    }
+  }
+  process.stdout.write(
+    [
+      '',
+      `result scrubbing, per result (µs, median of 5 runs), Node ${process.version}, load average ${os
+        .loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}`,
+      '  secrets  body bytes  deep + stringify  scrubResultLine  speed-up  other processes (CPU share)',
+      ...rows,
+      '',
+    ].join('\n'),
+  );
 });

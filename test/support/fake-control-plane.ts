@@ -152,6 +152,30 @@ export class FakeControlPlane {
     if (state === 'leased') this.leased.add(s);
   }
 
+  /** Results dropped by prune(), for a long run's count. */
+  prunedResults = 0;
+
+  /**
+   * Forgets finished jobs and their results, and the request, claim and
+   * receipt logs: a long run (the soak in test/bench/soak.bench.test.ts) would
+   * otherwise keep every result in the bench process. Returns how many
+   * results went.
+   */
+  prune(): number {
+    let pruned = 0;
+    for (const [id, s] of this.jobs) if (s.state === 'done') this.jobs.delete(id);
+    for (const [resultId, r] of this.results) {
+      if (this.jobs.has(r.jobId)) continue;
+      this.results.delete(resultId);
+      pruned++;
+    }
+    this.requests.length = 0;
+    this.claims.length = 0;
+    this.received.length = 0;
+    this.prunedResults += pruned;
+    return pruned;
+  }
+
   outstanding(agentId?: string): number {
     let n = 0;
     for (const s of this.leased) if (agentId === undefined || s.agentId === agentId) n++;

@@ -97,10 +97,17 @@ function phases(hops: Hop[], start: number, end: number): TimingPhases {
     if (hop.headers !== undefined && hop.end !== undefined) download += hop.end - hop.headers;
   }
   const total = round(end - start);
-  const parts = { dns: round(dns), tcp: round(tcp), tls: round(tlsTime), firstByte: round(firstByte), download: round(download) };
-  const wait = round(Math.max(0, total - parts.dns - parts.tcp - parts.tls - parts.firstByte - parts.download));
-  return { wait, ...parts, total };
+  const d = round(dns);
+  const t = round(tcp);
+  const s = round(tlsTime);
+  const f = round(firstByte);
+  const w = round(download);
+  return { wait: round(Math.max(0, total - d - t - s - f - w)), dns: d, tcp: t, tls: s, firstByte: f, download: w, total };
 }
+
+/** What an exchange holds until its end replaces them (always, see performExchange): one shared pair, not two objects per run. */
+const NO_TIMINGS: Timings = Object.freeze({ socket: null, lookup: null, connect: null, response: null, end: null });
+const NO_PHASES: TimingPhases = Object.freeze({ wait: 0, dns: 0, tcp: 0, tls: 0, firstByte: 0, download: 0, total: 0 });
 
 function timingsOf(hop: Hop | undefined, start: number): Timings {
   const since = (mark: number | undefined) => (mark === undefined ? null : round(mark - start));
@@ -211,6 +218,10 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
   };
   // Undici's own idle timers must not fire before the check's cap (the abort signal) does.
   const common = { headersTimeout: 0, bodyTimeout: 0, keepAliveTimeout: 1, pipelining: 0 } as const;
+  // A hop's own connection is closed by the check once the body is read (below). With pipelining 0
+  // undici would close it itself, building an InformationalError (its stack captured and formatted)
+  // per request: a large share of a URL check's CPU (test/bench/http-client.bench.test.ts).
+  const direct = { headersTimeout: 0, bodyTimeout: 0, keepAliveTimeout: 600_000, pipelining: 1 } as const;
   let proxy: ProxyAgent | undefined;
   if (spec.proxyUrl) {
     // Plain HTTP goes to the proxy as an absolute-form request (as curl does); HTTPS tunnels through CONNECT.
@@ -230,7 +241,8 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
   const clients: Client[] = [];
   const dispatcherFor = (target: string): Dispatcher => {
     if (proxy) return proxy;
-    const client = new Client(new URL(target).origin, { ...common, connect: connectorFor(new URL(target).hostname) });
+    const { origin, hostname } = new URL(target);
+    const client = new Client(origin, { ...direct, connect: connectorFor(hostname) });
     clients.push(client);
     return client;
   };
@@ -242,8 +254,8 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
     bodyTruncated: false,
     redirects: 0,
     finalUrl: spec.url,
-    timings: timingsOf(undefined, start),
-    timingPhases: phases([], start, start),
+    timings: NO_TIMINGS,
+    timingPhases: NO_PHASES,
     startedAt,
     stoppedAt: startedAt,
   };
@@ -293,8 +305,9 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
         }
       }
       hop.end = performance.now();
-      // The answer is complete: a graceful close needs no error object, unlike destroy().
-      if (dispatcher !== proxy) (dispatcher as Client).close().catch(() => undefined);
+      // The answer is complete: the connection goes. close() would end in destroy() with a new
+      // ClientDestroyedError (a stack captured per check); the shared reason costs nothing.
+      if (dispatcher !== proxy) (dispatcher as Client).destroy(RUN_OVER).catch(() => undefined);
       // The previous hop's body is dropped here: its share of the budget goes back.
       ctx.bodyMemory?.give(exchange.body.length);
       exchange.body = Buffer.concat(kept);

@@ -64,7 +64,7 @@ export interface PoolOptions {
 interface RunningJob {
   prepared: PreparedJob;
   signal: AbortSignal;
-  onAttempt: (result: CheckResultEntry) => Promise<void>;
+  onAttempt: (result: CheckResultEntry, line: string | undefined) => Promise<void>;
   settle: (completion: JobCompletion | Error) => void;
 }
 
@@ -175,7 +175,7 @@ export class WorkerPool {
   }
 
   /** Runs a job on the least busy worker; settles like JobRunner.run. */
-  run(prepared: PreparedJob, slot: JobSlot, onAttempt: (result: CheckResultEntry) => Promise<void>): Promise<JobCompletion> {
+  run(prepared: PreparedJob, slot: JobSlot, onAttempt: (result: CheckResultEntry, line: string | undefined) => Promise<void>): Promise<JobCompletion> {
     const handle = this.pick();
     const runnable = prepared.runnable;
     if (!handle || !runnable) return Promise.reject(new Error('no check worker is up'));
@@ -308,7 +308,7 @@ export class WorkerPool {
         const answer = (error?: unknown) =>
           handle.worker.postMessage({ type: 'attempt-handled', jobId: message.jobId, seq: message.seq, ...(error !== undefined ? { error: wireError(error) } : {}) } satisfies ToWorker);
         if (!job) return answer(new Error('the job is no longer running'));
-        job.onAttempt(message.result).then(() => answer(), answer);
+        job.onAttempt(message.result, message.line).then(() => answer(), answer);
         return;
       }
       case 'done': {
@@ -321,7 +321,7 @@ export class WorkerPool {
         job.settle(
           message.result === null
             ? { jobId: message.jobId, result: null, prepared, reason: 'lease-lost', release }
-            : { jobId: message.jobId, result: message.result, prepared, release },
+            : { jobId: message.jobId, result: message.result, line: message.line, prepared, release },
         );
         return;
       }
@@ -390,7 +390,7 @@ export class WorkerPool {
     metrics.jobsTotal.inc({ check_type: checkType, outcome: 'error' });
     metrics.checks.record(result, { frequencySeconds: prepared.runnable?.check.frequency });
     prepared.logger.error({ target: prepared.runnable?.target }, `job ended as an error: ${why}`);
-    return { jobId: prepared.jobId, result, prepared, release: () => undefined };
+    return { jobId: prepared.jobId, result, line: undefined, prepared, release: () => undefined };
   }
 }
 

@@ -81,8 +81,10 @@ export type FromWorker =
   /** The worker's event loop turns: sent every WORKER_BEAT_MS. */
   | { type: 'beat' }
   | { type: 'metrics'; ops: MetricOp[] }
-  | { type: 'attempt'; jobId: string; seq: number; result: CheckResultEntry }
-  | { type: 'done'; jobId: string; result: CheckResultEntry | null }
+  // `line`: the result as the sinks write it, scrubbed and serialized once in the worker (src/jobs/run.ts).
+  | { type: 'attempt'; jobId: string; seq: number; result: CheckResultEntry; line: string | undefined }
+  | { type: 'done'; jobId: string; result: CheckResultEntry; line: string | undefined }
+  | { type: 'done'; jobId: string; result: null }
   | { type: 'failed'; jobId: string; error: WireError }
   | { type: 'executor-error'; error: WireError; checkType: string; check: CheckDefinition; variables: EnvironmentVariable[] }
   | { type: 'publish'; callId: number; jobId: string; dir: string; files: ArtifactFile[] };

@@ -92,18 +92,18 @@ async function run(job: WireJob): Promise<void> {
     return;
   }
   let seq = 0;
-  const onAttempt = (result: CheckResultEntry) =>
+  const onAttempt = (result: CheckResultEntry, line: string | undefined) =>
     new Promise<void>((resolve, reject) => {
       seq += 1;
       attemptWaits.set(`${job.jobId}\u0000${seq}`, { resolve, reject });
       metrics.flush();
-      post({ type: 'attempt', jobId: job.jobId, seq, result });
+      post({ type: 'attempt', jobId: job.jobId, seq, result, line });
     });
   try {
     const completion = await runner.run(ready, slot, onAttempt);
     releases.set(job.jobId, completion.release);
     metrics.flush();
-    post({ type: 'done', jobId: job.jobId, result: completion.result });
+    post(completion.result === null ? { type: 'done', jobId: job.jobId, result: null } : { type: 'done', jobId: job.jobId, result: completion.result, line: completion.line });
   } catch (error) {
     metrics.flush();
     post({ type: 'failed', jobId: job.jobId, error: wireError(error) });

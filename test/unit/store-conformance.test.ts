@@ -795,11 +795,15 @@ describe.each(BACKENDS)('the %s store', (which) => {
   });
 
   describe('analytics', () => {
-    it('a window is columns per location of the FINAL results as sent, [from, to); too many is an error; pruning empties it', async () => {
-      const { store, analytics } = await openStores();
+    it('a window is columns per location of the FINAL results as sent (heartbeat results too), [from, to); too many is an error; pruning empties it', async () => {
+      const { store, analytics, heartbeats } = await openStores();
       const c = check('c1', { locations: ['loc-b', 'loc-a'] });
-      await store.syncChecks([c], T0);
+      await store.syncChecks([c, check('beat', { locations: [], checkType: 'HEARTBEAT' })], T0);
       const sent = await sendSpread(store, c, 6);
+      // The heartbeat monitor's own results are in windows too.
+      await heartbeats.sync([{ checkId: 'beat', tokenHash: 'beat-hash', periodMs: 60_000, graceMs: 0 }], T0);
+      await heartbeats.ping('beat-hash', { source: 'GET 127.0.0.1', userAgent: 'test' }, at(5 * 60_000));
+      expect(rowsOf(await analytics.window('beat', T0.getTime(), at(6 * 60_000).getTime(), 100))).toEqual([['heartbeat', at(5 * 60_000).getTime(), 0, 0, 1]]);
       const columns = await analytics.window('c1', T0.getTime(), at(6 * 60_000).getTime(), 100);
       expect(columns.map((l) => l.location)).toEqual(['loc-a', 'loc-b']);
       expect(rowsOf(columns)).toEqual(sent);
@@ -808,6 +812,7 @@ describe.each(BACKENDS)('the %s store', (which) => {
       await expect(analytics.window('c1', T0.getTime(), at(6 * 60_000).getTime(), 11)).rejects.toBeInstanceOf(WindowTooLargeError);
       for (let calls = 0; calls < 50 && (await store.pruneBefore(at(10 * 86_400_000), 5)).results > 0; calls++) {}
       expect(await analytics.window('c1', T0.getTime(), at(6 * 60_000).getTime(), 100)).toEqual([]);
+      expect(await analytics.window('beat', T0.getTime(), at(6 * 60_000).getTime(), 100)).toEqual([]);
     });
 
     it('keeps the last report of each address, sorted, and forgets those not seen since the bound', async () => {

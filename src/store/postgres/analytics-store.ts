@@ -11,7 +11,7 @@
 
 import type { AnalyticsStore, LocationColumns, ReportedAddress } from '../analytics.js';
 import { WindowTooLargeError } from '../analytics.js';
-import { parseIntegerList } from '../sqlite/analytics-store.js';
+import { parseIntegerList } from '../integer-list.js';
 import { num, type PgDatabase, str } from './db.js';
 
 /** More locations than any checks file holds; bounds the loose index scan. */
@@ -52,8 +52,7 @@ export class PgAnalyticsStore implements AnalyticsStore {
       if (n === 0 || !row) continue;
       total += n;
       if (total > maxResults) throw new WindowTooLargeError(total, maxResults);
-      const text = (column: string) => (typeof row[column] === 'string' ? (row[column] as string) : null);
-      const packed = parseIntegerList(text('fa'), n, new Float64Array(n));
+      const packed = parseIntegerList(row.fa, n, new Float64Array(n));
       const flags = new Uint8Array(n);
       const attempts = new Uint16Array(n);
       for (let i = 0; i < n; i++) {
@@ -63,8 +62,8 @@ export class PgAnalyticsStore implements AnalyticsStore {
       }
       columns.push({
         location,
-        startedAt: parseIntegerList(text('t'), n, new Float64Array(n), fromMs),
-        responseTime: parseIntegerList(text('r'), n, new Float64Array(n)),
+        startedAt: parseIntegerList(row.t, n, new Float64Array(n), fromMs),
+        responseTime: parseIntegerList(row.r, n, new Float64Array(n)),
         flags,
         attempts,
       });

@@ -13,7 +13,7 @@ import { migratePg } from './postgres/migrations.js';
 import { SCHEMA_VERSION } from './sqlite/migrations.js';
 
 /**
- * Every table of the SQLite schema (migrations.ts v1–v5), parents before the
+ * Every table of the SQLite schema (migrations.ts v1–v7), parents before the
  * tables that refer to them. A table a later migration adds is copied too
  * (after these, by name), once PostgreSQL's migrations have it; a table of
  * the file that PostgreSQL lacks stops the copy before anything is written.
@@ -38,7 +38,19 @@ export const COPIED_TABLES = [
   'error_groups',
   'heartbeat_checks',
   'heartbeat_events',
+  'dashboards',
+  'dashboard_keys',
+  'incidents',
+  'incident_updates',
+  'agent_addresses',
 ] as const;
+
+/**
+ * Tables not copied but rebuilt from the copied rows: PostgreSQL's triggers
+ * fill result_metrics as `results` is copied (postgres/analytics-schema.ts),
+ * and its row count is then compared with the file's like a copied table's.
+ */
+export const REBUILT_TABLES = ['result_metrics'] as const;
 
 /** Identity columns whose next value must follow the copied rows (and SQLite's AUTOINCREMENT high-water mark). */
 const SEQUENCES: ReadonlyArray<{ table: string; column: string; sequence: string }> = [
@@ -48,6 +60,7 @@ const SEQUENCES: ReadonlyArray<{ table: string; column: string; sequence: string
   { table: 'heartbeat_events', column: 'seq', sequence: "pg_get_serial_sequence('heartbeat_events', 'seq')" },
   { table: 'notification_attempts', column: 'id', sequence: "pg_get_serial_sequence('notification_attempts', 'id')" },
   { table: 'alert_channels', column: 'id', sequence: "'alert_channels_id_seq'" },
+  { table: 'dashboards', column: 'id', sequence: "pg_get_serial_sequence('dashboards', 'id')" },
 ];
 
 /** Rows sent in one INSERT. */
@@ -104,10 +117,11 @@ export async function migrateSqliteToPostgres(options: {
       .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('schema_version', 'sqlite_sequence') AND name NOT LIKE 'sqlite_%' ORDER BY name")
       .all()
       .map((row) => String(row.name));
-    const known = new Set<string>(COPIED_TABLES);
+    const known = new Set<string>([...COPIED_TABLES, ...REBUILT_TABLES]);
     const tablesToCopy = [...COPIED_TABLES.filter((t) => inFile.includes(t)), ...inFile.filter((t) => !known.has(t))];
+    const tablesRebuilt = REBUILT_TABLES.filter((t) => inFile.includes(t));
     const inTarget = new Set((await target.rows("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")).map((row) => String(row.table_name)));
-    const missing = tablesToCopy.filter((t) => !inTarget.has(t));
+    const missing = [...tablesToCopy, ...tablesRebuilt].filter((t) => !inTarget.has(t));
     if (missing.length > 0) throw new MigrationRefused(`${options.where} has no table ${missing.join(', ')} of ${options.sqliteFile}: this Outpost's PostgreSQL schema lacks it`);
     const report = await target.tx(async (sql) => {
       const held: string[] = [];
@@ -115,7 +129,7 @@ export async function migrateSqliteToPostgres(options: {
       if (held.length > 0 && !options.replace) {
         throw new MigrationRefused(`${options.where} already holds data (${held.join(', ')}): copy into an empty database, or pass --replace to empty it first`);
       }
-      if (held.length > 0) await sql.run(`TRUNCATE ${[...tablesToCopy, 'schedule_slots', 'leader_lease'].join(', ')}`);
+      if (held.length > 0) await sql.run(`TRUNCATE ${[...tablesToCopy, ...tablesRebuilt, 'schedule_slots', 'leader_lease'].join(', ')}`);
       const tables: MigrationReport['tables'] = [];
       for (const table of tablesToCopy) {
         const columns = source
@@ -148,6 +162,15 @@ export async function migrateSqliteToPostgres(options: {
         tables.push({ table, rows: targetRows });
         options.onTable?.(table, targetRows);
       }
+      for (const table of tablesRebuilt) {
+        const sourceRows = Number(source.prepare(`SELECT count(*) AS n FROM ${table}`).get()?.n ?? 0);
+        const targetRows = await rowCount(sql, table);
+        if (targetRows !== sourceRows) {
+          throw new Error(`${table}: ${sourceRows} rows in ${options.sqliteFile}, ${targetRows} rebuilt in ${options.where} from the copied rows; nothing was committed`);
+        }
+        tables.push({ table, rows: targetRows });
+        options.onTable?.(table, targetRows);
+      }
       // New rows take ids after the copied ones, and after any SQLite handed out and pruned since (AUTOINCREMENT).
       const highWater = new Map<string, number>();
       const hasSequenceTable = source.prepare("SELECT 1 AS x FROM sqlite_master WHERE name = 'sqlite_sequence'").get() !== undefined;
@@ -160,7 +183,7 @@ export async function migrateSqliteToPostgres(options: {
       return { tables, replaced: held.length > 0 };
     });
     // Fresh statistics for the planner: the copied tables would otherwise wait for autovacuum to notice them.
-    await target.run(`ANALYZE ${tablesToCopy.join(', ')}`);
+    await target.run(`ANALYZE ${[...tablesToCopy, ...tablesRebuilt].join(', ')}`);
     return report;
   } finally {
     source.close();

@@ -64,6 +64,8 @@ export async function openServerStores(setting: DatabaseSetting): Promise<Server
     const { PgHeartbeatStore } = await import('./postgres/heartbeats-store.js');
     const { PgMaintenanceWindowStore } = await import('./postgres/maintenance-windows-store.js');
     const { PgLeaderLease } = await import('./postgres/leader-lease.js');
+    const { PgAnalyticsStore } = await import('./postgres/analytics-store.js');
+    const { PgDashboardStore } = await import('./postgres/dashboards-store.js');
     const where = `${setting.shown.location}${setting.shown.user ? ` as ${setting.shown.user}` : ''}`;
     const store = await PgStore.open({ url: setting.url, poolSize: setting.poolSize, applicationName: 'outpost server' }, where);
     let notifications: { close(): Promise<void> } | undefined;
@@ -73,8 +75,8 @@ export async function openServerStores(setting: DatabaseSetting): Promise<Server
       heartbeats: new PgHeartbeatStore(store.db),
       windows: new PgMaintenanceWindowStore(store.db),
       errorGroups: store.errorGroups,
-      analytics: notPorted<AnalyticsStore>('analytics'),
-      dashboards: notPorted<DashboardStore>('dashboards'),
+      analytics: new PgAnalyticsStore(store.db),
+      dashboards: new PgDashboardStore(store.db),
       lease: new PgLeaderLease(store.db),
       shared: true,
       description: setting.shown,
@@ -113,13 +115,4 @@ export async function openServerStores(setting: DatabaseSetting): Promise<Server
     ping: async () => true,
     close: () => store.close(),
   };
-}
-
-// TEMPORARY (merge in progress): PostgreSQL has no analytics or dashboards store yet.
-function notPorted<T extends object>(what: string): T {
-  return new Proxy({} as T, {
-    get() {
-      throw new Error(`the ${what} store is not yet on PostgreSQL`);
-    },
-  });
 }

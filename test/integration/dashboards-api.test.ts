@@ -1,5 +1,6 @@
 // Dashboards and incidents over real HTTP: the real router and dashboard
-// routes in front of a real SQLite store, dashboards from a checks file
+// routes in front of a real store (SQLite; PostgreSQL in the `postgres`
+// project), dashboards from a checks file
 // (parseServerChecksFile, then the store's sync) and from PUT. Covers the
 // PUT field set and its error bodies, keys answered once and masked after,
 // the file winning over the API, GET /v1/incidents/{id}, private pages (login
@@ -19,10 +20,11 @@ import { AGENT_ROUTE_LIMIT_PER_MINUTE } from '../../src/core/protocol.js';
 import { dashboardRoutes, fileDashboards } from '../../src/server/dashboards-api.js';
 import { RateLimiter } from '../../src/server/http/rate-limit.js';
 import { closeApiServer, Router, startApiServer } from '../../src/server/http/router.js';
-import { SqliteDashboardStore } from '../../src/store/sqlite/dashboards-store.js';
-import { SqliteMaintenanceWindowStore } from '../../src/store/sqlite/maintenance-windows-store.js';
-import type { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { openTestStore, runSessions, storedCheck } from '../support/server-store.js';
+import type { DashboardStore } from '../../src/store/dashboards.js';
+import type { ServerStores } from '../../src/store/server-stores.js';
+import type { Store } from '../../src/store/store.js';
+import { openStateStores } from '../support/postgres.js';
+import { runSessions, storedCheck } from '../support/server-store.js';
 
 const logger = pino({ level: 'silent' });
 const API_KEY = 'dashboards-api-test-key';
@@ -57,14 +59,14 @@ const checksFile = {
 };
 
 let dir: string;
-let store: SqliteStore;
-let dashboards: SqliteDashboardStore;
+let stores: ServerStores;
+let store: Store;
+let dashboards: DashboardStore;
 let server: Server;
 let base: string;
 
 function router(keyAttempts = 100): Router {
-  const windows = new SqliteMaintenanceWindowStore(store.access);
-  return new Router([...dashboardRoutes({ store, dashboards, windows, keyLimiter: new RateLimiter(keyAttempts, 60) })], {
+  return new Router([...dashboardRoutes({ store, dashboards, windows: stores.windows, keyLimiter: new RateLimiter(keyAttempts, 60) })], {
     publicKey: API_KEY,
     agentKey: async () => undefined,
     publicLimiter: new RateLimiter(600, 60),
@@ -101,8 +103,9 @@ async function applyFile(file: unknown) {
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'outpost-dashboards-api-'));
-  store = (await openTestStore(dir)) as SqliteStore;
-  dashboards = new SqliteDashboardStore(store.access);
+  stores = await openStateStores(dir);
+  store = stores.store;
+  dashboards = stores.dashboards;
   await store.syncLocations([{ id: A, name: 'Lab' }]);
   const web = { ...storedCheck({ id: 'web', name: 'Web', locations: [A] }), definition: { tags: ['web'] } };
   const secret = { ...storedCheck({ id: 'secret-check', name: 'Secret payroll', locations: [A] }), definition: { tags: ['internal'] } };
@@ -115,7 +118,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (server) await closeApiServer(server, 1_000);
-  await store?.close();
+  await stores?.close();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 

@@ -1,7 +1,9 @@
 // `outpost migrate --from sqlite:PATH --to postgres://…` (docs/postgres.md),
 // the built command on a SQLite database filled through every store (results,
-// sessions, keys, channels, outbox, heartbeats, error groups, windows), into
-// a PostgreSQL this file starts: every table's rows arrive and are counted,
+// sessions, keys, channels, outbox, heartbeats, error groups, windows,
+// dashboards with keys and incidents, agent addresses), into
+// a PostgreSQL this file starts: every table's rows arrive and are counted
+// (result_metrics rebuilt by PostgreSQL's triggers, not copied),
 // the data reads back the same through the PostgreSQL stores, new rows take
 // ids after the copied ones, a non-empty target is refused unless --replace,
 // a re-run with --replace gives the same target, and no output has the
@@ -13,11 +15,55 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { COPIED_TABLES } from '../../src/store/migrate-sqlite-to-postgres.js';
+import type { DashboardDefinition, IncidentDefinition } from '../../src/core/dashboard.js';
+import { COPIED_TABLES, REBUILT_TABLES } from '../../src/store/migrate-sqlite-to-postgres.js';
 import { openServerStores } from '../../src/store/server-stores.js';
 import { MAIN } from '../support/agent-process.js';
 import { type PostgresServer, startPostgres } from '../support/postgres.js';
 import { queueSessions, runSessions, storedCheck } from '../support/server-store.js';
+
+const INCIDENT: IncidentDefinition = {
+  id: '7a0c1b52-2f4e-4a53-9d0e-0c7f4f6a1e21',
+  name: 'Slow',
+  impact: 'MINOR',
+  dashboard: 'wall',
+  startedAt: null,
+  stoppedAt: null,
+  incidentUpdates: [
+    { id: 'u1', status: 'INVESTIGATING', description: 'looking', created_at: '2026-11-24T01:00:00.000Z' },
+    { id: 'u2', status: 'RESOLVED', description: 'done', created_at: '2026-11-24T02:00:00.000Z' },
+  ],
+};
+
+function dashboardDefinition(dashboardId: string, customUrl: string | null): DashboardDefinition {
+  return {
+    dashboardId,
+    customUrl,
+    customDomain: null,
+    logo: null,
+    favicon: null,
+    link: null,
+    description: null,
+    header: dashboardId,
+    width: 'FULL',
+    refreshRate: 60,
+    paginate: true,
+    paginationRate: 60,
+    checksPerPage: 15,
+    useTagsAndOperator: false,
+    hideTags: false,
+    enableIncidents: true,
+    expandChecks: false,
+    tags: [],
+    showHeader: true,
+    showCheckRunLinks: false,
+    showGroupNames: true,
+    customCSS: '',
+    isPrivate: dashboardId === 'wall',
+    showP95: true,
+    showP99: true,
+  };
+}
 
 let postgres: PostgresServer;
 let dir: string;
@@ -37,7 +83,7 @@ async function counts(url: string): Promise<Record<string, number>> {
   await client.connect();
   try {
     const out: Record<string, number> = {};
-    for (const table of COPIED_TABLES) out[table] = Number((await client.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`)).rows[0]?.n);
+    for (const table of [...COPIED_TABLES, ...REBUILT_TABLES]) out[table] = Number((await client.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`)).rows[0]?.n);
     return out;
   } finally {
     await client.end();
@@ -48,7 +94,7 @@ async function sqliteCounts(): Promise<Record<string, number>> {
   const { DatabaseSync } = await import('node:sqlite');
   const db = new DatabaseSync(file, { readOnly: true });
   try {
-    return Object.fromEntries(COPIED_TABLES.map((table) => [table, Number(db.prepare(`SELECT count(*) AS n FROM ${table}`).get()?.n)]));
+    return Object.fromEntries([...COPIED_TABLES, ...REBUILT_TABLES].map((table) => [table, Number(db.prepare(`SELECT count(*) AS n FROM ${table}`).get()?.n)]));
   } finally {
     db.close();
   }
@@ -90,6 +136,9 @@ beforeAll(async () => {
     await source.alerts.recordAttempt(due?.id as number, { at: T0.toISOString(), status: 503, error: 'HTTP 503', durationMs: 3 }, { kind: 'retry', nextAt: T0 });
     await source.heartbeats.sync([{ checkId: 'beat', tokenHash: 'beat-hash', periodMs: 60_000, graceMs: 0 }], T0);
     await source.heartbeats.ping('beat-hash', { source: 'GET 127.0.0.1', userAgent: 'curl' }, T0);
+    await source.dashboards.sync([{ definition: dashboardDefinition('wall', 'status'), keys: [{ id: 'k', hash: 'key-hash', maskedKey: 'ke…y' }] }], [INCIDENT], T0);
+    await source.dashboards.put(dashboardDefinition('team', null), [], T0);
+    await source.analytics.reportAddresses('loc-a', 'agent-a', ['2001:db8::1'], T0, new Date(T0.getTime() - 86_400_000));
     await source.windows.sync([{ id: 1, name: 'Nightly', tags: [], startsAt: T0.toISOString(), endsAt: new Date(T0.getTime() + 3_600_000).toISOString(), repeatUnit: null, repeatEndsAt: null, repeatInterval: null }], T0);
   } finally {
     await source.close();
@@ -109,7 +158,7 @@ describe('outpost migrate', () => {
     expect(run.stdout).toMatch(/every count verified/);
     expect(`${run.stdout}${run.stderr}`).not.toContain(postgres.password);
     const expected = await sqliteCounts();
-    for (const table of ['results', 'sessions', 'jobs', 'keys', 'alert_channels', 'notifications', 'notification_attempts', 'heartbeat_events', 'error_groups', 'events']) {
+    for (const table of ['results', 'sessions', 'jobs', 'keys', 'alert_channels', 'notifications', 'notification_attempts', 'heartbeat_events', 'error_groups', 'events', 'dashboards', 'dashboard_keys', 'incidents', 'incident_updates', 'agent_addresses', 'result_metrics']) {
       expect(expected[table], `${table} has rows to copy`).toBeGreaterThan(0);
     }
     expect(await counts(url)).toEqual(expected);
@@ -129,6 +178,15 @@ describe('outpost migrate', () => {
       expect(await target.heartbeats.state('beat')).toEqual(await source.heartbeats.state('beat'));
       expect(await target.windows.all()).toEqual(await source.windows.all());
       expect(await target.alerts.cursor('alerts')).toBe(5);
+      for (const id of ['wall', 'team']) expect(await target.dashboards.dashboard(id)).toEqual(await source.dashboards.dashboard(id));
+      expect(await target.dashboards.incident(INCIDENT.id)).toEqual(await source.dashboards.incident(INCIDENT.id));
+      expect(await target.analytics.addressesSince(new Date(0))).toEqual(await source.analytics.addressesSince(new Date(0)));
+      const window = [T0.getTime() - 86_400_000, T0.getTime() + 86_400_000, 10_000] as const;
+      expect(await target.analytics.window('api', ...window)).toEqual(await source.analytics.window('api', ...window));
+      expect((await target.analytics.window('api', ...window)).length).toBe(2);
+      // A new API dashboard takes a numeric id after the copied ones.
+      const team2 = await target.dashboards.put(dashboardDefinition('team2', null), [], T0);
+      expect(team2.kind === 'created' ? team2.record.id : 0).toBe(3);
       // New rows come after the copied ones: a new result lists first, a new channel takes the next id.
       const check = storedCheck({ id: 'api', locations: ['loc-a', 'loc-b'] });
       const [fresh] = await runSessions(target.store, check, ['loc-a'], 1, () => [{}], new Date());
@@ -165,12 +223,12 @@ describe('outpost migrate', () => {
     copyFileSync(file, newer);
     const { DatabaseSync } = await import('node:sqlite');
     const db = new DatabaseSync(newer);
-    db.exec('CREATE TABLE dashboards (id TEXT PRIMARY KEY)');
+    db.exec('CREATE TABLE status_widgets (id TEXT PRIMARY KEY)');
     db.close();
     const lacking = await postgres.createDatabase('lacking');
     const refused = await migrate(['--from', `sqlite:${newer}`, '--to', lacking]);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain('has no table dashboards of');
+    expect(refused.stderr).toContain('has no table status_widgets of');
     expect((await counts(lacking)).results).toBe(0);
     const unreachable = await migrate(['--from', `sqlite:${file}`, '--to', 'postgres://u:pw-not-shown@127.0.0.1:1/db']);
     expect(unreachable.code).toBe(1);

@@ -1,6 +1,6 @@
 // The analytics routes and GET /v1/static-ipv6s.txt over real HTTP: the
 // server's real router with its agent, read, analytics and address routes in
-// front of a real SQLite store. Sessions are queued through the store's own
+// front of a real store (SQLite; PostgreSQL in the `postgres` project). Sessions are queued through the store's own
 // flow (as the scheduler does); two agents, one per location, claim their
 // jobs and send results with chosen start times over protocol v1, spread over
 // ten weeks. Every answer is compared with a brute-force computation
@@ -28,9 +28,10 @@ import { ApiError } from '../../src/server/http/api-error.js';
 import { closeApiServer, type Route, type RouteContext, Router, startApiServer } from '../../src/server/http/router.js';
 import { JobSignal } from '../../src/server/job-signal.js';
 import { readRoutes } from '../../src/server/read-api.js';
-import { SqliteAnalyticsStore } from '../../src/store/sqlite/analytics-store.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { ServerStores } from '../../src/store/server-stores.js';
+import type { Store } from '../../src/store/store.js';
 import { closeTo, type ReferenceRow, referenceSeries } from '../support/analytics-reference.js';
+import { openStateStores } from '../support/postgres.js';
 import { mulberry32 } from '../support/random.js';
 import { queueSessions, storedCheck } from '../support/server-store.js';
 
@@ -47,7 +48,8 @@ const flow = storedCheck({ id: 'flow', locations: ['lab'], checkType: 'MULTI_STE
 const beat = storedCheck({ id: 'beat', locations: [], checkType: 'HEARTBEAT', definition: { id: 'beat', checkType: 'HEARTBEAT' } });
 
 let dir: string;
-let store: SqliteStore;
+let stores: ServerStores;
+let store: Store;
 let server: Server;
 let base: string;
 const agentKeys = new Map<string, string>();
@@ -135,8 +137,9 @@ async function storedRows(checkId: string): Promise<ReferenceRow[]> {
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'outpost-analytics-'));
-  store = await SqliteStore.open(path.join(dir, 'outpost.db'));
-  const analytics = new SqliteAnalyticsStore(store.access);
+  stores = await openStateStores(dir);
+  store = stores.store;
+  const analytics = stores.analytics;
   const book = new AgentAddressBook(analytics, () => new Date());
   await store.syncLocations(LOCATIONS.map((id) => ({ id, name: id })));
   await store.syncChecks([web, flow, beat], new Date(NOW - 80 * DAY));
@@ -188,7 +191,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (server) await closeApiServer(server, 1000);
-  await store?.close();
+  await stores?.close();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -286,7 +289,7 @@ describe('GET /v1/analytics/checks/{id}', () => {
 
 describe('the reports\' own rate limit', () => {
   it('past it, a report is a 429 with Retry-After; listing metrics is not limited by it', async () => {
-    const routes = analyticsRoutes({ store, analytics: new SqliteAnalyticsStore(store.access), reportsPerMinute: 2 });
+    const routes = analyticsRoutes({ store, analytics: stores.analytics, reportsPerMinute: 2 });
     const route = (path: string) => routes.find((r) => r.path === path) as Route;
     const ask = (path: string, params: Record<string, string>, query: string) =>
       route(path).handle({ params, query: new URLSearchParams(query) } as unknown as RouteContext);

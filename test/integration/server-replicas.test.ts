@@ -14,6 +14,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { offsetMs } from '../../src/core/schedule.js';
+import { PG_SCHEMA_VERSION } from '../../src/store/postgres/migrations.js';
 import { type AgentProcess, cleanEnv, probe, startAgent, tempDir } from '../support/agent-process.js';
 import { READY_DEADLINE_MS, retryUntil } from '../support/daemon.js';
 import { type PostgresServer, startPostgres } from '../support/postgres.js';
@@ -210,7 +211,7 @@ afterAll(async () => {
 describe('three server replicas on one PostgreSQL', () => {
   it('one replica leads; every replica serves; every job runs exactly once', { timeout: 180_000 }, async () => {
     expect((await leaders()).length).toBe(1);
-    expect(await count('SELECT MAX(version) AS n FROM schema_version')).toBe(5);
+    expect(await count('SELECT MAX(version) AS n FROM schema_version')).toBe(PG_SCHEMA_VERSION);
     await retryUntil(120_000, async () => (await count("SELECT count(*) AS n FROM jobs WHERE check_id = 'steady' AND status = 'DONE'")) >= 4, 250);
     // Each replica answers the read API by itself.
     for (const replica of replicas) {

@@ -4,15 +4,18 @@
 // once however many open together; claims that hand each job to exactly
 // one of many concurrent claimers (SKIP LOCKED); a result sent to several
 // replicas at once stored once; a slot made once; the leader lease; the
-// outbox claimed by one deliverer; and the alert store's ids and notices.
+// outbox claimed by one deliverer; the alert store's ids and notices;
+// migration 7's backfill of result_metrics; a customUrl PUT on several
+// replicas at once kept on one dashboard.
 // The Store contract both stores keep is store-conformance.test.ts.
 
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { DashboardDefinition } from '../../src/core/dashboard.js';
 import type { ResultEnvelope } from '../../src/core/protocol.js';
 import { CLAIM_MS } from '../../src/store/postgres/alerts-store.js';
-import { PG_SCHEMA_VERSION } from '../../src/store/postgres/migrations.js';
+import { migratePg, PG_MIGRATIONS, PG_SCHEMA_VERSION } from '../../src/store/postgres/migrations.js';
 import { openServerStores, type ServerStores } from '../../src/store/server-stores.js';
 import type { SessionRecord, StoredCheck } from '../../src/store/store.js';
 import { retryUntil } from '../support/daemon.js';
@@ -73,6 +76,34 @@ function session(): SessionRecord {
   };
 }
 
+const DASHBOARD: DashboardDefinition = {
+  dashboardId: 'd',
+  customUrl: null,
+  customDomain: null,
+  logo: null,
+  favicon: null,
+  link: null,
+  description: null,
+  header: null,
+  width: 'FULL',
+  refreshRate: 60,
+  paginate: true,
+  paginationRate: 60,
+  checksPerPage: 15,
+  useTagsAndOperator: false,
+  hideTags: false,
+  enableIncidents: false,
+  expandChecks: false,
+  tags: [],
+  showHeader: true,
+  showCheckRunLinks: false,
+  showGroupNames: true,
+  customCSS: '',
+  isPrivate: false,
+  showP95: true,
+  showP99: true,
+};
+
 const job = () => ({ id: randomUUID(), location: 'loc-a', deadlineAt: new Date(T0.getTime() + 600_000).toISOString() });
 
 describe('the PostgreSQL store', () => {
@@ -90,7 +121,7 @@ describe('the PostgreSQL store', () => {
       await client.end();
     }
     await expect(openServerStores({ kind: 'postgres', url, poolSize: 1, shown: { kind: 'postgres', location: 'db.example:5432/x' } })).rejects.toThrow(
-      /^cannot open the database db\.example:5432\/x: .*schema version 99, newer than this Outpost knows \(5\)/,
+      /^cannot open the database db\.example:5432\/x: .*schema version 99, newer than this Outpost knows \(7\)/,
     );
   });
 
@@ -217,4 +248,45 @@ describe('the PostgreSQL store', () => {
       ['SSL_EXPIRY', 'DELIVERED', 1],
     ]);
   });
+
+  it('migration 7 backfills result_metrics from the FINAL results stored before it, read as SQLite reads them', async () => {
+    const url = await postgres.createDatabase('backfill');
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    try {
+      await migratePg(pool, 'test', PG_MIGRATIONS.filter((step) => step.version <= 6));
+      const bodies = [
+        { responseTime: 12.5, isDegraded: true, attempts: 3 },
+        { isDegraded: false, attempts: 5000 },
+        { responseTime: 7, attempts: 1.5 },
+      ];
+      for (const [i, body] of bodies.entries()) {
+        await pool.query(
+          `INSERT INTO results (id, check_id, job_id, session_id, location, result_type, has_failures, started_at, check_type, received_at, body)
+           VALUES ($1, 'c1', 'j', 's', 'loc-a', $2, $3, $4, 'API', 0, $5)`,
+          [`r${i}`, 'FINAL', i === 1 ? 1 : 0, T0.getTime() + i, JSON.stringify(body)],
+        );
+      }
+      await pool.query(`INSERT INTO results (id, check_id, job_id, session_id, location, result_type, has_failures, started_at, check_type, received_at, body)
+        VALUES ('attempt', 'c1', 'j', 's', 'loc-a', 'ATTEMPT', 1, ${T0.getTime()}, 'API', 0, '{}')`);
+    } finally {
+      await pool.end();
+    }
+    const stores = await open(url);
+    const [columns] = await stores.analytics.window('c1', T0.getTime(), T0.getTime() + 10, 100);
+    expect(columns?.location).toBe('loc-a');
+    expect([...(columns?.startedAt ?? [])]).toEqual([T0.getTime(), T0.getTime() + 1, T0.getTime() + 2]);
+    expect([...(columns?.responseTime ?? [])]).toEqual([13, -1, 7]);
+    expect([...(columns?.flags ?? [])]).toEqual([2, 1, 0]);
+    expect([...(columns?.attempts ?? [])]).toEqual([3, 1000, 1]);
+  });
+
+  it('keeps a customUrl on one dashboard when replicas PUT it at once', async () => {
+    const [a, b, c] = await replicas(3);
+    if (!a || !b || !c) throw new Error('three replicas');
+    const definition = (dashboardId: string) => ({ ...DASHBOARD, dashboardId, customUrl: 'contested' });
+    const outcomes = await Promise.all([a, b, c].map((r, i) => r.dashboards.put(definition(`d${i}`), [], T0)));
+    expect(outcomes.filter((o) => o.kind === 'created')).toHaveLength(1);
+    expect(outcomes.filter((o) => o.kind === 'conflict')).toHaveLength(2);
+  });
+
 });

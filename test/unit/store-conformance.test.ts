@@ -4,7 +4,9 @@
 // (test/support/postgres.ts). Every Store method and rule: locations and
 // keys, checks, claims and leases, results (idempotent by resultId, the
 // first FINAL wins), the results cursor while results keep arriving,
-// deadlines, artifacts, pruning. What only one store has is in
+// deadlines, artifacts, pruning; dashboards and incidents; the analytics
+// window, pruned with its results, and agent addresses (and both stores
+// giving the same window for the same results). What only one store has is in
 // sqlite-store.test.ts and postgres-store.test.ts.
 
 import { randomUUID } from 'node:crypto';
@@ -13,8 +15,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ResultEnvelope } from '../../src/core/protocol.js';
+import type { DashboardDefinition, IncidentDefinition } from '../../src/core/dashboard.js';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { resultOutcome } from '../../src/results/result.js';
+import { FLAG_DEGRADED, FLAG_FAILED, type LocationColumns, WindowTooLargeError } from '../../src/store/analytics.js';
 import { openServerStores, type ServerStores } from '../../src/store/server-stores.js';
 import { finalOutcome } from '../../src/store/session-status.js';
 import { decodeCursor, encodeCursor } from '../../src/store/sqlite/sqlite-store.js';
@@ -43,19 +47,23 @@ afterEach(async () => {
 
 let backend: Backend = 'sqlite';
 
-async function openStore(): Promise<Store> {
-  if (backend === 'sqlite') {
+async function openStores(on: Backend = backend): Promise<ServerStores> {
+  if (on === 'sqlite') {
     const dir = mkdtempSync(path.join(tmpdir(), 'outpost-store-'));
     dirs.push(dir);
     const stores = await openServerStores({ kind: 'sqlite', file: path.join(dir, 'outpost.db') });
     opened.push(stores);
-    return stores.store;
+    return stores;
   }
   if (!postgres) throw new Error('PostgreSQL did not start');
   const url = await postgres.createDatabase('conformance');
   const stores = await openServerStores({ kind: 'postgres', url, poolSize: 4, shown: { kind: 'postgres', location: 'test' } });
   opened.push(stores);
-  return stores.store;
+  return stores;
+}
+
+async function openStore(): Promise<Store> {
+  return (await openStores()).store;
 }
 
 const T0 = new Date('2026-11-24T00:00:00.000Z');
@@ -135,6 +143,92 @@ const claimAll = (store: Store, location: string, agentId: string, now = T0, ext
     now,
   });
 
+
+function dashboard(dashboardId: string, overrides: Partial<DashboardDefinition> = {}): DashboardDefinition {
+  return {
+    dashboardId,
+    customUrl: null,
+    customDomain: null,
+    logo: null,
+    favicon: null,
+    link: null,
+    description: null,
+    header: null,
+    width: 'FULL',
+    refreshRate: 60,
+    paginate: true,
+    paginationRate: 60,
+    checksPerPage: 15,
+    useTagsAndOperator: false,
+    hideTags: false,
+    enableIncidents: true,
+    expandChecks: false,
+    tags: [],
+    showHeader: true,
+    showCheckRunLinks: false,
+    showGroupNames: true,
+    customCSS: '',
+    isPrivate: false,
+    showP95: true,
+    showP99: true,
+    ...overrides,
+  };
+}
+
+function incident(id: string, dashboardId: string, startedAt = '2026-11-23T10:00:00.000Z'): IncidentDefinition {
+  return {
+    id,
+    name: `incident ${id}`,
+    impact: 'MAJOR',
+    dashboard: dashboardId,
+    startedAt,
+    stoppedAt: null,
+    incidentUpdates: [
+      { id: 'u2', status: 'IDENTIFIED', description: 'second', created_at: '2026-11-23T11:00:00.000Z' },
+      { id: 'u1', status: 'INVESTIGATING', description: 'first', created_at: '2026-11-23T10:00:00.000Z' },
+      { id: 'u3', status: 'RESOLVED', description: 'third', created_at: '2026-11-23T12:00:00.000Z' },
+    ],
+  };
+}
+
+type MetricRow = [location: string, startedAt: number, responseTime: number, flags: number, attempts: number];
+
+/** Every result of the columns as one row, sorted by location then start. */
+function rowsOf(columns: LocationColumns[]): MetricRow[] {
+  const rows: MetricRow[] = [];
+  for (const c of columns) {
+    for (let i = 0; i < c.startedAt.length; i++) rows.push([c.location, c.startedAt[i] as number, c.responseTime[i] as number, c.flags[i] as number, c.attempts[i] as number]);
+  }
+  return rows.sort((a, b) => a[0].localeCompare(b[0]) || a[1] - b[1]);
+}
+
+/**
+ * `sessions` sessions of `c`, a FINAL per location a minute apart (an
+ * ATTEMPT before a failed one); `odd` adds bodies the store must read as
+ * SQLite does: fractional and missing response times, attempts past 1000.
+ * Returns the rows a window must answer.
+ */
+async function sendSpread(store: Store, c: StoredCheck, sessions: number, odd = false): Promise<MetricRow[]> {
+  const rows: MetricRow[] = [];
+  for (let i = 0; i < sessions; i++) {
+    const s = await startSession(store, c, i * 60_000);
+    for (const location of c.locations) {
+      const job = s.jobs[location] as string;
+      const startedAt = at(i * 60_000 + (location === 'loc-b' ? 7 : 0));
+      const failed = i % 3 === 1;
+      const degraded = i % 4 === 2;
+      const attempts = odd && i % 5 === 4 ? 5000 : failed ? 2 : 1;
+      const responseTime = odd && i % 6 === 5 ? 12.5 + i : 20 * i + (location === 'loc-b' ? 1 : 0);
+      const final = envelope(job, { startedAt: startedAt.toISOString(), hasFailures: failed, isDegraded: degraded, responseTime, attempts, runLocation: location });
+      if (odd && i % 7 === 6) delete (final.result as Partial<CheckResultEntry>).responseTime;
+      const sent = failed ? [envelope(job, { resultType: 'ATTEMPT', startedAt: startedAt.toISOString(), responseTime: 99_999, runLocation: location }), final] : [final];
+      expect((await store.acceptResults('x', location, sent, at(i * 60_000 + 100))).rejected).toEqual([]);
+      const storedTime = 'responseTime' in final.result ? Math.round(responseTime) : -1;
+      rows.push([location, startedAt.getTime(), storedTime, (failed ? FLAG_FAILED : 0) | (degraded ? FLAG_DEGRADED : 0), Math.min(1000, attempts)]);
+    }
+  }
+  return rows.sort((a, b) => a[0].localeCompare(b[0]) || a[1] - b[1]);
+}
 
 describe.each(BACKENDS)('the %s store', (which) => {
   beforeAll(() => {
@@ -615,4 +709,142 @@ describe.each(BACKENDS)('the %s store', (which) => {
 
   });
 
+
+  describe('dashboards and incidents', () => {
+    it('sync from the file: creates, changes keeping the numeric id, deletes the missing; keys by digest; incidents with updates newest first', async () => {
+      const { dashboards } = await openStores();
+      const keys = [{ id: 'k1', hash: 'h1', maskedKey: 'ab…1' }];
+      await dashboards.sync([{ definition: dashboard('wall', { customUrl: 'status' }), keys }, { definition: dashboard('gone'), keys: [] }], [incident('i1', 'wall')], T0);
+      const wall = await dashboards.dashboard('wall');
+      expect(wall).toMatchObject({ source: 'file', definition: dashboard('wall', { customUrl: 'status' }), created_at: T0.toISOString(), updated_at: null });
+      expect(wall?.keys).toEqual([{ id: 'k1', hash: 'h1', maskedKey: 'ab…1', created_at: T0.toISOString(), updated_at: null }]);
+      const id = wall?.id as number;
+      expect((await dashboards.incident('i1'))?.incidentUpdates.map((u) => u.id)).toEqual(['u3', 'u2', 'u1']);
+      expect(await dashboards.incident('i1')).toMatchObject({ name: 'incident i1', impact: 'MAJOR', dashboardId: id, startedAt: '2026-11-23T10:00:00.000Z' });
+
+      await dashboards.sync(
+        [{ definition: dashboard('wall', { customUrl: 'status', header: 'new' }), keys: [{ id: 'k1', hash: 'h2', maskedKey: 'cd…2' }, { id: 'k2', hash: 'h3', maskedKey: 'ef…3' }] }],
+        [{ ...incident('i1', 'wall'), incidentUpdates: incident('i1', 'wall').incidentUpdates.slice(0, 2) }, incident('i2', 'wall', '2026-11-23T12:00:00.000Z')],
+        at(1000),
+      );
+      const changed = await dashboards.dashboard('wall');
+      expect(changed).toMatchObject({ id, definition: { header: 'new' }, created_at: T0.toISOString(), updated_at: at(1000).toISOString() });
+      expect(changed?.keys.map((k) => [k.id, k.hash, k.updated_at])).toEqual([
+        ['k1', 'h2', at(1000).toISOString()],
+        ['k2', 'h3', null],
+      ]);
+      expect(await dashboards.dashboard('gone')).toBeUndefined();
+      expect((await dashboards.incidentsOf(id)).map((i) => [i.id, i.incidentUpdates.length])).toEqual([
+        ['i2', 3],
+        ['i1', 2],
+      ]);
+      expect((await dashboards.dashboardByRef('status'))?.id).toBe(id);
+      expect((await dashboards.dashboardByRef(String(id)))?.definition.dashboardId).toBe('wall');
+      await dashboards.sync([], [], at(2000));
+      expect(await dashboards.dashboard('wall')).toBeUndefined();
+      expect(await dashboards.incident('i1')).toBeUndefined();
+    });
+
+    it('PUT creates, replaces and conflicts; keys kept, changed and dropped; DELETE only API dashboards; the file wins a customUrl', async () => {
+      const { dashboards } = await openStores();
+      await dashboards.sync([{ definition: dashboard('filed', { customUrl: 'shared' }), keys: [] }], [], T0);
+      expect(await dashboards.put(dashboard('filed'), [], T0)).toMatchObject({ kind: 'conflict', message: expect.stringContaining('checks file') });
+      expect(await dashboards.put(dashboard('team', { customUrl: 'shared' }), [], T0)).toMatchObject({ kind: 'conflict', message: expect.stringContaining('filed') });
+      const created = await dashboards.put(dashboard('team', { customUrl: 'team' }), [{ id: 'k1', hash: 'h1', maskedKey: 'm1' }, { id: 'k2', hash: 'h2', maskedKey: 'm2' }], T0);
+      expect(created).toMatchObject({ kind: 'created', record: { source: 'api', definition: { dashboardId: 'team' } } });
+      const id = created.kind === 'created' ? created.record.id : -1;
+      const updated = await dashboards.put(dashboard('team', { customUrl: 'team', header: 'h' }), [{ id: 'k1', keep: true }, { id: 'k3', hash: 'h3', maskedKey: 'm3' }], at(10));
+      expect(updated).toMatchObject({ kind: 'updated', record: { id, updated_at: at(10).toISOString(), definition: { header: 'h' } } });
+      expect(updated.kind === 'updated' ? updated.record.keys.map((k) => [k.id, k.hash]) : []).toEqual([
+        ['k1', 'h1'],
+        ['k3', 'h3'],
+      ]);
+      expect((await dashboards.dashboardByRef('team'))?.id).toBe(id);
+      // The file takes the API dashboard's customUrl: the API one loses it.
+      await dashboards.sync([{ definition: dashboard('filed', { customUrl: 'team' }), keys: [] }], [], at(20));
+      expect((await dashboards.dashboard('team'))?.definition.customUrl).toBeNull();
+      expect((await dashboards.dashboardByRef('team'))?.definition.dashboardId).toBe('filed');
+      expect(await dashboards.deleteDashboard('filed')).toBe('file');
+      expect(await dashboards.deleteDashboard('team')).toBe(true);
+      expect(await dashboards.deleteDashboard('team')).toBe(false);
+      expect(await dashboards.dashboard('team')).toBeUndefined();
+    });
+
+    it('samples and availability read the FINAL results of the window', async () => {
+      const { store, dashboards } = await openStores();
+      const c = check('c1', { locations: ['loc-a'] });
+      await store.syncChecks([c], T0);
+      for (let i = 0; i < 4; i++) {
+        const s = await startSession(store, c, i * 60_000);
+        const job = s.jobs['loc-a'] as string;
+        const startedAt = at(i * 60_000).toISOString();
+        await store.acceptResults('x', 'loc-a', [envelope(job, { resultType: 'ATTEMPT', startedAt, responseTime: 9 }), envelope(job, { startedAt, responseTime: 10 + i, hasFailures: i === 1 })], at(i * 60_000 + 1));
+      }
+      expect(await dashboards.samples('c1', at(60_000), at(240_000))).toEqual([
+        { at: at(60_000).getTime(), responseTime: 11, up: false, location: 'loc-a' },
+        { at: at(120_000).getTime(), responseTime: 12, up: true, location: 'loc-a' },
+        { at: at(180_000).getTime(), responseTime: 13, up: true, location: 'loc-a' },
+      ]);
+      expect(await dashboards.availability('c1', at(240_000), [60_000, 180_000, 600_000])).toEqual([
+        { total: 1, up: 1 },
+        { total: 3, up: 2 },
+        { total: 4, up: 3 },
+      ]);
+      expect(await dashboards.availability('c1', at(240_000), [])).toEqual([]);
+    });
+  });
+
+  describe('analytics', () => {
+    it('a window is columns per location of the FINAL results as sent (heartbeat results too), [from, to); too many is an error; pruning empties it', async () => {
+      const { store, analytics, heartbeats } = await openStores();
+      const c = check('c1', { locations: ['loc-b', 'loc-a'] });
+      await store.syncChecks([c, check('beat', { locations: [], checkType: 'HEARTBEAT' })], T0);
+      const sent = await sendSpread(store, c, 6);
+      // The heartbeat monitor's own results are in windows too.
+      await heartbeats.sync([{ checkId: 'beat', tokenHash: 'beat-hash', periodMs: 60_000, graceMs: 0 }], T0);
+      await heartbeats.ping('beat-hash', { source: 'GET 127.0.0.1', userAgent: 'test' }, at(5 * 60_000));
+      expect(rowsOf(await analytics.window('beat', T0.getTime(), at(6 * 60_000).getTime(), 100))).toEqual([['heartbeat', at(5 * 60_000).getTime(), 0, 0, 1]]);
+      const columns = await analytics.window('c1', T0.getTime(), at(6 * 60_000).getTime(), 100);
+      expect(columns.map((l) => l.location)).toEqual(['loc-a', 'loc-b']);
+      expect(rowsOf(columns)).toEqual(sent);
+      expect(rowsOf(await analytics.window('c1', at(60_000).getTime(), at(3 * 60_000).getTime(), 100))).toEqual(sent.filter((r) => r[1] >= at(60_000).getTime() && r[1] < at(3 * 60_000).getTime()));
+      expect(await analytics.window('other', T0.getTime(), at(6 * 60_000).getTime(), 100)).toEqual([]);
+      await expect(analytics.window('c1', T0.getTime(), at(6 * 60_000).getTime(), 11)).rejects.toBeInstanceOf(WindowTooLargeError);
+      for (let calls = 0; calls < 50 && (await store.pruneBefore(at(10 * 86_400_000), 5)).results > 0; calls++) {}
+      expect(await analytics.window('c1', T0.getTime(), at(6 * 60_000).getTime(), 100)).toEqual([]);
+      expect(await analytics.window('beat', T0.getTime(), at(6 * 60_000).getTime(), 100)).toEqual([]);
+    });
+
+    it('keeps the last report of each address, sorted, and forgets those not seen since the bound', async () => {
+      const { analytics } = await openStores();
+      const day = 86_400_000;
+      await analytics.reportAddresses('lab', 'a1', ['2001:db8::1', 'fd00::5'], T0, at(-7 * day));
+      await analytics.reportAddresses('dmz', 'a2', ['2001:db8::2'], at(day), at(-6 * day));
+      await analytics.reportAddresses('dmz', 'a3', ['fd00::5'], at(2 * day), at(-5 * day));
+      expect((await analytics.addressesSince(T0)).map((a) => [a.address, a.location, a.agentId, a.lastSeen.getTime()])).toEqual([
+        ['2001:db8::1', 'lab', 'a1', T0.getTime()],
+        ['2001:db8::2', 'dmz', 'a2', at(day).getTime()],
+        ['fd00::5', 'dmz', 'a3', at(2 * day).getTime()],
+      ]);
+      await analytics.reportAddresses('lab', 'a1', ['2001:db8::9'], at(8 * day), at(day));
+      expect((await analytics.addressesSince(new Date(0))).map((a) => a.address)).toEqual(['2001:db8::2', '2001:db8::9', 'fd00::5']);
+    });
+  });
+
+});
+
+describe('both stores', () => {
+  it('answer the same analytics window for the same results, odd bodies included', async () => {
+    const answers: MetricRow[][] = [];
+    let sent: MetricRow[] = [];
+    for (const on of BACKENDS) {
+      const { store, analytics } = await openStores(on);
+      const c = check('c1', { locations: ['loc-a', 'loc-b'] });
+      await store.syncChecks([c], T0);
+      sent = await sendSpread(store, c, 25, true);
+      answers.push(rowsOf(await analytics.window('c1', T0.getTime(), at(86_400_000).getTime(), 1000)));
+    }
+    expect(answers[0]).toEqual(sent);
+    expect(answers[1]).toEqual(answers[0]);
+  });
 });

@@ -9,3 +9,5 @@
 export const RESULTS_LOCK_KEY = 0x6f7574_02;
 /** Applying a checks file (several replicas reloading the same file take turns, no deadlock between their upserts). */
 export const SYNC_LOCK_KEY = 0x6f7574_03;
+/** Writing dashboards (file sync, PUT, DELETE): a customUrl and a dashboardId stay unique across replicas' checks. */
+export const DASHBOARDS_LOCK_KEY = 0x6f7574_04;

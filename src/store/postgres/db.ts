@@ -7,7 +7,9 @@
 
 import pg from 'pg';
 
-export type Row = Record<string, unknown>;
+import type { Row } from '../rows.js';
+
+export type { Row };
 
 /** What a statement runs on: the pool, or one transaction's client. */
 export interface Sql {
@@ -118,27 +120,4 @@ export class PgDatabase implements Sql {
   }
 }
 
-export function str(row: Row, column: string): string {
-  const value = row[column];
-  if (typeof value !== 'string') throw new Error(`column ${column} is ${value === null ? 'null' : typeof value}, not text`);
-  return value;
-}
-
-export function strOrNull(row: Row, column: string): string | null {
-  const value = row[column];
-  return typeof value === 'string' ? value : null;
-}
-
-export function num(row: Row, column: string): number {
-  const value = row[column];
-  if (typeof value === 'number') return value;
-  throw new Error(`column ${column} is ${value === null ? 'null' : typeof value}, not a number`);
-}
-
-export function numOrNull(row: Row, column: string): number | null {
-  return row[column] === null || row[column] === undefined ? null : num(row, column);
-}
-
-export function json<T>(row: Row, column: string): T {
-  return JSON.parse(str(row, column)) as T;
-}
+export { json, num, numOrNull, str, strOrNull } from '../rows.js';

@@ -20,7 +20,7 @@ import type {
   TailedResult,
 } from '../alerts.js';
 import type { SqliteAccess } from './sqlite-store.js';
-import { num, numOrNull, type Row, str, strOrNull } from './rows.js';
+import { num, numOrNull, type Row, str, strOrNull } from '../rows.js';
 
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());

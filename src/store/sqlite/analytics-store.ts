@@ -12,7 +12,7 @@
 import type { AnalyticsStore, LocationColumns, ReportedAddress } from '../analytics.js';
 import { WindowTooLargeError } from '../analytics.js';
 import { parseIntegerList } from '../integer-list.js';
-import { num, str } from './rows.js';
+import { num, str } from '../rows.js';
 import type { SqliteAccess } from './sqlite-store.js';
 
 /** More locations than any checks file holds; bounds the loose index scan. */

@@ -15,7 +15,7 @@ import type {
   ResultSample,
   StoredDashboardKey,
 } from '../dashboards.js';
-import { json, num, type Row, str, strOrNull } from './rows.js';
+import { json, num, type Row, str, strOrNull } from '../rows.js';
 import type { SqliteAccess } from './sqlite-store.js';
 
 /** A chart reads at most this many results of one check: the newest ones (docs/dashboards.md). */

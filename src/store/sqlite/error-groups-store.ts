@@ -15,7 +15,7 @@ import {
   MAX_ERROR_MESSAGE_LENGTH,
   MAX_GROUPS_PER_RESULT,
 } from '../error-groups.js';
-import type { Row } from './rows.js';
+import type { Row } from '../rows.js';
 
 /**
  * sqlite-store.ts's SqliteAccess, restated: that file calls this one from

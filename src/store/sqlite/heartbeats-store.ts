@@ -15,7 +15,7 @@ import {
   type HeartbeatSync,
   type PingOutcome,
 } from '../heartbeats.js';
-import { num, type Row, str as text } from './rows.js';
+import { num, type Row, str as text } from '../rows.js';
 import type { SqliteAccess } from './sqlite-store.js';
 
 

@@ -29,9 +29,9 @@ import {
 } from '../store.js';
 import { SqliteErrorGroupStore } from './error-groups-store.js';
 import { migrate, NewerSchemaError } from './migrations.js';
-import { json, num, numOrNull, type Row, str, strOrNull } from './rows.js';
+import { json, num, numOrNull, type Row, str, strOrNull } from '../rows.js';
 
-export type { Row } from './rows.js';
+export type { Row } from '../rows.js';
 
 /**
  * A result's startedAt is the agent's clock, a job's leased_at the server's:

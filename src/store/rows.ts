@@ -1,9 +1,8 @@
-// Typed reads of a row's columns: a column of the wrong type is a bug in the
-// schema or a query, said with the column's name, never a silent undefined.
+// Typed reads of a row's columns, for both databases' stores: a column of the
+// wrong type is a bug in the schema or a query, said with the column's name,
+// never a silent undefined.
 
-import type { SQLOutputValue } from 'node:sqlite';
-
-export type Row = Record<string, SQLOutputValue>;
+export type Row = Record<string, unknown>;
 
 export function str(row: Row, column: string): string {
   const value = row[column];

@@ -14,7 +14,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { ResultEnvelope } from '../../src/core/protocol.js';
 import type { DashboardDefinition, IncidentDefinition } from '../../src/core/dashboard.js';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { resultOutcome } from '../../src/results/result.js';
@@ -22,8 +21,9 @@ import { FLAG_DEGRADED, FLAG_FAILED, type LocationColumns, WindowTooLargeError }
 import { openServerStores, type ServerStores } from '../../src/store/server-stores.js';
 import { finalOutcome } from '../../src/store/session-status.js';
 import { decodeCursor, encodeCursor } from '../../src/store/sqlite/sqlite-store.js';
-import { InvalidQueryError, NotFoundError, type SessionRecord, type Store, type StoredCheck } from '../../src/store/store.js';
+import { InvalidQueryError, NotFoundError, type Store, type StoredCheck } from '../../src/store/store.js';
 import { type PostgresServer, startPostgres } from '../support/postgres.js';
+import { at, check, entry, envelope, LEASE, startSession, T0 } from '../support/store-fixtures.js';
 
 export const BACKENDS = ['sqlite', 'postgres'] as const;
 type Backend = (typeof BACKENDS)[number];
@@ -66,71 +66,6 @@ async function openStore(): Promise<Store> {
   return (await openStores()).store;
 }
 
-const T0 = new Date('2026-11-24T00:00:00.000Z');
-const at = (ms: number) => new Date(T0.getTime() + ms);
-const LEASE = 60_000;
-
-function check(id: string, overrides: Partial<StoredCheck> = {}): StoredCheck {
-  return {
-    id,
-    name: `check ${id}`,
-    checkType: 'API',
-    frequencySeconds: 60,
-    locations: ['loc-a', 'loc-b'],
-    definition: { id, name: `check ${id}`, checkType: 'API', request: { method: 'GET', url: 'https://example.com' } },
-    environmentVariables: [{ key: 'K', value: 'v' }],
-    runtimeId: null,
-    capMs: 30_000,
-    ...overrides,
-  };
-}
-
-/** A session of `c` started at `startMs` with one QUEUED job per location; returns the job ids by location. */
-async function startSession(store: Store, c: StoredCheck, startMs = 0, locations = c.locations) {
-  const session: SessionRecord = {
-    id: randomUUID(),
-    checkId: c.id,
-    checkType: c.checkType,
-    name: c.name,
-    status: 'STARTED',
-    runLocations: [...locations],
-    triggerSource: 'SCHEDULER',
-    startedAt: at(startMs).toISOString(),
-    stoppedAt: null,
-    durationMs: null,
-  };
-  const jobs = locations.map((location) => ({ id: randomUUID(), location, deadlineAt: at(startMs + c.capMs + 2 * LEASE).toISOString() }));
-  await store.createSession(session, jobs, c);
-  return { session, jobs: Object.fromEntries(jobs.map((j) => [j.location, j.id])) as Record<string, string> };
-}
-
-function entry(overrides: Partial<CheckResultEntry> = {}): CheckResultEntry {
-  return {
-    resultType: 'FINAL',
-    id: randomUUID(),
-    name: 'c',
-    checkId: 'c1',
-    checkType: 'API',
-    hasFailures: false,
-    hasErrors: false,
-    isDegraded: false,
-    overMaxResponseTime: false,
-    runLocation: 'loc-a',
-    startedAt: T0.toISOString(),
-    stoppedAt: at(100).toISOString(),
-    created_at: at(100).toISOString(),
-    responseTime: 100,
-    checkRunId: 1,
-    attempts: 1,
-    sequenceId: null,
-    ...overrides,
-  };
-}
-
-function envelope(jobId: string, overrides: Partial<CheckResultEntry> = {}): ResultEnvelope {
-  const result = entry(overrides);
-  return { jobId, resultId: result.id, result };
-}
 
 const claimAll = (store: Store, location: string, agentId: string, now = T0, extra: { checkTypes?: string[]; runtimes?: string[]; max?: number } = {}) =>
   store.claimJobs({

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { cleanErrorMessage, errorHash, errorMessagesOf } from '../../src/store/error-groups.js';
-import { nextArchiveState } from '../../src/store/sqlite/error-groups-store.js';
+import { nextArchiveState } from '../../src/store/feature-rows.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { claimAll, envelopeFor, queueSessions, storedCheck } from '../support/server-store.js';
 

@@ -10,7 +10,6 @@ import type {
   AlertChannel,
   AlertStore,
   AttemptOutcome,
-  CheckStatus,
   DeliveryAttempt,
   LocationStatus,
   NewAlertChannel,
@@ -23,40 +22,12 @@ import type {
 } from '../alerts.js';
 import { num, numOrNull, type PgDatabase, type Row, type Sql, str, strOrNull } from './db.js';
 import { SYNC_LOCK_KEY } from './locks.js';
+import { channelOf, channelRecord, statusOf } from '../feature-rows.js';
 
 /** How long a claimed notification is a deliverer's: longer than a request's timeout (alert-delivery.ts) and the recording after it. */
 export const CLAIM_MS = 60_000;
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
-
-function channelOf(row: Row): AlertChannel {
-  const record = JSON.parse(str(row, 'record')) as NewAlertChannel;
-  return {
-    ...record,
-    id: num(row, 'id'),
-    source: str(row, 'source') === 'file' ? 'file' : 'api',
-    type: str(row, 'type'),
-    created_at: str(row, 'created_at'),
-    updated_at: strOrNull(row, 'updated_at'),
-  };
-}
-
-function recordOf(channel: NewAlertChannel): string {
-  const { type: _type, id: _id, ...rest } = channel as NewAlertChannel & { id?: number };
-  return JSON.stringify(rest);
-}
-
-function statusOf(row: Row): LocationStatus {
-  return {
-    checkId: str(row, 'check_id'),
-    location: str(row, 'location'),
-    status: str(row, 'status') as CheckStatus,
-    since: num(row, 'since'),
-    candidate: strOrNull(row, 'candidate') as CheckStatus | null,
-    streak: num(row, 'streak'),
-    updatedAt: num(row, 'updated_at'),
-  };
-}
 
 function notificationOf(row: Row, nextAt = num(row, 'next_at')): Notification {
   const state = str(row, 'state') as NotificationState;
@@ -106,7 +77,7 @@ export class PgAlertStore implements AlertStore {
           `INSERT INTO alert_channels (id, source, type, record, created_at, updated_at) VALUES ($1, 'file', $2, $3, $4, NULL)
            ON CONFLICT (id) DO UPDATE SET source = 'file', type = excluded.type, record = excluded.record, updated_at = $4
            WHERE alert_channels.record <> excluded.record OR alert_channels.type <> excluded.type OR alert_channels.source <> 'file'`,
-          [channel.id, channel.type, recordOf(channel), at],
+          [channel.id, channel.type, channelRecord(channel), at],
         );
       }
       // An API channel takes an id past every file channel's.
@@ -120,7 +91,7 @@ export class PgAlertStore implements AlertStore {
     const row = await this.db.row(
       `INSERT INTO alert_channels (id, source, type, record, created_at, updated_at)
        VALUES (GREATEST(nextval('alert_channels_id_seq'), (SELECT COALESCE(MAX(id), 0) + 1 FROM alert_channels)), 'api', $1, $2, $3, NULL) RETURNING *`,
-      [channel.type, recordOf(channel), now.toISOString()],
+      [channel.type, channelRecord(channel), now.toISOString()],
     );
     if (!row) throw new Error('the channel just inserted is missing');
     return channelOf(row);

@@ -15,25 +15,8 @@ import {
   MAX_ERROR_MESSAGE_LENGTH,
   MAX_GROUPS_PER_RESULT,
 } from '../error-groups.js';
-import { nextArchiveState } from '../sqlite/error-groups-store.js';
-import type { PgDatabase, Row, Sql } from './db.js';
-
-type ArchiveState = 'OPEN' | 'UNTIL_NEXT_EVENT' | 'FOREVER';
-
-function recordOf(row: Row): ErrorGroupRecord {
-  const state = String(row.archive_state) as ArchiveState;
-  return {
-    id: String(row.id),
-    checkId: String(row.check_id),
-    errorHash: String(row.error_hash),
-    rawErrorMessage: typeof row.raw_message === 'string' ? row.raw_message : null,
-    cleanedErrorMessage: String(row.cleaned_message),
-    firstSeen: new Date(Number(row.first_seen)).toISOString(),
-    lastSeen: new Date(Number(row.last_seen)).toISOString(),
-    archivedUntilNextEvent: state !== 'OPEN',
-    archivedForEver: state === 'FOREVER',
-  };
-}
+import type { PgDatabase, Sql } from './db.js';
+import { type ArchiveState, errorGroupOf, nextArchiveState } from '../feature-rows.js';
 
 export class PgErrorGroupStore implements ErrorGroupStore {
   constructor(private readonly db: PgDatabase) {}
@@ -68,7 +51,7 @@ export class PgErrorGroupStore implements ErrorGroupStore {
 
   async group(id: string): Promise<ErrorGroupRecord | undefined> {
     const row = await this.db.row('SELECT * FROM error_groups WHERE id = $1', [id]);
-    return row && recordOf(row);
+    return row && errorGroupOf(row);
   }
 
   async patch(id: string, patch: ErrorGroupPatch, _now: Date): Promise<ErrorGroupRecord | undefined> {
@@ -77,12 +60,12 @@ export class PgErrorGroupStore implements ErrorGroupStore {
       if (!row) return undefined;
       const state = nextArchiveState(String(row.archive_state) as ArchiveState, patch);
       await sql.run('UPDATE error_groups SET archive_state = $1 WHERE id = $2', [state, id]);
-      return recordOf({ ...row, archive_state: state });
+      return errorGroupOf({ ...row, archive_state: state });
     });
   }
 
   async groupsOf(checkId: string): Promise<ErrorGroupRecord[]> {
-    return (await this.db.rows('SELECT * FROM error_groups WHERE check_id = $1 ORDER BY last_seen DESC, id', [checkId])).map(recordOf);
+    return (await this.db.rows('SELECT * FROM error_groups WHERE check_id = $1 ORDER BY last_seen DESC, id', [checkId])).map(errorGroupOf);
   }
 
   async prune(before: Date, batch: number): Promise<number> {

@@ -10,37 +10,14 @@ import {
   HEARTBEAT_LOCATION,
   type HeartbeatEvent,
   type HeartbeatState,
-  type HeartbeatStatus,
   type HeartbeatStore,
   type HeartbeatSync,
   type PingOutcome,
 } from '../heartbeats.js';
-import { num, type PgDatabase, type Row, type Sql, str as text } from './db.js';
+import { num, type PgDatabase, type Sql, } from './db.js';
 import { RESULTS_LOCK_KEY, SYNC_LOCK_KEY } from './locks.js';
 import { nextCounter } from './pg-store.js';
-
-function eventFromRow(row: Row): HeartbeatEvent {
-  return {
-    id: text(row, 'id'),
-    state: text(row, 'state'),
-    timestamp: new Date(num(row, 'at_ms')).toISOString(),
-    source: text(row, 'source'),
-    userAgent: text(row, 'user_agent'),
-  };
-}
-
-function stateFromRow(row: Row): HeartbeatState {
-  return {
-    checkId: text(row, 'check_id'),
-    tokenHash: text(row, 'token_hash'),
-    periodMs: num(row, 'period_ms'),
-    graceMs: num(row, 'grace_ms'),
-    createdMs: num(row, 'created_ms'),
-    sinceMs: num(row, 'since_ms'),
-    lastPingMs: row.last_ping_ms === null ? null : num(row, 'last_ping_ms'),
-    status: text(row, 'status') as HeartbeatStatus,
-  };
-}
+import { heartbeatEventOf, heartbeatStateOf } from '../feature-rows.js';
 
 export class PgHeartbeatStore implements HeartbeatStore {
   constructor(private readonly db: PgDatabase) {}
@@ -73,7 +50,7 @@ export class PgHeartbeatStore implements HeartbeatStore {
         [tokenHash],
       );
       if (!row) return undefined;
-      const state = stateFromRow(row);
+      const state = heartbeatStateOf(row);
       const event: HeartbeatEvent = { id: randomUUID(), state: 'RECEIVED', timestamp: now.toISOString(), source: ping.source, userAgent: ping.userAgent };
       await insertEvent(sql, state.checkId, event, at);
       await sql.run("UPDATE heartbeat_checks SET since_ms = $1, last_ping_ms = $1, status = 'PASSING' WHERE check_id = $2", [at, state.checkId]);
@@ -95,7 +72,7 @@ export class PgHeartbeatStore implements HeartbeatStore {
            WHERE h.since_ms + h.period_ms + h.grace_ms <= $1 AND c.removed_at IS NULL ORDER BY h.check_id FOR UPDATE OF h`,
           [at],
         )
-      ).map(stateFromRow);
+      ).map(heartbeatStateOf);
       const out: Array<{ checkId: string; result: CheckResultEntry }> = [];
       for (const state of due) {
         const expectedBy = state.sinceMs + state.periodMs + state.graceMs;
@@ -124,12 +101,12 @@ export class PgHeartbeatStore implements HeartbeatStore {
 
   async state(checkId: string): Promise<HeartbeatState | undefined> {
     const row = await this.db.row('SELECT * FROM heartbeat_checks WHERE check_id = $1', [checkId]);
-    return row && stateFromRow(row);
+    return row && heartbeatStateOf(row);
   }
 
   async event(checkId: string, id: string): Promise<HeartbeatEvent | undefined> {
     const row = await this.db.row('SELECT * FROM heartbeat_events WHERE check_id = $1 AND id = $2', [checkId, id]);
-    return row && eventFromRow(row);
+    return row && heartbeatEventOf(row);
   }
 
   async pingTimes(checkId: string, fromMs: number, toMs: number): Promise<number[]> {

@@ -8,7 +8,6 @@ import type {
   AlertChannel,
   AlertStore,
   AttemptOutcome,
-  CheckStatus,
   DeliveryAttempt,
   LocationStatus,
   NewAlertChannel,
@@ -21,39 +20,10 @@ import type {
 } from '../alerts.js';
 import type { SqliteAccess } from './sqlite-store.js';
 import { num, numOrNull, type Row, str, strOrNull } from '../rows.js';
+import { channelOf, channelRecord, statusOf } from '../feature-rows.js';
 
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
-
-function channelOf(row: Row): AlertChannel {
-  const record = JSON.parse(str(row, 'record')) as NewAlertChannel;
-  return {
-    ...record,
-    id: num(row, 'id'),
-    source: str(row, 'source') === 'file' ? 'file' : 'api',
-    type: str(row, 'type'),
-    created_at: str(row, 'created_at'),
-    updated_at: strOrNull(row, 'updated_at'),
-  };
-}
-
-function recordOf(channel: NewAlertChannel): string {
-  // The id and type have their own columns.
-  const { type: _type, id: _id, ...rest } = channel as NewAlertChannel & { id?: number };
-  return JSON.stringify(rest);
-}
-
-function statusOf(row: Row): LocationStatus {
-  return {
-    checkId: str(row, 'check_id'),
-    location: str(row, 'location'),
-    status: str(row, 'status') as CheckStatus,
-    since: num(row, 'since'),
-    candidate: strOrNull(row, 'candidate') as CheckStatus | null,
-    streak: num(row, 'streak'),
-    updatedAt: num(row, 'updated_at'),
-  };
-}
 
 function notificationOf(row: Row): Notification {
   const state = str(row, 'state') as NotificationState;
@@ -103,7 +73,7 @@ export class SqliteAlertStore implements AlertStore {
       }
       for (const channel of channels) {
         const existing = this.db.get('SELECT record, type, source FROM alert_channels WHERE id = ?', channel.id);
-        const record = recordOf(channel);
+        const record = channelRecord(channel);
         if (!existing) {
           this.db.run("INSERT INTO alert_channels (id, source, type, record, created_at, updated_at) VALUES (?, 'file', ?, ?, ?, NULL)", channel.id, channel.type, record, at);
         } else if (str(existing, 'record') !== record || str(existing, 'type') !== channel.type || str(existing, 'source') !== 'file') {
@@ -116,7 +86,7 @@ export class SqliteAlertStore implements AlertStore {
   async createChannel(channel: NewAlertChannel, now: Date): Promise<AlertChannel> {
     return this.db.tx(() => {
       const at = now.toISOString();
-      this.db.run("INSERT INTO alert_channels (source, type, record, created_at, updated_at) VALUES ('api', ?, ?, ?, NULL)", channel.type, recordOf(channel), at);
+      this.db.run("INSERT INTO alert_channels (source, type, record, created_at, updated_at) VALUES ('api', ?, ?, ?, NULL)", channel.type, channelRecord(channel), at);
       const row = this.db.get('SELECT * FROM alert_channels WHERE rowid = last_insert_rowid()');
       if (!row) throw new Error('the channel just inserted is missing');
       return channelOf(row);

@@ -16,6 +16,7 @@ import {
   MAX_GROUPS_PER_RESULT,
 } from '../error-groups.js';
 import type { Row } from '../rows.js';
+import { type ArchiveState, errorGroupOf, nextArchiveState } from '../feature-rows.js';
 
 /**
  * sqlite-store.ts's SqliteAccess, restated: that file calls this one from
@@ -26,33 +27,6 @@ export interface ErrorGroupAccess {
   get(sql: string, ...params: SQLInputValue[]): Row | undefined;
   all(sql: string, ...params: SQLInputValue[]): Row[];
   tx<T>(work: () => T): T;
-}
-
-type ArchiveState = 'OPEN' | 'UNTIL_NEXT_EVENT' | 'FOREVER';
-
-function recordOf(row: Row): ErrorGroupRecord {
-  const state = String(row.archive_state) as ArchiveState;
-  return {
-    id: String(row.id),
-    checkId: String(row.check_id),
-    errorHash: String(row.error_hash),
-    rawErrorMessage: typeof row.raw_message === 'string' ? row.raw_message : null,
-    cleanedErrorMessage: String(row.cleaned_message),
-    firstSeen: new Date(Number(row.first_seen)).toISOString(),
-    lastSeen: new Date(Number(row.last_seen)).toISOString(),
-    archivedUntilNextEvent: state !== 'OPEN',
-    archivedForEver: state === 'FOREVER',
-  };
-}
-
-/** The state a PATCH leads to: a false flag first (unarchive), then a true one (archive; for ever wins). */
-export function nextArchiveState(current: ArchiveState, patch: ErrorGroupPatch): ArchiveState {
-  let state = current;
-  if (patch.archiveForEver === false && state === 'FOREVER') state = 'OPEN';
-  if (patch.archivedUntilNextEvent === false) state = 'OPEN';
-  if (patch.archivedUntilNextEvent === true) state = 'UNTIL_NEXT_EVENT';
-  if (patch.archiveForEver === true) state = 'FOREVER';
-  return state;
 }
 
 export class SqliteErrorGroupStore implements ErrorGroupStore {
@@ -110,7 +84,7 @@ export class SqliteErrorGroupStore implements ErrorGroupStore {
 
   async group(id: string): Promise<ErrorGroupRecord | undefined> {
     const row = this.db.get('SELECT * FROM error_groups WHERE id = ?', id);
-    return row && recordOf(row);
+    return row && errorGroupOf(row);
   }
 
   async patch(id: string, patch: ErrorGroupPatch, _now: Date): Promise<ErrorGroupRecord | undefined> {
@@ -119,12 +93,12 @@ export class SqliteErrorGroupStore implements ErrorGroupStore {
       if (!row) return undefined;
       const state = nextArchiveState(String(row.archive_state) as ArchiveState, patch);
       this.db.run('UPDATE error_groups SET archive_state = ? WHERE id = ?', state, id);
-      return recordOf({ ...row, archive_state: state });
+      return errorGroupOf({ ...row, archive_state: state });
     });
   }
 
   async groupsOf(checkId: string): Promise<ErrorGroupRecord[]> {
-    return this.db.all('SELECT * FROM error_groups WHERE check_id = ? ORDER BY last_seen DESC, id', checkId).map(recordOf);
+    return this.db.all('SELECT * FROM error_groups WHERE check_id = ? ORDER BY last_seen DESC, id', checkId).map(errorGroupOf);
   }
 
   async prune(before: Date, batch: number): Promise<number> {

@@ -10,37 +10,14 @@ import {
   HEARTBEAT_LOCATION,
   type HeartbeatEvent,
   type HeartbeatState,
-  type HeartbeatStatus,
   type HeartbeatStore,
   type HeartbeatSync,
   type PingOutcome,
 } from '../heartbeats.js';
-import { num, type Row, str as text } from '../rows.js';
+import { num, str as text } from '../rows.js';
 import type { SqliteAccess } from './sqlite-store.js';
+import { heartbeatEventOf, heartbeatStateOf } from '../feature-rows.js';
 
-
-function eventFromRow(row: Row): HeartbeatEvent {
-  return {
-    id: text(row, 'id'),
-    state: text(row, 'state'),
-    timestamp: new Date(num(row, 'at_ms')).toISOString(),
-    source: text(row, 'source'),
-    userAgent: text(row, 'user_agent'),
-  };
-}
-
-function stateFromRow(row: Row): HeartbeatState {
-  return {
-    checkId: text(row, 'check_id'),
-    tokenHash: text(row, 'token_hash'),
-    periodMs: num(row, 'period_ms'),
-    graceMs: num(row, 'grace_ms'),
-    createdMs: num(row, 'created_ms'),
-    sinceMs: num(row, 'since_ms'),
-    lastPingMs: row.last_ping_ms === null ? null : num(row, 'last_ping_ms'),
-    status: text(row, 'status') as HeartbeatStatus,
-  };
-}
 
 export class SqliteHeartbeatStore implements HeartbeatStore {
   constructor(private readonly db: SqliteAccess) {}
@@ -77,7 +54,7 @@ export class SqliteHeartbeatStore implements HeartbeatStore {
       // A check deleted through the API takes no pings until the checks file brings it back.
       const row = this.db.get('SELECT h.* FROM heartbeat_checks h JOIN checks c ON c.id = h.check_id WHERE h.token_hash = ? AND c.removed_at IS NULL', tokenHash);
       if (!row) return undefined;
-      const state = stateFromRow(row);
+      const state = heartbeatStateOf(row);
       const event: HeartbeatEvent = { id: randomUUID(), state: 'RECEIVED', timestamp: now.toISOString(), source: ping.source, userAgent: ping.userAgent };
       this.insertEvent(state.checkId, event, at);
       this.db.run("UPDATE heartbeat_checks SET since_ms = ?, last_ping_ms = ?, status = 'PASSING' WHERE check_id = ?", at, at, state.checkId);
@@ -98,7 +75,7 @@ export class SqliteHeartbeatStore implements HeartbeatStore {
            WHERE h.since_ms + h.period_ms + h.grace_ms <= ? AND c.removed_at IS NULL ORDER BY h.check_id`,
           at,
         )
-        .map(stateFromRow);
+        .map(heartbeatStateOf);
       return due.map((state) => {
         const expectedBy = state.sinceMs + state.periodMs + state.graceMs;
         const lastPingAt = state.lastPingMs === null ? null : new Date(state.lastPingMs).toISOString();
@@ -126,12 +103,12 @@ export class SqliteHeartbeatStore implements HeartbeatStore {
 
   async state(checkId: string): Promise<HeartbeatState | undefined> {
     const row = this.db.get('SELECT * FROM heartbeat_checks WHERE check_id = ?', checkId);
-    return row && stateFromRow(row);
+    return row && heartbeatStateOf(row);
   }
 
   async event(checkId: string, id: string): Promise<HeartbeatEvent | undefined> {
     const row = this.db.get('SELECT * FROM heartbeat_events WHERE check_id = ? AND id = ?', checkId, id);
-    return row && eventFromRow(row);
+    return row && heartbeatEventOf(row);
   }
 
   async pingTimes(checkId: string, fromMs: number, toMs: number): Promise<number[]> {

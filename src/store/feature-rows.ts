@@ -1,11 +1,16 @@
 // How the features' rows read as records. SQLite and PostgreSQL keep the same
-// columns for alerts, heartbeats and error groups (their migrations), so both
-// stores read them here.
+// columns for alerts, heartbeats, error groups and incidents (their
+// migrations), so both stores read them here.
 
-import type { AlertChannel, CheckStatus, LocationStatus, NewAlertChannel } from './alerts.js';
+import type { IncidentImpact, IncidentStatus } from '../core/dashboard.js';
+import type { CheckResultEntry } from '../core/result-entry.js';
+import type { AlertChannel, CheckStatus, LocationStatus, NewAlertChannel, Notification, NotificationKind, NotificationState } from './alerts.js';
+import type { IncidentRecord } from './dashboards.js';
 import type { ErrorGroupPatch, ErrorGroupRecord } from './error-groups.js';
 import type { HeartbeatEvent, HeartbeatState, HeartbeatStatus } from './heartbeats.js';
-import { num, type Row, str, strOrNull } from './rows.js';
+import { num, numOrNull, type Row, str, strOrNull } from './rows.js';
+
+const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
 export type ArchiveState = 'OPEN' | 'UNTIL_NEXT_EVENT' | 'FOREVER';
 
@@ -85,4 +90,57 @@ export function nextArchiveState(current: ArchiveState, patch: ErrorGroupPatch):
   if (patch.archivedUntilNextEvent === true) state = 'UNTIL_NEXT_EVENT';
   if (patch.archiveForEver === true) state = 'FOREVER';
   return state;
+}
+
+/** A queued notification; `nextAt` when the query computed the due time itself. */
+export function notificationOf(row: Row, nextAt = num(row, 'next_at')): Notification {
+  const state = str(row, 'state') as NotificationState;
+  return {
+    id: num(row, 'id'),
+    channelId: num(row, 'channel_id'),
+    kind: str(row, 'kind') as NotificationKind,
+    checkId: str(row, 'check_id'),
+    location: strOrNull(row, 'location'),
+    resultId: strOrNull(row, 'result_id'),
+    body: JSON.parse(str(row, 'body')) as unknown,
+    state,
+    attempts: num(row, 'attempts'),
+    nextAttemptAt: state === 'PENDING' ? iso(nextAt) : null,
+    createdAt: iso(num(row, 'created_at')) as string,
+    deliveredAt: iso(numOrNull(row, 'delivered_at')),
+    lastError: strOrNull(row, 'last_error'),
+  };
+}
+
+/** A notification's stored result, or null when its body is not one (an older row, or not an object). */
+export function readEntry(body: string): CheckResultEntry | null {
+  try {
+    const entry = JSON.parse(body) as unknown;
+    return entry !== null && typeof entry === 'object' ? (entry as CheckResultEntry) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** An incident with its updates' rows (newest first, as the query ordered them). */
+export function incidentRecordOf(row: Row, updates: readonly Row[]): IncidentRecord {
+  const id = str(row, 'id');
+  return {
+    id,
+    name: str(row, 'name'),
+    impact: str(row, 'impact') as IncidentImpact,
+    dashboardId: num(row, 'dashboard'),
+    startedAt: strOrNull(row, 'started_at'),
+    stoppedAt: strOrNull(row, 'stopped_at'),
+    created_at: str(row, 'created_at'),
+    updated_at: strOrNull(row, 'updated_at'),
+    incidentUpdates: updates.map((u) => ({
+      id: str(u, 'id'),
+      status: str(u, 'status') as IncidentStatus,
+      description: str(u, 'description'),
+      incidentId: id,
+      created_at: str(u, 'created_at'),
+      updated_at: strOrNull(u, 'updated_at'),
+    })),
+  };
 }

@@ -1,11 +1,4 @@
-// The alerts' tables (migrations.ts version 3) on PostgreSQL. As on SQLite
-// (../sqlite/alerts-store.ts), the evaluator's statuses, outbox rows and
-// cursor commit together. What several replicas add: dueNotifications
-// claims the rows it answers (FOR UPDATE SKIP LOCKED, then their next_at
-// moved CLAIM_MS ahead), so each pending notification goes to one deliverer
-// at a time; one whose deliverer died is due again once the claim runs out.
 
-import type { CheckResultEntry } from '../../core/result-entry.js';
 import type {
   AlertChannel,
   AlertStore,
@@ -15,50 +8,20 @@ import type {
   NewAlertChannel,
   NewNotification,
   Notification,
-  NotificationKind,
-  NotificationState,
   NotificationWithAttempts,
   TailedResult,
 } from '../alerts.js';
-import { num, numOrNull, type PgDatabase, type Row, type Sql, str, strOrNull } from './db.js';
+import { num, numOrNull, type PgDatabase, type Sql, str, strOrNull } from './db.js';
 import { SYNC_LOCK_KEY } from './locks.js';
-import { channelOf, channelRecord, statusOf } from '../feature-rows.js';
+import { channelOf, channelRecord, notificationOf, readEntry, statusOf } from '../feature-rows.js';
 
 /** How long a claimed notification is a deliverer's: longer than a request's timeout (alert-delivery.ts) and the recording after it. */
 export const CLAIM_MS = 60_000;
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
-function notificationOf(row: Row, nextAt = num(row, 'next_at')): Notification {
-  const state = str(row, 'state') as NotificationState;
-  return {
-    id: num(row, 'id'),
-    channelId: num(row, 'channel_id'),
-    kind: str(row, 'kind') as NotificationKind,
-    checkId: str(row, 'check_id'),
-    location: strOrNull(row, 'location'),
-    resultId: strOrNull(row, 'result_id'),
-    body: JSON.parse(str(row, 'body')) as unknown,
-    state,
-    attempts: num(row, 'attempts'),
-    nextAttemptAt: state === 'PENDING' ? iso(nextAt) : null,
-    createdAt: iso(num(row, 'created_at')) as string,
-    deliveredAt: iso(numOrNull(row, 'delivered_at')),
-    lastError: strOrNull(row, 'last_error'),
-  };
-}
-
 /** Only the oldest pending notification of a channel is due: a channel's order is kept. */
 const HEAD = "NOT EXISTS (SELECT 1 FROM notifications e WHERE e.channel_id = n.channel_id AND e.state = 'PENDING' AND e.id < n.id)";
-
-function readEntry(body: string): CheckResultEntry | null {
-  try {
-    const entry = JSON.parse(body) as unknown;
-    return entry !== null && typeof entry === 'object' ? (entry as CheckResultEntry) : null;
-  } catch {
-    return null;
-  }
-}
 
 export class PgAlertStore implements AlertStore {
   constructor(private readonly db: PgDatabase) {}

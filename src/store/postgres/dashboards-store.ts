@@ -4,10 +4,11 @@
 // DASHBOARDS_LOCK_KEY, so replicas applying the same file or answering PUTs
 // at once keep a customUrl and a dashboardId on one dashboard.
 
-import type { DashboardDefinition, IncidentDefinition, IncidentImpact, IncidentStatus } from '../../core/dashboard.js';
-import type { DashboardKeyChange, DashboardRecord, DashboardStore, FileDashboard, IncidentRecord, IncidentUpdateRecord, PutOutcome, ResultSample, StoredDashboardKey } from '../dashboards.js';
+import type { DashboardDefinition, IncidentDefinition, } from '../../core/dashboard.js';
+import type { DashboardKeyChange, DashboardRecord, DashboardStore, FileDashboard, IncidentRecord, PutOutcome, ResultSample, StoredDashboardKey } from '../dashboards.js';
 import { json, num, type PgDatabase, type Row, type Sql, str, strOrNull } from './db.js';
 import { DASHBOARDS_LOCK_KEY } from './locks.js';
+import { incidentRecordOf } from '../feature-rows.js';
 
 /** A chart reads at most this many results of one check: the newest ones (docs/dashboards.md), as on SQLite. */
 export const MAX_SAMPLES = 200_000;
@@ -132,26 +133,7 @@ async function syncIncidents(sql: Sql, incidents: readonly IncidentDefinition[],
 }
 
 async function incidentOf(sql: Sql, row: Row): Promise<IncidentRecord> {
-  const id = str(row, 'id');
-  const updates: IncidentUpdateRecord[] = (await sql.rows('SELECT * FROM incident_updates WHERE incident_id = $1 ORDER BY created_ms DESC, id DESC', [id])).map((u) => ({
-    id: str(u, 'id'),
-    status: str(u, 'status') as IncidentStatus,
-    description: str(u, 'description'),
-    incidentId: id,
-    created_at: str(u, 'created_at'),
-    updated_at: strOrNull(u, 'updated_at'),
-  }));
-  return {
-    id,
-    name: str(row, 'name'),
-    impact: str(row, 'impact') as IncidentImpact,
-    dashboardId: num(row, 'dashboard'),
-    startedAt: strOrNull(row, 'started_at'),
-    stoppedAt: strOrNull(row, 'stopped_at'),
-    created_at: str(row, 'created_at'),
-    updated_at: strOrNull(row, 'updated_at'),
-    incidentUpdates: updates,
-  };
+  return incidentRecordOf(row, await sql.rows('SELECT * FROM incident_updates WHERE incident_id = $1 ORDER BY created_ms DESC, id DESC', [str(row, 'id')]));
 }
 
 export class PgDashboardStore implements DashboardStore {

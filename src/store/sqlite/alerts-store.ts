@@ -1,9 +1,4 @@
-// The alerts' tables (migrations.ts version 3) on the store's connection.
-// Every method is one synchronous transaction, like sqlite-store.ts: the
-// evaluator's statuses, outbox rows and cursor commit together, so a kill
-// between two batches neither loses a notification nor queues one twice.
 
-import type { CheckResultEntry } from '../../core/result-entry.js';
 import type {
   AlertChannel,
   AlertStore,
@@ -13,36 +8,15 @@ import type {
   NewAlertChannel,
   NewNotification,
   Notification,
-  NotificationKind,
-  NotificationState,
   NotificationWithAttempts,
   TailedResult,
 } from '../alerts.js';
 import type { SqliteAccess } from './sqlite-store.js';
-import { num, numOrNull, type Row, str, strOrNull } from '../rows.js';
-import { channelOf, channelRecord, statusOf } from '../feature-rows.js';
+import { num, numOrNull, str, strOrNull } from '../rows.js';
+import { channelOf, channelRecord, notificationOf, readEntry, statusOf } from '../feature-rows.js';
 
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
-
-function notificationOf(row: Row): Notification {
-  const state = str(row, 'state') as NotificationState;
-  return {
-    id: num(row, 'id'),
-    channelId: num(row, 'channel_id'),
-    kind: str(row, 'kind') as NotificationKind,
-    checkId: str(row, 'check_id'),
-    location: strOrNull(row, 'location'),
-    resultId: strOrNull(row, 'result_id'),
-    body: JSON.parse(str(row, 'body')) as unknown,
-    state,
-    attempts: num(row, 'attempts'),
-    nextAttemptAt: state === 'PENDING' ? iso(num(row, 'next_at')) : null,
-    createdAt: iso(num(row, 'created_at')) as string,
-    deliveredAt: iso(numOrNull(row, 'delivered_at')),
-    lastError: strOrNull(row, 'last_error'),
-  };
-}
 
 /**
  * A channel's notifications go out in the order they were queued: only the
@@ -50,15 +24,6 @@ function notificationOf(row: Row): Notification {
  * failure it ends while that one waits for a retry.
  */
 const HEAD = "NOT EXISTS (SELECT 1 FROM notifications e WHERE e.channel_id = n.channel_id AND e.state = 'PENDING' AND e.id < n.id)";
-
-function readEntry(body: string): CheckResultEntry | null {
-  try {
-    const entry = JSON.parse(body) as unknown;
-    return entry !== null && typeof entry === 'object' ? (entry as CheckResultEntry) : null;
-  } catch {
-    return null;
-  }
-}
 
 export class SqliteAlertStore implements AlertStore {
   constructor(private readonly db: SqliteAccess) {}

@@ -3,20 +3,20 @@
 // function used is json_extract, in samples(), where PostgreSQL has `->>`;
 // availability() reads only indexed columns.
 
-import type { DashboardDefinition, IncidentDefinition, IncidentImpact, IncidentStatus } from '../../core/dashboard.js';
+import type { DashboardDefinition, IncidentDefinition, } from '../../core/dashboard.js';
 import type {
   DashboardKeyChange,
   DashboardRecord,
   DashboardStore,
   FileDashboard,
   IncidentRecord,
-  IncidentUpdateRecord,
   PutOutcome,
   ResultSample,
   StoredDashboardKey,
 } from '../dashboards.js';
 import { json, num, type Row, str, strOrNull } from '../rows.js';
 import type { SqliteAccess } from './sqlite-store.js';
+import { incidentRecordOf } from '../feature-rows.js';
 
 /** A chart reads at most this many results of one check: the newest ones (docs/dashboards.md). */
 export const MAX_SAMPLES = 200_000;
@@ -218,28 +218,7 @@ export class SqliteDashboardStore implements DashboardStore {
   }
 
   private incidentOf(row: Row): IncidentRecord {
-    const id = str(row, 'id');
-    const updates: IncidentUpdateRecord[] = this.db
-      .all('SELECT * FROM incident_updates WHERE incident_id = ? ORDER BY created_ms DESC, id DESC', id)
-      .map((u) => ({
-        id: str(u, 'id'),
-        status: str(u, 'status') as IncidentStatus,
-        description: str(u, 'description'),
-        incidentId: id,
-        created_at: str(u, 'created_at'),
-        updated_at: strOrNull(u, 'updated_at'),
-      }));
-    return {
-      id,
-      name: str(row, 'name'),
-      impact: str(row, 'impact') as IncidentImpact,
-      dashboardId: num(row, 'dashboard'),
-      startedAt: strOrNull(row, 'started_at'),
-      stoppedAt: strOrNull(row, 'stopped_at'),
-      created_at: str(row, 'created_at'),
-      updated_at: strOrNull(row, 'updated_at'),
-      incidentUpdates: updates,
-    };
+    return incidentRecordOf(row, this.db.all('SELECT * FROM incident_updates WHERE incident_id = ? ORDER BY created_ms DESC, id DESC', str(row, 'id')));
   }
 
   async incident(id: string): Promise<IncidentRecord | undefined> {

@@ -21,6 +21,7 @@ import { openServerStores } from '../../src/store/server-stores.js';
 import { MAIN } from '../support/agent-process.js';
 import { type PostgresServer, startPostgres } from '../support/postgres.js';
 import { queueSessions, runSessions, storedCheck } from '../support/server-store.js';
+import { dashboard } from '../support/store-fixtures.js';
 
 const INCIDENT: IncidentDefinition = {
   id: '7a0c1b52-2f4e-4a53-9d0e-0c7f4f6a1e21',
@@ -36,33 +37,7 @@ const INCIDENT: IncidentDefinition = {
 };
 
 function dashboardDefinition(dashboardId: string, customUrl: string | null): DashboardDefinition {
-  return {
-    dashboardId,
-    customUrl,
-    customDomain: null,
-    logo: null,
-    favicon: null,
-    link: null,
-    description: null,
-    header: dashboardId,
-    width: 'FULL',
-    refreshRate: 60,
-    paginate: true,
-    paginationRate: 60,
-    checksPerPage: 15,
-    useTagsAndOperator: false,
-    hideTags: false,
-    enableIncidents: true,
-    expandChecks: false,
-    tags: [],
-    showHeader: true,
-    showCheckRunLinks: false,
-    showGroupNames: true,
-    customCSS: '',
-    isPrivate: dashboardId === 'wall',
-    showP95: true,
-    showP99: true,
-  };
+  return dashboard(dashboardId, { customUrl, header: dashboardId, isPrivate: dashboardId === 'wall' });
 }
 
 let postgres: PostgresServer;

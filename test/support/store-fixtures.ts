@@ -1,8 +1,9 @@
 // What the store tests share: a fixed clock, a check, a session started by
-// hand, and FINAL results of the service's shape (test/unit/store-conformance,
-// test/unit/sqlite-store).
+// hand, FINAL results of the service's shape and a dashboard with every field
+// (test/unit/store-conformance, sqlite-store, postgres-store, migrate).
 
 import { randomUUID } from 'node:crypto';
+import type { DashboardDefinition } from '../../src/core/dashboard.js';
 import type { ResultEnvelope } from '../../src/core/protocol.js';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import type { SessionRecord, Store, StoredCheck } from '../../src/store/store.js';
@@ -71,4 +72,36 @@ export function entry(overrides: Partial<CheckResultEntry> = {}): CheckResultEnt
 export function envelope(jobId: string, overrides: Partial<CheckResultEntry> = {}): ResultEnvelope {
   const result = entry(overrides);
   return { jobId, resultId: result.id, result };
+}
+
+/** A dashboard definition with every field at the reference's default, but incidents enabled. */
+export function dashboard(dashboardId: string, overrides: Partial<DashboardDefinition> = {}): DashboardDefinition {
+  return {
+    dashboardId,
+    customUrl: null,
+    customDomain: null,
+    logo: null,
+    favicon: null,
+    link: null,
+    description: null,
+    header: null,
+    width: 'FULL',
+    refreshRate: 60,
+    paginate: true,
+    paginationRate: 60,
+    checksPerPage: 15,
+    useTagsAndOperator: false,
+    hideTags: false,
+    enableIncidents: true,
+    expandChecks: false,
+    tags: [],
+    showHeader: true,
+    showCheckRunLinks: false,
+    showGroupNames: true,
+    customCSS: '',
+    isPrivate: false,
+    showP95: true,
+    showP99: true,
+    ...overrides,
+  };
 }

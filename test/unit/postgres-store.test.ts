@@ -12,7 +12,6 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { DashboardDefinition } from '../../src/core/dashboard.js';
 import type { ResultEnvelope } from '../../src/core/protocol.js';
 import { CLAIM_MS } from '../../src/store/postgres/alerts-store.js';
 import { migratePg, PG_MIGRATIONS, PG_SCHEMA_VERSION } from '../../src/store/postgres/migrations.js';
@@ -20,6 +19,7 @@ import { openServerStores, type ServerStores } from '../../src/store/server-stor
 import type { SessionRecord, StoredCheck } from '../../src/store/store.js';
 import { retryUntil } from '../support/daemon.js';
 import { type PostgresServer, startPostgres } from '../support/postgres.js';
+import { dashboard } from '../support/store-fixtures.js';
 
 let postgres: PostgresServer;
 const opened: ServerStores[] = [];
@@ -76,33 +76,7 @@ function session(): SessionRecord {
   };
 }
 
-const DASHBOARD: DashboardDefinition = {
-  dashboardId: 'd',
-  customUrl: null,
-  customDomain: null,
-  logo: null,
-  favicon: null,
-  link: null,
-  description: null,
-  header: null,
-  width: 'FULL',
-  refreshRate: 60,
-  paginate: true,
-  paginationRate: 60,
-  checksPerPage: 15,
-  useTagsAndOperator: false,
-  hideTags: false,
-  enableIncidents: false,
-  expandChecks: false,
-  tags: [],
-  showHeader: true,
-  showCheckRunLinks: false,
-  showGroupNames: true,
-  customCSS: '',
-  isPrivate: false,
-  showP95: true,
-  showP99: true,
-};
+const DASHBOARD = dashboard('d', { enableIncidents: false });
 
 const job = () => ({ id: randomUUID(), location: 'loc-a', deadlineAt: new Date(T0.getTime() + 600_000).toISOString() });
 

@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { DashboardDefinition, IncidentDefinition } from '../../src/core/dashboard.js';
+import type { IncidentDefinition } from '../../src/core/dashboard.js';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { resultOutcome } from '../../src/results/result.js';
 import { FLAG_DEGRADED, FLAG_FAILED, type LocationColumns, WindowTooLargeError } from '../../src/store/analytics.js';
@@ -23,7 +23,7 @@ import { finalOutcome } from '../../src/store/session-status.js';
 import { decodeCursor, encodeCursor } from '../../src/store/sqlite/sqlite-store.js';
 import { InvalidQueryError, NotFoundError, type Store, type StoredCheck } from '../../src/store/store.js';
 import { type PostgresServer, startPostgres } from '../support/postgres.js';
-import { at, check, entry, envelope, LEASE, startSession, T0 } from '../support/store-fixtures.js';
+import { at, check, dashboard, entry, envelope, LEASE, startSession, T0 } from '../support/store-fixtures.js';
 
 export const BACKENDS = ['sqlite', 'postgres'] as const;
 type Backend = (typeof BACKENDS)[number];
@@ -78,37 +78,6 @@ const claimAll = (store: Store, location: string, agentId: string, now = T0, ext
     now,
   });
 
-
-function dashboard(dashboardId: string, overrides: Partial<DashboardDefinition> = {}): DashboardDefinition {
-  return {
-    dashboardId,
-    customUrl: null,
-    customDomain: null,
-    logo: null,
-    favicon: null,
-    link: null,
-    description: null,
-    header: null,
-    width: 'FULL',
-    refreshRate: 60,
-    paginate: true,
-    paginationRate: 60,
-    checksPerPage: 15,
-    useTagsAndOperator: false,
-    hideTags: false,
-    enableIncidents: true,
-    expandChecks: false,
-    tags: [],
-    showHeader: true,
-    showCheckRunLinks: false,
-    showGroupNames: true,
-    customCSS: '',
-    isPrivate: false,
-    showP95: true,
-    showP99: true,
-    ...overrides,
-  };
-}
 
 function incident(id: string, dashboardId: string, startedAt = '2026-11-23T10:00:00.000Z'): IncidentDefinition {
   return {

@@ -111,7 +111,7 @@ export async function runAgent(
   const sink = new ControlPlaneSink(spool, client, logger, authRetryMs, onFailure, (error) => events?.report(error, { origin: 'results-batch' }), {
     heartbeat: lifecycle.watchdog.heart('sink-loop'),
     sendBoundMs: callBoundMs,
-  });
+  }, () => queue.inFlight === 0 && queue.queued === 0);
   const leaseHeartbeat = lifecycle.watchdog.heart('lease-loop');
   const leases = new LeaseKeeper(
     client,

@@ -16,6 +16,13 @@ import type { Spool, SpoolItem } from './spool.js';
 /** How long a partly filled batch may wait for company before it is sent. */
 export const RESULT_LINGER_MS = 500;
 
+/**
+ * When no job runs, no company is coming: a partly filled batch goes at once, but
+ * no sooner than this after the previous request started, so that jobs finishing
+ * one by one cannot turn into one request each (the service limits requests per key).
+ */
+export const IDLE_SEND_GAP_MS = 100;
+
 /** Answers to a whole request that blame its content: a smaller request may pass. */
 const SPLIT_ON_STATUS = new Set([400, 413, 422]);
 
@@ -52,7 +59,30 @@ export class ControlPlaneSink {
     private readonly onBatchError: (error: unknown) => void = () => undefined,
     /** The loop's heartbeat for the watchdog, and the longest one send may take (limiter wait, timeout). */
     private readonly watch: { heartbeat: Heartbeat; sendBoundMs: number } = { heartbeat: NO_HEARTBEAT, sendBoundMs: 0 },
+    /** True while no job runs or waits to run: results spooled now will have no company soon. */
+    private readonly producerIdle: () => boolean = () => false,
   ) {}
+
+  private lastSendAt = Number.NEGATIVE_INFINITY;
+
+  /** How long the open batch may linger now: `lingerMs`, or less once nothing more is coming (IDLE_SEND_GAP_MS). */
+  private lingerNow(lingerMs: number): number {
+    if (lingerMs <= 0 || !this.producerIdle()) return lingerMs;
+    return Math.min(lingerMs, Math.max(0, this.lastSendAt + IDLE_SEND_GAP_MS - Date.now()));
+  }
+
+  /** Sleeps until the open batch is due, waking early when the spool changes: the producer may have gone idle. */
+  private async waitUntilDue(dueMs: number, signal: AbortSignal): Promise<void> {
+    const wake = new AbortController();
+    const stop = () => wake.abort();
+    signal.addEventListener('abort', stop, { once: true });
+    try {
+      await Promise.race([sleep(dueMs, wake.signal), this.spool.changed(wake.signal)]);
+    } finally {
+      wake.abort();
+      signal.removeEventListener('abort', stop);
+    }
+  }
 
   /**
    * Spools the result (fsync) before anything else; resolves once it is durable.
@@ -62,9 +92,10 @@ export class ControlPlaneSink {
     await this.spool.append(envelope, resultLine);
   }
 
-  start(): void {
+  /** `lingerMs`: how long a partly filled batch may wait for company (tests set their own). */
+  start(lingerMs = RESULT_LINGER_MS): void {
     const signal = this.stopped.signal;
-    this.loop ??= superviseLoop('sink-loop', () => this.run(signal, RESULT_LINGER_MS), { logger: this.logger, signal, heartbeat: this.watch.heartbeat });
+    this.loop ??= superviseLoop('sink-loop', () => this.run(signal, lingerMs), { logger: this.logger, signal, heartbeat: this.watch.heartbeat });
   }
 
   /** Stops the background loop, then sends what the spool holds until it is empty or `deadline` passes. */
@@ -85,7 +116,7 @@ export class ControlPlaneSink {
       heartbeat.beat(lingerMs);
       let batch: Awaited<ReturnType<Spool['nextBatch']>>;
       try {
-        batch = await this.spool.nextBatch(lingerMs);
+        batch = await this.spool.nextBatch(this.lingerNow(lingerMs));
       } catch (error) {
         // A segment that cannot be read now (EMFILE, EIO) is tried again; delivery must not stop for good.
         this.logger.error({ err: error, dir: this.spool.dir }, 'could not read results from the spool; trying again');
@@ -97,11 +128,11 @@ export class ControlPlaneSink {
       }
       if (!batch) {
         if (untilEmpty) return;
-        const due = this.spool.dueIn(lingerMs);
+        const due = this.spool.dueIn(this.lingerNow(lingerMs));
         // Nothing to send is waiting on purpose; results held without an attempt are not.
         if (due === undefined) heartbeat.idle();
         else heartbeat.beat(due);
-        await (due === undefined ? this.spool.changed(signal) : sleep(due, signal));
+        await (due === undefined ? this.spool.changed(signal) : this.waitUntilDue(due, signal));
         continue;
       }
       if (batch.items.length === 0) {
@@ -110,6 +141,7 @@ export class ControlPlaneSink {
       }
       try {
         heartbeat.beat(sendBoundMs);
+        this.lastSendAt = Date.now();
         const { retry, refusedWhole } = await this.sendBatch(batch.items, signal, backoff);
         heartbeat.beat(sendBoundMs);
         await this.spool.complete(batch.seq, retry);

@@ -17,7 +17,7 @@ import type { LeaseKeeper } from './leases.js';
 import type { AgentDescriptor, Job } from '../core/protocol.js';
 import type { Spool } from './spool.js';
 
-/** When fewer than half the slots are free, wait this long for more to free up, so one claim covers several. */
+/** When fewer than half the slots are free, wait up to this long for half to be free, so one claim covers several. */
 const CLAIM_GATHER_MS = 50;
 
 export interface SourceOptions {
@@ -109,7 +109,8 @@ export class ControlPlaneSource {
         this.spoolPaused = false;
       }
       heartbeat.beat(CLAIM_GATHER_MS + claimBoundMs);
-      if (queue.free < queue.concurrency / 2) await sleep(CLAIM_GATHER_MS, signal);
+      // Fast checks free half the slots well within the gather time: claiming then keeps the slots busy.
+      await queue.waitUntilFree(Math.ceil(queue.concurrency / 2), signal, CLAIM_GATHER_MS);
       const max = queue.free;
       if (max === 0 || signal.aborted) continue;
       let jobs: Job[];

@@ -161,6 +161,8 @@ export class Spool {
   private nextSeq = 1;
   private pending: PendingAppend[] = [];
   private flushing: Promise<void> | undefined;
+  /** The sink wants the open segment sealed; the write loop does it between two writes. */
+  private sealWanted = false;
   private totalResults = 0;
   private totalBytes = 0;
   private memoryBytes = 0;
@@ -298,8 +300,7 @@ export class Spool {
    */
   async nextBatch(lingerMs: number): Promise<Batch | undefined> {
     if (this.sealed.length === 0 && this.open && this.open.count > 0 && Date.now() - this.open.openedAt >= lingerMs) {
-      while (this.flushing) await this.flushing;
-      await this.seal();
+      await this.sealBetweenWrites();
     }
     const segment = this.sealed[0];
     if (!segment) {
@@ -494,9 +495,31 @@ export class Spool {
     }
   }
 
+  /**
+   * Seals the open segment between two writes. Waiting for the write loop to
+   * end instead would wait as long as appends keep coming: under a steady load
+   * the sink would send nothing until the segment filled up.
+   */
+  private async sealBetweenWrites(): Promise<void> {
+    this.sealWanted = true;
+    while (this.sealWanted && this.flushing) {
+      const woken = new AbortController();
+      await Promise.race([this.changed(woken.signal), this.flushing]);
+      woken.abort();
+    }
+    if (!this.sealWanted) return;
+    this.sealWanted = false;
+    if (this.open && this.open.count > 0) await this.seal();
+  }
+
   private async flushLoop(): Promise<void> {
     try {
       while (this.pending.length > 0) {
+        if (this.sealWanted) {
+          this.sealWanted = false;
+          if (this.open && this.open.count > 0) await this.seal();
+          this.notify();
+        }
         const take = this.pending.splice(0, this.groupSize(this.pending.map((p) => p.item)));
         try {
           await this.writeItems(

@@ -80,17 +80,30 @@ export class JobQueue {
 
   /** Resolves when a slot frees (at once if one is free), or when `signal` aborts. */
   async waitForFreeSlot(signal?: AbortSignal): Promise<void> {
-    while (this.free === 0 && !signal?.aborted) {
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          this.queue.off('next', done);
-          signal?.removeEventListener('abort', done);
-          resolve();
-        };
-        this.queue.on('next', done);
-        signal?.addEventListener('abort', done, { once: true });
-      });
-    }
+    await this.waitUntilFree(1, signal);
+  }
+
+  /**
+   * Resolves once at least `slots` slots are free (at once if they are), when
+   * `withinMs` has passed, or when `signal` aborts: whichever comes first.
+   */
+  async waitUntilFree(slots: number, signal?: AbortSignal, withinMs = Number.POSITIVE_INFINITY): Promise<void> {
+    if (this.free >= slots || signal?.aborted || withinMs <= 0) return;
+    await new Promise<void>((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const finish = () => {
+        this.queue.off('next', onNext);
+        signal?.removeEventListener('abort', finish);
+        clearTimeout(timer);
+        resolve();
+      };
+      const onNext = () => {
+        if (this.free >= slots) finish();
+      };
+      this.queue.on('next', onNext);
+      signal?.addEventListener('abort', finish, { once: true });
+      if (Number.isFinite(withinMs)) timer = setTimeout(finish, withinMs);
+    });
   }
 
   /** Aborts one job (lease lost). */

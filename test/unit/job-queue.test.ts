@@ -99,6 +99,39 @@ describe('JobQueue slots', () => {
     expect(queue.free).toBe(1);
     await job;
   });
+  it('waitUntilFree resolves once that many slots are free, when its time is up, or when its signal aborts', async () => {
+    const queue = new JobQueue(4, createMetrics(), SETTINGS);
+    await queue.waitUntilFree(4);
+    const gates = Array.from({ length: 4 }, () => gate());
+    const jobs = gates.map((g) =>
+      queue.submit(
+        preparedJob(
+          fakeExecutor(async () => {
+            await g.promise;
+            return outcome();
+          }),
+        ),
+      ),
+    );
+    await waitFor(() => queue.inFlight === 4, 'the jobs to start');
+    let half = false;
+    const waiting = queue.waitUntilFree(2).then(() => {
+      half = true;
+    });
+    const stop = new AbortController();
+    const cancelled = queue.waitUntilFree(2, stop.signal);
+    stop.abort();
+    await cancelled;
+    await queue.waitUntilFree(2, undefined, 10);
+    gates[0]?.open();
+    await waitFor(() => queue.free === 1, 'one slot to free');
+    expect(half).toBe(false);
+    gates[1]?.open();
+    await waiting;
+    expect(queue.free).toBeGreaterThanOrEqual(2);
+    for (const g of gates) g.open();
+    await Promise.all(jobs);
+  });
 });
 
 describe('JobQueue abort', () => {

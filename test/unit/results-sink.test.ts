@@ -10,7 +10,8 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ControlPlaneClient } from '../../src/control-plane/client.js';
 import type { ResultEnvelope } from '../../src/core/protocol.js';
-import { ControlPlaneSink } from '../../src/control-plane/sink.js';
+import { ControlPlaneSink, IDLE_SEND_GAP_MS } from '../../src/control-plane/sink.js';
+import { PROTOCOL_ROUTES } from '../../src/core/protocol.js';
 import { Spool, spoolItem } from '../../src/control-plane/spool.js';
 import type { Heartbeat } from '../../src/health/watchdog.js';
 import { createMetrics } from '../../src/observability/metrics.js';
@@ -34,7 +35,7 @@ function recordingHeartbeat(): Heartbeat & { beats: number[] } {
 const SEND_BOUND_MS = 12_345;
 
 async function setUp(
-  options: { heartbeat?: Heartbeat; prepare?: (dir: string) => void } = {},
+  options: { heartbeat?: Heartbeat; prepare?: (dir: string) => void; producerIdle?: () => boolean } = {},
 ): Promise<{ cp: ControlPlane; spool: Spool; sink: ControlPlaneSink; dir: string; batchErrors: unknown[] }> {
   const cp = await ControlPlane.start();
   cleanup.push(() => cp.close());
@@ -49,7 +50,7 @@ async function setUp(
   cleanup.push(() => client.close());
   const batchErrors: unknown[] = [];
   const watch = options.heartbeat ? { heartbeat: options.heartbeat, sendBoundMs: SEND_BOUND_MS } : undefined;
-  const sink = new ControlPlaneSink(spool, client, logger, 1_000, () => undefined, (error) => batchErrors.push(error), watch);
+  const sink = new ControlPlaneSink(spool, client, logger, 1_000, () => undefined, (error) => batchErrors.push(error), watch, options.producerIdle);
   cleanup.push(() => sink.flush(Date.now()).then(() => undefined));
   return { cp, spool, sink, dir, batchErrors };
 }
@@ -73,6 +74,35 @@ function quarantined(dir: string): ResultEnvelope[] {
 }
 
 describe('ControlPlaneSink', () => {
+  it('sends a partly filled batch at once when no job runs, and waits out the linger while jobs run', async () => {
+    let idle = false;
+    const { cp, spool, sink } = await setUp({ producerIdle: () => idle });
+    // A linger far longer than any wait below: whatever is sent early was sent because the producer went idle.
+    sink.start(600_000);
+    const busy = await resultFor(cp);
+    await spool.append(busy);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(cp.countRequests('results')).toBe(0);
+
+    idle = true;
+    const last = await resultFor(cp);
+    await spool.append(last);
+    await cp.waitFor(() => cp.results.size === 2, 10_000, 'both results, sent without waiting out the linger');
+    expect(cp.countRequests('results')).toBe(1);
+  });
+
+  it('spaces early sends at least IDLE_SEND_GAP_MS apart, so that jobs ending one by one are not one request each', async () => {
+    const { cp, spool, sink } = await setUp({ producerIdle: () => true });
+    sink.start(600_000);
+    const envelopes = await Promise.all(Array.from({ length: 6 }, () => resultFor(cp)));
+    for (const envelope of envelopes) await spool.append(envelope);
+    await cp.waitFor(() => cp.results.size === envelopes.length, 10_000, 'every result');
+    const starts = cp.requests.filter((r) => r.route === PROTOCOL_ROUTES.results).map((r) => r.at);
+    expect(starts.length).toBeLessThan(envelopes.length);
+    // Recorded as the server answers, not as the sink starts: half the gap allows for the requests' own times.
+    for (let i = 1; i < starts.length; i++) expect((starts[i] as number) - (starts[i - 1] as number)).toBeGreaterThanOrEqual(IDLE_SEND_GAP_MS / 2);
+  });
+
   it('delivers the other 199 results when one is over the control plane body limit (413), and quarantines that one', async () => {
     const { cp, spool, sink, dir } = await setUp();
     cp.maxResultsBodyBytes = 1024 * 1024;

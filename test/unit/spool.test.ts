@@ -131,6 +131,54 @@ describe('Spool', () => {
     expect(segments(at)).toEqual([]);
   });
 
+  it('hands out the open segment while appends keep coming: it is sealed between two writes, not when writing stops', async () => {
+    // A disk whose sync takes a few milliseconds, as real ones do: appends arrive during every sync,
+    // so the write loop never runs dry until the appends stop.
+    const slowSync: OpenSegmentFile = async (file) => {
+      const handle = await fs.open(file, 'a');
+      return {
+        write: (buffer, offset, length) => handle.write(buffer, offset, length),
+        datasync: async () => {
+          await new Promise((resolve) => setTimeout(resolve, 5));
+          await handle.datasync();
+        },
+        truncate: (length) => handle.truncate(length),
+        close: () => handle.close(),
+      };
+    };
+    const spool = await Spool.open(dir(), LIMITS, logger, undefined, undefined, { openFile: slowSync });
+    spools.push(spool);
+    const appended: string[] = [];
+    const writes: Array<Promise<void>> = [];
+    let appending = true;
+    const appender = (async () => {
+      const deadline = Date.now() + 5_000;
+      while (appending && Date.now() < deadline) {
+        // One a millisecond: a few arrive during each sync, far fewer than fill a segment (500).
+        const e = envelope();
+        appended.push(e.resultId);
+        writes.push(spool.append(e));
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+      appending = false;
+    })();
+    await vi.waitFor(() => expect(spool.results).toBeGreaterThan(0), { timeout: 10_000 });
+    const batch = await spool.nextBatch(0);
+    const stillAppending = appending;
+    appending = false;
+    await appender;
+    await Promise.all(writes);
+    expect(stillAppending).toBe(true);
+    expect(batch?.items.length ?? 0).toBeGreaterThan(0);
+    // Nothing lost or repeated: every result comes out once, in order.
+    const seen: string[] = [];
+    for (let next = batch; next; next = await spool.nextBatch(0)) {
+      seen.push(...envelopesOf(next).map((e) => e.resultId));
+      await spool.complete(next.seq);
+    }
+    expect(seen).toEqual(appended);
+  });
+
   it('complete deletes the segment file and updates the counts', async () => {
     const at = dir();
     const changes: number[] = [];

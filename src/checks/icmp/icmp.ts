@@ -26,6 +26,7 @@ import {
 import { type Assertion, type AssertionOutcome, evaluate } from '../assertions/assertions.js';
 import type { CheckDefinition } from '../definition.js';
 import { describeError, errorCode, JobAbortedError } from '../../core/errors.js';
+import { timedSignal } from '../../core/timed-signal.js';
 import type { CheckLimits, ExecutionContext, Executor } from '../executor.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { Fields } from '../fields.js';
@@ -132,7 +133,8 @@ const round2 = (n: number) => Math.round(n * 100) / 100;
 async function runIcmp(check: CheckDefinition<IcmpRequest>, ctx: ExecutionContext): Promise<IcmpOutcome> {
   const startedAt = new Date();
   const start = performance.now();
-  const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(LIMITS.capMs)]);
+  const bounded = timedSignal(ctx.signal, LIMITS.capMs);
+  const signal = bounded.signal;
 
   let error: string | undefined;
   let code: string | undefined;
@@ -142,86 +144,90 @@ async function runIcmp(check: CheckDefinition<IcmpRequest>, ctx: ExecutionContex
   let spec = check.request;
   const binary = locatePing(ctx.settings.tools ?? {});
   try {
-    const hostname = ctx.variables.interpolate(spec.hostname, 'request.hostname').trim();
-    if (!hostname || /\s|\/|^-/.test(hostname)) throw new Error('request.hostname is not a host name after variables were filled in');
-    spec = { ...spec, hostname };
-  } catch (caught) {
-    // Not sent: an unknown {{NAME}} (the message names it and the field) or a bad hostname.
-    error = (caught as Error).message;
-  }
-  if (error === undefined && 'error' in binary) {
-    error = binary.error;
-    code = 'ENOENT';
-  } else if (error === undefined) {
     try {
-      resolved = await resolvePermitted(spec.hostname, spec.ipFamily, ctx.settings.networkPolicy, undefined, signal);
-      if (resolved.fallback) ctx.jobLog.push(resolved.fallback);
-      if (resolved.address !== spec.hostname.replace(/^\[(.*)\]$/, '$1')) {
-        ctx.jobLog.push(`Resolved ${spec.hostname} to ${resolved.address} (IPv${resolved.family})`);
-      }
+      const hostname = ctx.variables.interpolate(spec.hostname, 'request.hostname').trim();
+      if (!hostname || /\s|\/|^-/.test(hostname)) throw new Error('request.hostname is not a host name after variables were filled in');
+      spec = { ...spec, hostname };
     } catch (caught) {
-      error = signal.aborted
-        ? abortText(signal, performance.now() - start, `DNS lookup of ${spec.hostname}`)
-        : describeError(caught, signal, spec.hostname);
-      code = signal.aborted ? 'ETIMEDOUT' : errorCode(caught);
+      // Not sent: an unknown {{NAME}} (the message names it and the field) or a bad hostname.
+      error = (caught as Error).message;
     }
-  }
-
-  if (resolved && !('error' in binary)) {
-    const args = pingArgs({
-      address: resolved.address,
-      family: resolved.family,
-      count: spec.pingCount,
-      intervalSeconds: PING_INTERVAL_SECONDS,
-      lingerSeconds: PING_LINGER_SECONDS,
-    });
-    ctx.jobLog.push(`Running ${binary.path} ${args.join(' ')}`);
-    const pingStart = performance.now();
-    const run = await runPing(binary.path, args, signal, ctx.settings.tools?.searchPath);
-    const explained = explainPingFailure(run, {
-      binary,
-      groupRange: await readPingGroupRange(),
-      gids: [...new Set([getegid?.() ?? -1, ...(getgroups?.() ?? [])])].filter((g) => g >= 0),
-      uid: getuid?.() ?? null,
-    });
-    const output = parsePingOutput(run.stdout);
-    if (explained) {
-      error = explained.message;
-      code = explained.code;
-    } else {
-      const sent = output.transmitted ?? Math.max(output.replies.length, run.aborted ? 0 : spec.pingCount);
-      const received = output.replies.length;
-      const lossPct = sent === 0 ? 100 : round2(((sent - Math.min(received, sent)) / sent) * 100);
-      response = {
-        address: resolved.address,
-        family: resolved.family === 6 ? 'IPv6' : 'IPv4',
-        packetsSent: sent,
-        packetsReceived: received,
-        packetLoss: lossPct,
-        duplicates: output.duplicates,
-        latency: latencyStats(output.replies.map((r) => r.rtt)),
-        packets: output.replies,
-        timings: { dns: round2(resolved.lookupMs), total: round2(performance.now() - pingStart) },
-      };
-      for (const line of output.icmpErrors.slice(0, 3)) ctx.jobLog.push(line);
-      if (output.icmpErrors.length > 3) ctx.jobLog.push(`… and ${output.icmpErrors.length - 3} more ICMP errors`);
-      ctx.jobLog.push(
-        `${sent} packets sent, ${received} received, ${lossPct} % packet loss` +
-          (response.latency
-            ? `; rtt min/avg/max/stdDev = ${response.latency.min}/${response.latency.avg}/${response.latency.max}/${response.latency.stdDev} ms`
-            : ''),
-      );
-      if (run.aborted) {
-        error = abortText(signal, performance.now() - start, `ping ${resolved.address}`);
-        const reason = signal.reason;
-        code = reason instanceof JobAbortedError && reason.reason !== 'timeout' ? undefined : 'ETIMEDOUT';
-      } else if (received === 0) {
-        // No reply at all counts as a network error (timed out) for retry rules.
-        code = 'ETIMEDOUT';
-        const hint = output.icmpErrors[0] ? ` (${output.icmpErrors[0]})` : '';
-        error = `No reply from ${spec.hostname}${resolved.address === spec.hostname ? '' : ` (${resolved.address})`}: ${sent} of ${sent} packets lost (100 % packet loss)${hint}`;
+    if (error === undefined && 'error' in binary) {
+      error = binary.error;
+      code = 'ENOENT';
+    } else if (error === undefined) {
+      try {
+        resolved = await resolvePermitted(spec.hostname, spec.ipFamily, ctx.settings.networkPolicy, undefined, signal);
+        if (resolved.fallback) ctx.jobLog.push(resolved.fallback);
+        if (resolved.address !== spec.hostname.replace(/^\[(.*)\]$/, '$1')) {
+          ctx.jobLog.push(`Resolved ${spec.hostname} to ${resolved.address} (IPv${resolved.family})`);
+        }
+      } catch (caught) {
+        error = signal.aborted
+          ? abortText(signal, performance.now() - start, `DNS lookup of ${spec.hostname}`)
+          : describeError(caught, signal, spec.hostname);
+        code = signal.aborted ? 'ETIMEDOUT' : errorCode(caught);
       }
     }
+
+    if (resolved && !('error' in binary)) {
+      const args = pingArgs({
+        address: resolved.address,
+        family: resolved.family,
+        count: spec.pingCount,
+        intervalSeconds: PING_INTERVAL_SECONDS,
+        lingerSeconds: PING_LINGER_SECONDS,
+      });
+      ctx.jobLog.push(`Running ${binary.path} ${args.join(' ')}`);
+      const pingStart = performance.now();
+      const run = await runPing(binary.path, args, signal, ctx.settings.tools?.searchPath);
+      const explained = explainPingFailure(run, {
+        binary,
+        groupRange: await readPingGroupRange(),
+        gids: [...new Set([getegid?.() ?? -1, ...(getgroups?.() ?? [])])].filter((g) => g >= 0),
+        uid: getuid?.() ?? null,
+      });
+      const output = parsePingOutput(run.stdout);
+      if (explained) {
+        error = explained.message;
+        code = explained.code;
+      } else {
+        const sent = output.transmitted ?? Math.max(output.replies.length, run.aborted ? 0 : spec.pingCount);
+        const received = output.replies.length;
+        const lossPct = sent === 0 ? 100 : round2(((sent - Math.min(received, sent)) / sent) * 100);
+        response = {
+          address: resolved.address,
+          family: resolved.family === 6 ? 'IPv6' : 'IPv4',
+          packetsSent: sent,
+          packetsReceived: received,
+          packetLoss: lossPct,
+          duplicates: output.duplicates,
+          latency: latencyStats(output.replies.map((r) => r.rtt)),
+          packets: output.replies,
+          timings: { dns: round2(resolved.lookupMs), total: round2(performance.now() - pingStart) },
+        };
+        for (const line of output.icmpErrors.slice(0, 3)) ctx.jobLog.push(line);
+        if (output.icmpErrors.length > 3) ctx.jobLog.push(`… and ${output.icmpErrors.length - 3} more ICMP errors`);
+        ctx.jobLog.push(
+          `${sent} packets sent, ${received} received, ${lossPct} % packet loss` +
+            (response.latency
+              ? `; rtt min/avg/max/stdDev = ${response.latency.min}/${response.latency.avg}/${response.latency.max}/${response.latency.stdDev} ms`
+              : ''),
+        );
+        if (run.aborted) {
+          error = abortText(signal, performance.now() - start, `ping ${resolved.address}`);
+          const reason = signal.reason;
+          code = reason instanceof JobAbortedError && reason.reason !== 'timeout' ? undefined : 'ETIMEDOUT';
+        } else if (received === 0) {
+          // No reply at all counts as a network error (timed out) for retry rules.
+          code = 'ETIMEDOUT';
+          const hint = output.icmpErrors[0] ? ` (${output.icmpErrors[0]})` : '';
+          error = `No reply from ${spec.hostname}${resolved.address === spec.hostname ? '' : ` (${resolved.address})`}: ${sent} of ${sent} packets lost (100 % packet loss)${hint}`;
+        }
+      }
+    }
+  } finally {
+    bounded.dispose();
   }
   const stoppedAt = new Date();
 

@@ -18,6 +18,7 @@ import { resolvePermitted } from '../../net/network-policy.js';
 import { type AssertionOutcome, evaluate } from '../assertions/assertions.js';
 import type { CheckDefinition } from '../definition.js';
 import { describeError, errorCode, JobAbortedError } from '../../core/errors.js';
+import { timedSignal } from '../../core/timed-signal.js';
 import type { CheckLimits, ExecutionContext, Executor } from '../executor.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { Fields } from '../fields.js';
@@ -234,7 +235,8 @@ async function runTcp(check: CheckDefinition<TcpRequest>, ctx: ExecutionContext)
   }
   // The queue aborts at the cap; the executor keeps its own bound too, so that
   // a caller without a timed signal still gets a result.
-  const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(LIMITS.capMs)]);
+  const bounded = timedSignal(ctx.signal, LIMITS.capMs);
+  const signal = bounded.signal;
   const display = tcpTarget(spec.hostname, spec.port);
   const readReply = spec.data !== undefined || check.assertions.some((a) => a.source === 'RESPONSE_DATA');
 
@@ -244,49 +246,53 @@ async function runTcp(check: CheckDefinition<TcpRequest>, ctx: ExecutionContext)
   let code: string | undefined;
   let exchanged: Exchange | undefined;
   try {
-    resolved = await resolvePermitted(spec.hostname, spec.ipFamily, ctx.settings.networkPolicy, spec.port, signal);
-    timings.dns = round(resolved.lookupMs);
-    if (resolved.fallback) ctx.jobLog.push(resolved.fallback);
-    if (resolved.address !== spec.hostname.replace(/^\[(.*)\]$/, '$1')) {
-      ctx.jobLog.push(`Resolved ${spec.hostname} to ${resolved.address} (IPv${resolved.family})`);
+    try {
+      resolved = await resolvePermitted(spec.hostname, spec.ipFamily, ctx.settings.networkPolicy, spec.port, signal);
+      timings.dns = round(resolved.lookupMs);
+      if (resolved.fallback) ctx.jobLog.push(resolved.fallback);
+      if (resolved.address !== spec.hostname.replace(/^\[(.*)\]$/, '$1')) {
+        ctx.jobLog.push(`Resolved ${spec.hostname} to ${resolved.address} (IPv${resolved.family})`);
+      }
+    } catch (caught) {
+      if (signal.aborted) {
+        error =
+          abortMessage(signal) ?? `DNS lookup of ${spec.hostname} timed out after ${Math.round(performance.now() - start)} ms`;
+        code = abortMessage(signal) ? undefined : 'ETIMEDOUT';
+      } else {
+        error = describeError(caught, signal, spec.hostname);
+        code = errorCode(caught);
+      }
     }
-  } catch (caught) {
-    if (signal.aborted) {
-      error =
-        abortMessage(signal) ?? `DNS lookup of ${spec.hostname} timed out after ${Math.round(performance.now() - start)} ms`;
-      code = abortMessage(signal) ? undefined : 'ETIMEDOUT';
-    } else {
-      error = describeError(caught, signal, spec.hostname);
-      code = errorCode(caught);
-    }
-  }
 
-  if (resolved) {
-    const connectStart = performance.now();
-    const shown = tcpTarget(resolved.address, spec.port);
-    exchanged = await exchange({
-      address: resolved.address,
-      family: resolved.family,
-      port: spec.port,
-      display: shown === display ? display : `${display} (${shown})`,
-      ...(spec.data !== undefined ? { data: spec.data } : {}),
-      readReply,
-      readLimitBytes: spec.readLimitBytes,
-      idleTimeoutMs: spec.idleTimeoutMs,
-      signal,
-      start,
-    });
-    error = exchanged.error;
-    code = exchanged.errorCode;
-    if (exchanged.connectedAt !== undefined) {
-      timings.connect = round(exchanged.connectedAt - connectStart);
-      ctx.jobLog.push(`Connected to ${shown}`);
-      if (spec.data !== undefined) ctx.jobLog.push(`Sent ${Buffer.byteLength(spec.data)} bytes`);
+    if (resolved) {
+      const connectStart = performance.now();
+      const shown = tcpTarget(resolved.address, spec.port);
+      exchanged = await exchange({
+        address: resolved.address,
+        family: resolved.family,
+        port: spec.port,
+        display: shown === display ? display : `${display} (${shown})`,
+        ...(spec.data !== undefined ? { data: spec.data } : {}),
+        readReply,
+        readLimitBytes: spec.readLimitBytes,
+        idleTimeoutMs: spec.idleTimeoutMs,
+        signal,
+        start,
+      });
+      error = exchanged.error;
+      code = exchanged.errorCode;
+      if (exchanged.connectedAt !== undefined) {
+        timings.connect = round(exchanged.connectedAt - connectStart);
+        ctx.jobLog.push(`Connected to ${shown}`);
+        if (spec.data !== undefined) ctx.jobLog.push(`Sent ${Buffer.byteLength(spec.data)} bytes`);
+      }
+      if (exchanged.firstByteAt !== undefined) {
+        const from = exchanged.sentAt ?? exchanged.connectedAt ?? connectStart;
+        timings.firstByte = round(Math.max(0, exchanged.firstByteAt - from));
+      }
     }
-    if (exchanged.firstByteAt !== undefined) {
-      const from = exchanged.sentAt ?? exchanged.connectedAt ?? connectStart;
-      timings.firstByte = round(Math.max(0, exchanged.firstByteAt - from));
-    }
+  } finally {
+    bounded.dispose();
   }
   const stoppedAt = new Date();
   // The wait that ends a read (the idle gap, or a banner that never came) is

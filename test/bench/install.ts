@@ -1,4 +1,4 @@
-// Installs the benchmark's Debian peers (nginx-light, prometheus-blackbox-exporter)
+// Installs the benchmark's Debian peers (nginx-light, prometheus-blackbox-exporter, curl)
 // when they are missing. Idempotent: nothing runs when every binary is present,
 // and `apt-get update` runs only when an install is needed.
 

@@ -22,6 +22,8 @@ export interface UploadChildResult {
   baseRss: number;
   peakRss: number;
   ms: number;
+  /** The uploader's CPU (user + system) during the big upload. */
+  cpuSeconds: number;
 }
 
 const dist = (file: string) => pathToFileURL(path.join(REPO, 'dist', file)).href;
@@ -55,12 +57,15 @@ const baseRss = process.memoryUsage().rss;
 let peakRss = baseRss;
 const sampler = setInterval(() => { peakRss = Math.max(peakRss, process.memoryUsage().rss); }, 10);
 const started = performance.now();
+const cpuBefore = process.cpuUsage();
 const out = await up(file, name, 0);
 const ms = performance.now() - started;
+const used = process.cpuUsage(cpuBefore);
+const cpuSeconds = (used.user + used.system) / 1e6;
 clearInterval(sampler);
 peakRss = Math.max(peakRss, process.memoryUsage().rss);
 await client.close();
-process.stdout.write(JSON.stringify({ out, baseRss, peakRss, ms }) + '\\n');
+process.stdout.write(JSON.stringify({ out, baseRss, peakRss, ms, cpuSeconds }) + '\\n');
 `;
 
 /** `warm: false` skips the 600 warm-up requests (a fresh process: the first upload pays V8's one-time compile). */

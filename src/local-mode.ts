@@ -169,7 +169,16 @@ export async function runLocal(
         process.exit(signal === 'SIGINT' ? 130 : 143);
       },
     );
-    const done = Promise.all(checks.map(runOne)).then(async () => {
+    // A check is prepared and submitted only once a slot is free: 10,000 checks are not all prepared (and held) at once.
+    const submitAll = async () => {
+      const runs: Array<Promise<void>> = [];
+      for (const local of checks) {
+        await queue.waitForFreeSlot();
+        runs.push(runOne(local));
+      }
+      await Promise.all(runs);
+    };
+    const done = submitAll().then(async () => {
       await sink.close();
       await workers?.close();
       const { passed, degraded, failed, error } = sink.counts;

@@ -60,7 +60,7 @@ async function curlUpload(cp: ControlPlane, file: string, name: string): Promise
     body: JSON.stringify({ jobId: JOB, name, contentType: 'application/octet-stream', size: MAX_ARTIFACT_BYTES }),
   });
   const slot = (await created.body.json()) as { uploadUrl: string; url: string };
-  expect(created.statusCode, JSON.stringify(slot)).toBe(200);
+  expect(created.statusCode, JSON.stringify(slot)).toBe(201);
   const script = 'curl -sS --fail -o /dev/null -T "$1" -H "$2" -H "content-type: application/octet-stream" -H "x-agent-id: bench-curl" "$3"; status=$?; times; exit $status';
   const started = performance.now();
   let done: (outcome: { error: Error | null; stdout: string; stderr: string }) => void = () => undefined;

@@ -152,7 +152,7 @@ describe('Spool', () => {
     const writes: Array<Promise<void>> = [];
     let appending = true;
     const appender = (async () => {
-      const deadline = Date.now() + 5_000;
+      const deadline = Date.now() + 20_000;
       while (appending && Date.now() < deadline) {
         // One a millisecond: a few arrive during each sync, far fewer than fill a segment (500).
         const e = envelope();

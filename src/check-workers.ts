@@ -32,7 +32,7 @@ export async function startCheckWorkers(
   run: Omit<RunOptions, 'bodyMemory'>,
   checkSeriesMinSeconds?: number,
 ): Promise<CheckWorkers> {
-  const count = checkWorkerCount(config.checkWorkers, config.jobConcurrency);
+  const count = checkWorkerCount(config.checkWorkers, config.jobConcurrency, availableCores, config.mode !== 'once');
   const threads = count > 1 ? count : 0;
   const bodyMemory = bodyMemoryBudget(config, logger, 1 + threads);
   logger.info(

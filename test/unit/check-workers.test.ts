@@ -278,7 +278,7 @@ describe('check workers: how many', () => {
     expect(cgroupCpuQuota(files({}))).toBeUndefined();
   });
 
-  it('defaults to the available cores (quota rounded up) less the main thread, 1 on two cores or fewer and below JOB_CONCURRENCY 4, never above JOB_CONCURRENCY; CHECK_WORKERS wins', () => {
+  it('defaults to the available cores (quota rounded up) less the main thread (all of them for once mode), 1 on two cores or fewer and below JOB_CONCURRENCY 4, never above JOB_CONCURRENCY; CHECK_WORKERS wins', () => {
     expect(availableCores(files({ '/sys/fs/cgroup/cpu.max': '150000 100000' }), 8)).toBe(2);
     expect(availableCores(files({ '/sys/fs/cgroup/cpu.max': '50000 100000' }), 8)).toBe(1);
     expect(availableCores(files({}), 8)).toBe(8);
@@ -288,6 +288,11 @@ describe('check workers: how many', () => {
     expect(checkWorkerCount(undefined, 100, () => 3)).toBe(2);
     expect(checkWorkerCount(undefined, 100, () => 2)).toBe(1);
     expect(checkWorkerCount(undefined, 100, () => 1)).toBe(1);
+    // `outpost once`: its main thread only writes lines, so every core gets a worker.
+    expect(checkWorkerCount(undefined, 100, () => 2, false)).toBe(2);
+    expect(checkWorkerCount(undefined, 100, () => 8, false)).toBe(8);
+    expect(checkWorkerCount(undefined, 100, () => 1, false)).toBe(1);
+    expect(checkWorkerCount(undefined, 3, () => 8, false)).toBe(1);
     expect(checkWorkerCount(2, 1, () => 8)).toBe(2);
   });
 });

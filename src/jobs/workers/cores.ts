@@ -1,12 +1,14 @@
 // How many check workers to run by default: one thread per core this
 // container may use — os.availableParallelism() capped by the cgroup CPU
-// quota, rounded up — counting the main thread, which claims, spools, sends
-// and takes every result a worker hands over: cores − 1 worker threads, and
-// 1 (the main thread alone) on 2 cores or fewer. On 2 cores, 2 workers beside
-// the main thread gave 0.95× the checks/s of the main thread alone, for 37 %
-// more CPU and 90 MB more RSS (docs/development.md). Never more than
-// JOB_CONCURRENCY, and 1 when so few jobs run at once that a thread's cost
-// is not repaid.
+// quota, rounded up. In agent and local modes the main thread counts as one
+// of them, since it claims, spools, sends and takes every result a worker
+// hands over: cores − 1 worker threads, and 1 (the main thread alone) on 2
+// cores or fewer. On 2 cores, 2 workers beside the agent's main thread gave
+// 0.93–0.97× the checks/s of the main thread alone, for 30–45 % more CPU and
+// about 90 MB more RSS. `outpost once` only writes lines on its main thread:
+// there 2 workers on 2 cores gave 1.2–1.35× the checks/s of one
+// (docs/development.md). Never more than JOB_CONCURRENCY, and 1 when so few
+// jobs run at once that a thread's cost is not repaid.
 
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
@@ -51,10 +53,13 @@ export function availableCores(read: Read = readText, parallelism: number = os.a
   return Math.max(1, cores);
 }
 
-/** CHECK_WORKERS as given (the operator's choice: workers beyond JOB_CONCURRENCY stay idle), else the default above. */
-export function checkWorkerCount(configured: number | undefined, jobConcurrency: number, cores: () => number = availableCores): number {
+/**
+ * CHECK_WORKERS as given (the operator's choice: workers beyond JOB_CONCURRENCY stay idle), else the default above.
+ * `mainThreadBusy`: false for a mode whose main thread does little besides the checks (`outpost once`).
+ */
+export function checkWorkerCount(configured: number | undefined, jobConcurrency: number, cores: () => number = availableCores, mainThreadBusy = true): number {
   if (configured !== undefined) return Math.max(1, configured);
   if (jobConcurrency < MIN_CONCURRENCY_FOR_WORKERS) return 1;
-  const available = cores();
-  return available <= 2 ? 1 : Math.max(1, Math.min(available - 1, jobConcurrency));
+  const threads = cores() - (mainThreadBusy ? 1 : 0);
+  return threads <= 1 ? 1 : Math.min(threads, jobConcurrency);
 }

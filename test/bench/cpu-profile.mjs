@@ -8,6 +8,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { isMainThread, threadId } from 'node:worker_threads';
 
 const dir = process.env.OUTPOST_BENCH_CPU_PROFILE_DIR;
 
@@ -61,7 +62,9 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
     session.post('Profiler.stop', (error, result) => {
       if (error) return;
       mkdirSync(dir, { recursive: true });
-      writeFileSync(path.join(dir, `agent-${process.pid}.cpuprofile`), JSON.stringify(result.profile));
+      // Check worker threads load this too (NODE_OPTIONS): each thread writes its own file.
+      const name = isMainThread ? `agent-${process.pid}` : `agent-${process.pid}-worker-${threadId}`;
+      writeFileSync(path.join(dir, `${name}.cpuprofile`), JSON.stringify(result.profile));
     });
   };
   process.once('SIGTERM', write);

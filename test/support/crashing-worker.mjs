@@ -6,14 +6,17 @@
 import { parentPort } from 'node:worker_threads';
 
 // Registered before the worker's own listener, so it sees the job first.
-parentPort.on('message', (message) => {
-  if (message.type !== 'run') return;
-  if (message.job.check.name === 'crash') process.exit(3);
-  if (message.job.check.name === 'stall') {
-    // Bounded like everything else: longer than the test's stall limit, and the pool terminates it well before.
-    const until = Date.now() + 60_000;
-    while (Date.now() < until) {
-      // Spinning, as a runaway synchronous loop would.
+// Messages arrive as arrays, one per turn of the pool's loop (src/jobs/workers/outbox.ts).
+parentPort.on('message', (messages) => {
+  for (const message of messages) {
+    if (message.type !== 'run') continue;
+    if (message.job.check.name === 'crash') process.exit(3);
+    if (message.job.check.name === 'stall') {
+      // Bounded like everything else: longer than the test's stall limit, and the pool terminates it well before.
+      const until = Date.now() + 60_000;
+      while (Date.now() < until) {
+        // Spinning, as a runaway synchronous loop would.
+      }
     }
   }
 });

@@ -4,7 +4,7 @@
 // of them, since it claims, spools, sends and takes every result a worker
 // hands over: cores − 1 worker threads, and 1 (the main thread alone) on 2
 // cores or fewer. On 2 cores, 2 workers beside the agent's main thread gave
-// 0.93–0.97× the checks/s of the main thread alone, for 30–45 % more CPU and
+// 1.02–1.04× the checks/s of the main thread alone, for 11–29 % more CPU and
 // about 90 MB more RSS. `outpost once` only writes lines on its main thread:
 // there 2 workers on 2 cores gave 1.2–1.35× the checks/s of one
 // (docs/development.md). Never more than JOB_CONCURRENCY, and 1 when so few

@@ -21,6 +21,7 @@ import { type NamedSecret, SecretPolicy } from '../../secrets/policy.js';
 import type { PreparedJob } from '../prepare.js';
 import type { JobCompletion, JobSlot, RunOptions } from '../run.js';
 import { type FromWorker, fromWire, type ToWorker, type WireJob, WORKER_BEAT_MS, type WorkerSetup, wireError } from './protocol.js';
+import { Outbox } from './outbox.js';
 import { applyMetricOps } from './remote-metrics.js';
 
 /** How long a worker may take to load its modules and say it is ready. */
@@ -71,6 +72,8 @@ interface RunningJob {
 interface Handle {
   index: number;
   worker: Worker;
+  /** What goes to the worker, one postMessage per turn of this thread's loop. */
+  outbox: Outbox<ToWorker>;
   up: boolean;
   jobs: Map<string, RunningJob>;
   /** jobsInFlight increments applied for this worker and not yet taken back. */
@@ -181,7 +184,7 @@ export class WorkerPool {
     if (!handle || !runnable) return Promise.reject(new Error('no check worker is up'));
     const { jobId } = prepared;
     const entered = slot.enter(jobId);
-    const post = (message: ToWorker) => handle.worker.postMessage(message);
+    const post = (message: ToWorker) => handle.outbox.post(message);
     const forwardAbort = () => {
       const reason: unknown = entered.signal.reason;
       const aborted = reason instanceof JobAbortedError ? reason : new JobAbortedError('shutdown', reason instanceof Error ? reason.message : 'Aborted');
@@ -219,7 +222,8 @@ export class WorkerPool {
           await handle.worker.terminate();
           return;
         }
-        handle.worker.postMessage({ type: 'stop' } satisfies ToWorker);
+        handle.outbox.post({ type: 'stop' });
+        handle.outbox.flush();
         let timer: NodeJS.Timeout | undefined;
         const late = new Promise<'late'>((resolve) => {
           timer = setTimeout(() => resolve('late'), WORKER_STOP_TIMEOUT_MS);
@@ -264,7 +268,8 @@ export class WorkerPool {
       ...(options.checkSeriesMinSeconds !== undefined ? { checkSeriesMinSeconds: options.checkSeriesMinSeconds } : {}),
     };
     const worker = new Worker(options.entry ?? new URL('./worker.js', import.meta.url), { workerData: setup, name: `outpost-check-worker-${index}` });
-    const handle: Handle = { index, worker, up: false, jobs: new Map(), inFlight: 0, lastHeard: Date.now() };
+    const outbox = new Outbox<ToWorker>((messages) => worker.postMessage(messages));
+    const handle: Handle = { index, worker, outbox, up: false, jobs: new Map(), inFlight: 0, lastHeard: Date.now() };
     this.handles[index] = handle;
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -272,16 +277,16 @@ export class WorkerPool {
         void worker.terminate();
       }, WORKER_START_TIMEOUT_MS);
       let lastError: unknown;
-      worker.on('message', (message: FromWorker) => {
+      worker.on('message', (messages: FromWorker[]) => {
         handle.lastHeard = Date.now();
-        if (message.type === 'ready') {
-          clearTimeout(timer);
-          handle.up = true;
-          options.metrics.checkWorkers.set(this.up);
-          resolve();
-          return;
+        for (const message of messages) {
+          if (message.type === 'ready') {
+            clearTimeout(timer);
+            handle.up = true;
+            options.metrics.checkWorkers.set(this.up);
+            resolve();
+          } else this.onMessage(handle, message);
         }
-        this.onMessage(handle, message);
       });
       worker.on('error', (error) => {
         lastError = error;
@@ -306,7 +311,7 @@ export class WorkerPool {
       case 'attempt': {
         const job = handle.jobs.get(message.jobId);
         const answer = (error?: unknown) =>
-          handle.worker.postMessage({ type: 'attempt-handled', jobId: message.jobId, seq: message.seq, ...(error !== undefined ? { error: wireError(error) } : {}) } satisfies ToWorker);
+          handle.outbox.post({ type: 'attempt-handled', jobId: message.jobId, seq: message.seq, ...(error !== undefined ? { error: wireError(error) } : {}) });
         if (!job) return answer(new Error('the job is no longer running'));
         job.onAttempt(message.result, message.line).then(() => answer(), answer);
         return;
@@ -315,7 +320,7 @@ export class WorkerPool {
         const job = handle.jobs.get(message.jobId);
         if (!job) return;
         const release = () => {
-          if (handle.up && this.handles[handle.index] === handle) handle.worker.postMessage({ type: 'release', jobId: message.jobId } satisfies ToWorker);
+          if (handle.up && this.handles[handle.index] === handle) handle.outbox.post({ type: 'release', jobId: message.jobId });
         };
         const { prepared } = job;
         job.settle(
@@ -340,7 +345,7 @@ export class WorkerPool {
         const job = handle.jobs.get(message.jobId);
         const store = options.run.artifacts;
         const answer = (published: Published) =>
-          handle.worker.postMessage({ type: 'published', callId: message.callId, published } satisfies ToWorker);
+          handle.outbox.post({ type: 'published', callId: message.callId, published });
         if (!store || !job) {
           answer({ assets: [], pcapDataUrl: null, jobLog: ['artifacts were not published: the job is no longer running'] });
           return;

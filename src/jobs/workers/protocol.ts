@@ -3,6 +3,8 @@
 // plain structured-cloneable data: a prepared job goes in without its
 // executor or logger (the worker looks both up again), results come out
 // already scrubbed and size-capped by the worker's JobRunner (src/jobs/run.ts).
+// Each side posts arrays of these, a turn's worth at a time
+// (src/jobs/workers/outbox.ts).
 
 import type { ArtifactFile } from '../../artifacts/writer.js';
 import type { Published } from '../../artifacts/store.js';

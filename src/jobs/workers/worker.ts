@@ -14,6 +14,7 @@ import { SecretPolicy } from '../../secrets/policy.js';
 import type { PreparedJob } from '../prepare.js';
 import { JobRunner, type JobSlot } from '../run.js';
 import { type FromWorker, fromWire, type ToWorker, type WireAbort, type WireJob, type WireError, WORKER_BEAT_MS, wireError } from './protocol.js';
+import { Outbox } from './outbox.js';
 import { RemoteArtifacts } from './remote-artifacts.js';
 import { RemoteMetrics } from './remote-metrics.js';
 import type { WorkerSetup } from './protocol.js';
@@ -21,7 +22,8 @@ import type { WorkerSetup } from './protocol.js';
 const port = parentPort;
 if (!port) throw new Error('src/jobs/workers/worker.ts runs only as a worker thread');
 const setup = workerData as WorkerSetup;
-const post = (message: FromWorker) => port.postMessage(message);
+const outbox = new Outbox<FromWorker>((messages) => port.postMessage(messages));
+const post = (message: FromWorker) => outbox.post(message);
 
 const secrets = new SecretPolicy(setup.agentSecrets);
 const { logger, flush: flushLogs } = createLogger(setup.logLevel, setup.logStream, secrets.scrubLogLine);
@@ -117,7 +119,11 @@ function abort(jobId: string, error: WireAbort): void {
   else if (!releases.has(jobId)) early.set(jobId, reason);
 }
 
-port.on('message', (message: ToWorker) => {
+port.on('message', (messages: ToWorker[]) => {
+  for (const message of messages) receive(message);
+});
+
+function receive(message: ToWorker): void {
   switch (message.type) {
     case 'run':
       void run(message.job);
@@ -143,12 +149,14 @@ port.on('message', (message: ToWorker) => {
       break;
     case 'stop':
       metrics.flush();
+      outbox.flush();
       flushLogs();
       // Ends this thread only; idle keep-alive sockets of the checks' HTTP pools would otherwise hold it open.
       process.exit(0);
   }
-});
+}
 
 // The pool ends a worker whose loop stops turning (a synchronous stall in a check): its jobs must not wait forever.
 setInterval(() => post({ type: 'beat' }), WORKER_BEAT_MS).unref();
 post({ type: 'ready' });
+outbox.flush();

@@ -21,7 +21,9 @@ const MAX_TICK_MS = 15_000;
 
 export class LeaseKeeper {
   private readonly leases = new Map<string, Lease>();
-  private readonly wake = new EventTarget();
+  /** When the sleeping loop wakes by itself (-Infinity while it runs), and how to wake it sooner. */
+  private sleepingUntil = Number.NEGATIVE_INFINITY;
+  private wakeUp: (() => void) | undefined;
 
   constructor(
     private readonly client: ControlPlaneClient,
@@ -36,8 +38,10 @@ export class LeaseKeeper {
     const expiresAt = typeof leaseExpiresAt === 'string' ? Date.parse(leaseExpiresAt) : Number.NaN;
     const now = Date.now();
     // A missing or past expiry still gets extended at once rather than silently lost.
-    this.leases.set(jobId, { expiresAt: Number.isNaN(expiresAt) ? now : expiresAt, grantedAt: now });
-    this.wake.dispatchEvent(new Event('wake'));
+    const lease = { expiresAt: Number.isNaN(expiresAt) ? now : expiresAt, grantedAt: now };
+    this.leases.set(jobId, lease);
+    // The loop is woken only when this lease falls due before its own wake-up: each wake scans every lease.
+    if (this.dueAt(lease) < this.sleepingUntil) this.wakeUp?.();
   }
 
   release(jobId: string): void {
@@ -108,12 +112,14 @@ export class LeaseKeeper {
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);
-        this.wake.removeEventListener('wake', done);
+        this.sleepingUntil = Number.NEGATIVE_INFINITY;
+        this.wakeUp = undefined;
         signal.removeEventListener('abort', done);
         resolve();
       };
       const timer = setTimeout(done, Math.max(0, at - Date.now()));
-      this.wake.addEventListener('wake', done, { once: true });
+      this.sleepingUntil = at;
+      this.wakeUp = done;
       signal.addEventListener('abort', done, { once: true });
     });
   }

@@ -90,6 +90,23 @@ describe('LeaseKeeper', () => {
     expect(lost).toEqual([]);
   }, 15_000);
 
+  it('wakes its sleeping loop for a lease tracked later that falls due sooner', async () => {
+    // A 3 s lease falls due for extension at 1.5 s.
+    const { cp, leases, lost, ids } = await setUp(1, 3_000);
+    const [id] = ids as [string];
+    const first = state(cp, id)?.leaseExpiresAt ?? 0;
+    leases.release(id);
+    leases.track('far-off', new Date(Date.now() + 60_000).toISOString());
+    // Past 1.5 s the loop has nothing due before the far-off lease: it sleeps for about 30 s.
+    await new Promise((r) => setTimeout(r, 1_800));
+    expect(state(cp, id)?.leaseExpiresAt).toBe(first);
+    // Tracked again, the job's lease is overdue for extension and expires at 3 s: only a wake-up keeps it.
+    leases.track(id, new Date(first).toISOString());
+    await waitFor(() => (state(cp, id)?.leaseExpiresAt ?? 0) > first, 'the short lease extended', 5_000);
+    expect(state(cp, id)?.state).toBe('leased');
+    expect(lost).toEqual([]);
+  }, 15_000);
+
   it('ends its loop when the signal aborts', async () => {
     const { stop, loop } = await setUp(1, 60_000);
     stop.abort();

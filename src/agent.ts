@@ -21,7 +21,7 @@ import type { Logger } from './observability/logger.js';
 import { DEFAULT_STALE_SECONDS } from './observability/check-metrics.js';
 import { createMetrics } from './observability/metrics.js';
 import { JobQueue } from './jobs/queue.js';
-import { interfaceIpv6Addresses } from './net/ipv6-addresses.js';
+import { ipv6AddressesReader } from './net/ipv6-addresses.js';
 import type { RunOptions } from './jobs/run.js';
 import { usableRuntimeNames } from './checks/scripted/runtimes.js';
 import { SecretPolicy } from './secrets/policy.js';
@@ -127,7 +127,7 @@ export async function runAgent(
     registry,
     logger,
     agent: { id: agentId, version: VERSION, checkTypes: registry.types(), runtimes: registry.has('MULTI_STEP') ? usableRuntimeNames(config.runtimesDir) : [] },
-    ipv6Addresses: () => interfaceIpv6Addresses(),
+    ipv6Addresses: ipv6AddressesReader(),
     waitSeconds: config.claimWaitSeconds,
     authRetryMs,
     heartbeat: lifecycle.watchdog.heart('claim-loop'),

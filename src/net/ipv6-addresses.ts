@@ -28,3 +28,20 @@ export function interfaceIpv6Addresses(interfaces: NodeJS.Dict<NetworkInterfaceI
   }
   return [...found].sort().slice(0, MAX_ADDRESSES);
 }
+
+/** How long a read of the interfaces stands: addresses change seldom, and reading them at every claim cost 1–2 % of a busy agent's CPU. */
+export const IPV6_ADDRESSES_REREAD_MS = 30_000;
+
+/** interfaceIpv6Addresses, read again at most every `everyMs`. */
+export function ipv6AddressesReader(everyMs = IPV6_ADDRESSES_REREAD_MS, now: () => number = Date.now, read: () => string[] = () => interfaceIpv6Addresses()): () => string[] {
+  let addresses: string[] = [];
+  let readAt = Number.NEGATIVE_INFINITY;
+  return () => {
+    const at = now();
+    if (at - readAt >= everyMs) {
+      addresses = read();
+      readAt = at;
+    }
+    return addresses;
+  };
+}

@@ -4,7 +4,7 @@
 
 import type { NetworkInterfaceInfo } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { interfaceIpv6Addresses, MAX_ADDRESSES } from '../../src/net/ipv6-addresses.js';
+import { interfaceIpv6Addresses, ipv6AddressesReader, MAX_ADDRESSES } from '../../src/net/ipv6-addresses.js';
 
 function info(address: string, family: 'IPv4' | 'IPv6' = 'IPv6', internal = false): NetworkInterfaceInfo {
   const common = { address, netmask: 'ffff:ffff:ffff:ffff::', mac: '00:00:00:00:00:00', internal, cidr: `${address}/64` };
@@ -26,5 +26,24 @@ describe('interfaceIpv6Addresses', () => {
   it('reports at most MAX_ADDRESSES', () => {
     const many = Array.from({ length: MAX_ADDRESSES + 10 }, (_, i) => info(`2001:db8::${(i + 1).toString(16)}`));
     expect(interfaceIpv6Addresses({ eth0: many })).toHaveLength(MAX_ADDRESSES);
+  });
+});
+
+describe('ipv6AddressesReader', () => {
+  it('reads the interfaces at most once per interval, and again once it has passed', () => {
+    let clock = 1_000;
+    let reads = 0;
+    const read = () => {
+      reads++;
+      return [`2001:db8::${reads}`];
+    };
+    const addresses = ipv6AddressesReader(30_000, () => clock, read);
+    expect(addresses()).toEqual(['2001:db8::1']);
+    clock += 29_999;
+    expect(addresses()).toEqual(['2001:db8::1']);
+    expect(reads).toBe(1);
+    clock += 1;
+    expect(addresses()).toEqual(['2001:db8::2']);
+    expect(reads).toBe(2);
   });
 });

@@ -121,6 +121,28 @@ describe('scrubResultLine: one serialization and one scan, the same text as the 
     expect(changed).toBeGreaterThan(CASES / 4);
   }, 120_000);
 
+  it('finds base64 folded at a string\'s ends, with CRLF, and in pretty-printed JSON; not in prose with line breaks', () => {
+    const secret = 'folded-secret-value-42';
+    const scrubber = Scrubber.of([secret]);
+    const base64 = Buffer.from(secret).toString('base64');
+    const cuts = [4, 8, 12, 16, 20, base64.length - 2];
+    for (const cut of cuts) {
+      const [head, tail] = [base64.slice(0, cut), base64.slice(cut)];
+      for (const gap of ['\n', '\r\n', '\n\n']) {
+        // The folded lines are the whole string: its quotes are their ends.
+        for (const body of [`${head}${gap}${tail}`, `xx yy${gap}${head}${gap}${tail}`, `${head}${gap}${tail}${gap}prose, not base64`]) {
+          const entry = entryOf({ body });
+          expect(scrubber.scrubValue(entry), JSON.stringify(body)).not.toBe(entry);
+          expect(scrubber.mayHoldSecret(JSON.stringify(entry)), JSON.stringify(body)).toBe(true);
+          expect(scrubber.mayHoldSecret(JSON.stringify(entry, null, 2)), JSON.stringify(body)).toBe(true);
+        }
+      }
+    }
+    // A DNS answer's lines: breaks between base64 characters, but no line of base64 alone on either side.
+    const answer = entryOf({ textAnswer: 'www.outpost.test.\t300\tIN\tA\t10.0.0.1\nwww.outpost.test.\t300\tIN\tA\t10.0.0.2' });
+    expect(scrubber.mayHoldSecret(JSON.stringify(answer))).toBe(false);
+  });
+
   it('finds a secret JSON-escaped in the line: quotes, backslashes, \\u escapes, control characters', () => {
     for (const secret of ['pa"ss\\word', 'tab\there', 'nul\u0000byte', 'lone\ud800half', '\udc00starts-low', 'ends-high\ud83d', 'line\u2028sep']) {
       const scrubber = Scrubber.of([secret]);

@@ -38,8 +38,15 @@ export function safeSegment(id: string): string {
 export class ArtifactWriter {
   private readonly attached: ArtifactFile[] = [];
   private made = false;
+  private located: string | undefined;
 
-  constructor(readonly dir: string) {}
+  /** `dir`, or how to find it: most attempts never write a file, and never need the path. */
+  constructor(private readonly where: string | (() => string)) {}
+
+  get dir(): string {
+    this.located ??= typeof this.where === 'string' ? this.where : this.where();
+    return this.located;
+  }
 
   /** Whether the directory was created (by pathFor); most attempts never write a file. */
   get created(): boolean {

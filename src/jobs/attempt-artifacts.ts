@@ -22,7 +22,7 @@ export class AttemptArtifacts {
     private readonly jobSignal: AbortSignal,
     private readonly logger: Logger,
   ) {
-    this.writer = new ArtifactWriter(store.directory(jobId, attempt));
+    this.writer = new ArtifactWriter(() => store.directory(jobId, attempt));
     this.hooks = { artifacts: this.writer, begin: () => this.begin() };
   }
 
@@ -30,6 +30,11 @@ export class AttemptArtifacts {
     if (this.jobSignal.aborted) return undefined;
     this.windowEnd = performance.now() + DIAGNOSTICS_BUDGET_MS;
     return AbortSignal.any([this.jobSignal, AbortSignal.timeout(DIAGNOSTICS_BUDGET_MS)]);
+  }
+
+  /** Nothing was written: nothing to publish or discard. */
+  get untouched(): boolean {
+    return !this.writer.created;
   }
 
   /** True once the executor opened a diagnostics window. */

@@ -56,16 +56,32 @@ export async function runAttempt(input: AttemptInput): Promise<AttemptResult | n
   const started = performance.now();
   const startedAt = new Date();
   const controller = new AbortController();
-  const forward = () => controller.abort(jobSignal.reason);
+  const artifacts = input.artifacts ? new AttemptArtifacts(input.artifacts, prepared.jobId, attempt, jobSignal, logger) : undefined;
+  let abandon: (value: 'abandoned') => void = () => undefined;
+  const abandoned = new Promise<'abandoned'>((resolve) => {
+    abandon = resolve;
+  });
+  let abandonTimer: NodeJS.Timeout | undefined;
+  // The two ways this attempt is aborted (below) start the abandon timer themselves: no listener on its own signal.
+  const stop = (reason: unknown) => {
+    if (controller.signal.aborted) return;
+    controller.abort(reason);
+    // An open diagnostics window has its own bound: the executor is given that, plus the usual grace.
+    const arm = (ms: number) => {
+      abandonTimer = setTimeout(() => {
+        const left = artifacts?.windowLeft() ?? 0;
+        if (left > 0) arm(left + ABANDON_AFTER_MS);
+        else abandon('abandoned');
+      }, ms);
+    };
+    arm(ABANDON_AFTER_MS);
+  };
+  const forward = () => stop(jobSignal.reason);
   if (jobSignal.aborted) forward();
   jobSignal.addEventListener('abort', forward, { once: true });
   const capMs = executor.limits.capMs;
-  const hardTimeout = setTimeout(
-    () => controller.abort(new JobAbortedError('timeout', `Timed out after ${capMs} ms (the ${check.checkType} check limit)`)),
-    capMs,
-  );
+  const hardTimeout = setTimeout(() => stop(new JobAbortedError('timeout', `Timed out after ${capMs} ms (the ${check.checkType} check limit)`)), capMs);
   const expectedMs = executor.expectedMs?.(check) ?? check.maxResponseTime;
-  const artifacts = input.artifacts ? new AttemptArtifacts(input.artifacts, prepared.jobId, attempt, jobSignal, logger) : undefined;
   let published = false;
   const hangingWatch = setTimeout(() => {
     // Diagnosing a failure takes its own, documented time (DIAGNOSTICS_BUDGET_MS).
@@ -73,24 +89,6 @@ export async function runAttempt(input: AttemptInput): Promise<AttemptResult | n
     logger.warn({ target, attempt, elapsedMs: Math.round(performance.now() - started), expectedMs }, 'job is running past its expected time');
   }, expectedMs + 1);
   hangingWatch.unref();
-  let abandonTimer: NodeJS.Timeout | undefined;
-  const abandoned = new Promise<'abandoned'>((resolve) => {
-    controller.signal.addEventListener(
-      'abort',
-      () => {
-        // An open diagnostics window has its own bound: the executor is given that, plus the usual grace.
-        const arm = (ms: number) => {
-          abandonTimer = setTimeout(() => {
-            const left = artifacts?.windowLeft() ?? 0;
-            if (left > 0) arm(left + ABANDON_AFTER_MS);
-            else resolve('abandoned');
-          }, ms);
-        };
-        arm(ABANDON_AFTER_MS);
-      },
-      { once: true },
-    );
-  });
   try {
     logger.debug({ target, attempt }, 'attempt started');
     const ctx: ExecutionContext = {
@@ -124,7 +122,7 @@ export async function runAttempt(input: AttemptInput): Promise<AttemptResult | n
     const entry = buildResult(outcome, check, prepared.identity, check, 'FINAL', attempt);
     // The result is delivered after its artifacts are uploaded (or have failed to be), within a bounded time.
     published = true;
-    await artifacts?.publish(entry, executor.member);
+    if (artifacts && !artifacts.untouched) await artifacts.publish(entry, executor.member);
     return { entry, ...(outcome.errorCode ? { errorCode: outcome.errorCode } : {}) };
   } catch (error) {
     // Executors report target failures as outcomes; reaching here is a bug in one.

@@ -176,8 +176,9 @@ function exchange(opts: ExchangeOptions): Promise<Exchange> {
 
     socket.on('connect', () => {
       result.connectedAt = performance.now();
-      socket.setNoDelay(true);
       if (opts.data !== undefined) {
+        // Only a check that sends has a write for Nagle's algorithm to hold back.
+        socket.setNoDelay(true);
         socket.write(opts.data, 'utf8');
         result.sentAt = performance.now();
         // The first reply byte is awaited up to the cap; then the idle gap applies.

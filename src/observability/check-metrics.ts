@@ -73,7 +73,11 @@ export interface RecordOptions {
   location?: string;
 }
 
+const NEEDS_ESCAPE = /[\\\n"]/;
+
 function escapeLabel(value: string): string {
+  // Most names need nothing: one test instead of three replacements per label, per result.
+  if (!NEEDS_ESCAPE.test(value)) return value;
   return value.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
 }
 
@@ -85,7 +89,13 @@ function num(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
 }
 
+/** The samples most results share (passed, not degraded, no redirect…): one frozen pair, not two arrays per result. */
+const ZERO: Sample[] = Object.freeze([Object.freeze({ extra: '', value: 0 })]) as Sample[];
+const ONE: Sample[] = Object.freeze([Object.freeze({ extra: '', value: 1 })]) as Sample[];
+
 function one(value: number): Sample[] {
+  if (value === 0) return ZERO;
+  if (value === 1) return ONE;
   return [{ extra: '', value }];
 }
 

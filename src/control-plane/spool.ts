@@ -48,6 +48,8 @@ export interface SpoolItem {
   line: string;
   jobId: string;
   resultId: string;
+  /** The line's UTF-8 bytes with its newline, once known (lineBytes). */
+  bytes?: number;
 }
 
 /** The few file operations the spool needs of a segment: a seam for tests of short writes. */
@@ -106,12 +108,15 @@ export interface Batch {
  */
 export function spoolItem(envelope: ResultEnvelope, resultLine?: string): SpoolItem {
   const { jobId, resultId } = envelope;
-  const line = resultLine === undefined ? JSON.stringify(envelope) : `{"jobId":${JSON.stringify(jobId)},"resultId":${JSON.stringify(resultId)},"result":${resultLine}}`;
-  return { line, jobId, resultId };
+  if (resultLine === undefined) return { line: JSON.stringify(envelope), jobId, resultId };
+  const head = `{"jobId":${JSON.stringify(jobId)},"resultId":${JSON.stringify(resultId)},"result":`;
+  // Counted from its parts: measuring the joined line would first copy it flat, once more per result.
+  return { line: `${head}${resultLine}}`, jobId, resultId, bytes: Buffer.byteLength(head) + Buffer.byteLength(resultLine) + 2 };
 }
 
 function lineBytes(item: SpoolItem): number {
-  return Buffer.byteLength(item.line) + 1;
+  item.bytes ??= Buffer.byteLength(item.line) + 1;
+  return item.bytes;
 }
 
 /** Writes all of `data`, however many calls the kernel needs (a write may take fewer bytes than asked). */

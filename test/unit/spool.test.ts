@@ -74,6 +74,17 @@ function segments(at: string): string[] {
     .sort();
 }
 
+describe('spoolItem', () => {
+  it('puts the line together around the result\'s own line, and counts its bytes (with the newline) as the file will hold them', () => {
+    const result = { id: 'r-€', name: 'ünïcode 🔑 check', note: 'quote " and \\ backslash' };
+    const envelope = { jobId: 'job-é', resultId: 'r-€', result } as unknown as ResultEnvelope;
+    const item = spoolItem(envelope, JSON.stringify(result));
+    expect(item.line).toBe(JSON.stringify(envelope));
+    expect(item.bytes).toBe(Buffer.byteLength(`${item.line}\n`));
+    expect(spoolItem(envelope).line).toBe(item.line);
+  });
+});
+
 describe('Spool', () => {
   it('has the result on disk when append resolves, and hands it out after the linger', async () => {
     vi.useFakeTimers({ toFake: ['Date'], now: 1_000_000 });

@@ -268,7 +268,10 @@ export class WorkerPool {
       ...(options.checkSeriesMinSeconds !== undefined ? { checkSeriesMinSeconds: options.checkSeriesMinSeconds } : {}),
     };
     const worker = new Worker(options.entry ?? new URL('./worker.js', import.meta.url), { workerData: setup, name: `outpost-check-worker-${index}` });
-    const outbox = new Outbox<ToWorker>((messages) => worker.postMessage(messages));
+    const outbox = new Outbox<ToWorker>(
+      (messages) => worker.postMessage(messages),
+      (message, error) => this.unsendable(handle, message, error),
+    );
     const handle: Handle = { index, worker, outbox, up: false, jobs: new Map(), inFlight: 0, lastHeard: Date.now() };
     this.handles[index] = handle;
     return new Promise<void>((resolve, reject) => {
@@ -359,6 +362,20 @@ export class WorkerPool {
       case 'beat':
         return;
     }
+  }
+
+  /** A message that could not be cloned fails alone: a job that cannot be handed over ends as the error its run() gives. */
+  private unsendable(handle: Handle, message: ToWorker, error: unknown): void {
+    if (message.type === 'run') {
+      handle.jobs.get(message.job.jobId)?.settle(error instanceof Error ? error : new Error(String(error)));
+      return;
+    }
+    if (message.type === 'published') {
+      const why = error instanceof Error ? error.message : String(error);
+      handle.outbox.post({ type: 'published', callId: message.callId, published: { assets: [], pcapDataUrl: null, jobLog: [`artifacts were not published: ${why}`] } });
+      return;
+    }
+    this.options.logger.error({ worker: handle.index, err: error, message: message.type }, 'a message to a check worker could not be sent');
   }
 
   /** A worker stopped: its jobs end as error results (never lost), its memory goes back, and it starts again unless the pool is closing. */

@@ -14,7 +14,7 @@ import { SecretPolicy } from '../../secrets/policy.js';
 import type { PreparedJob } from '../prepare.js';
 import { JobRunner, type JobSlot } from '../run.js';
 import { type FromWorker, fromWire, type ToWorker, type WireAbort, type WireJob, type WireError, WORKER_BEAT_MS, wireError } from './protocol.js';
-import { Outbox } from './outbox.js';
+import { flushOnUncaughtException, Outbox } from './outbox.js';
 import { RemoteArtifacts } from './remote-artifacts.js';
 import { RemoteMetrics } from './remote-metrics.js';
 import type { WorkerSetup } from './protocol.js';
@@ -22,8 +22,12 @@ import type { WorkerSetup } from './protocol.js';
 const port = parentPort;
 if (!port) throw new Error('src/jobs/workers/worker.ts runs only as a worker thread');
 const setup = workerData as WorkerSetup;
-const outbox = new Outbox<FromWorker>((messages) => port.postMessage(messages));
+const outbox = new Outbox<FromWorker>(
+  (messages) => port.postMessage(messages),
+  (message, error) => unsendable(message, error),
+);
 const post = (message: FromWorker) => outbox.post(message);
+flushOnUncaughtException(outbox);
 
 const secrets = new SecretPolicy(setup.agentSecrets);
 const { logger, flush: flushLogs } = createLogger(setup.logLevel, setup.logStream, secrets.scrubLogLine);
@@ -109,6 +113,26 @@ async function run(job: WireJob): Promise<void> {
   } catch (error) {
     metrics.flush();
     post({ type: 'failed', jobId: job.jobId, error: wireError(error) });
+  }
+}
+
+/** A message that could not be cloned (a result holding something JSON has no word for) fails its own job only. */
+function unsendable(message: FromWorker, error: unknown): void {
+  switch (message.type) {
+    case 'done':
+      post({ type: 'failed', jobId: message.jobId, error: wireError(error) });
+      return;
+    case 'attempt': {
+      const key = `${message.jobId}\u0000${message.seq}`;
+      attemptWaits.get(key)?.reject(error instanceof Error ? error : new Error(String(error)));
+      attemptWaits.delete(key);
+      return;
+    }
+    case 'publish':
+      artifacts?.published(message.callId, { assets: [], pcapDataUrl: null, jobLog: [`artifacts were not published: ${error instanceof Error ? error.message : String(error)}`] });
+      return;
+    default:
+      logger.error({ err: error, message: message.type }, 'a message to the main thread could not be sent');
   }
 }
 

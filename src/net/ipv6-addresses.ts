@@ -8,6 +8,7 @@
 // another address; this list cannot know it.
 
 import { networkInterfaces, type NetworkInterfaceInfo } from 'node:os';
+import { performance } from 'node:perf_hooks';
 
 /** More than any host has; the claim body stays small. */
 export const MAX_ADDRESSES = 32;
@@ -33,7 +34,12 @@ export function interfaceIpv6Addresses(interfaces: NodeJS.Dict<NetworkInterfaceI
 export const IPV6_ADDRESSES_REREAD_MS = 30_000;
 
 /** interfaceIpv6Addresses, read again at most every `everyMs`. */
-export function ipv6AddressesReader(everyMs = IPV6_ADDRESSES_REREAD_MS, now: () => number = Date.now, read: () => string[] = () => interfaceIpv6Addresses()): () => string[] {
+export function ipv6AddressesReader(
+  everyMs = IPV6_ADDRESSES_REREAD_MS,
+  // A monotonic clock: a wall clock set back would keep stale addresses until it caught up.
+  now: () => number = () => performance.now(),
+  read: () => string[] = () => interfaceIpv6Addresses(),
+): () => string[] {
   let addresses: string[] = [];
   let readAt = Number.NEGATIVE_INFINITY;
   return () => {

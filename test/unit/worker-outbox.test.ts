@@ -76,7 +76,7 @@ describe('Outbox', () => {
     expect(received).toEqual([{ id: 'a' }, { id: 'c' }]);
     expect(failed).toHaveLength(1);
     expect(failed[0]?.message).toBe(uncloneable);
-    expect((failed[0]?.error as Error).name).toBe('DataCloneError');
+    expect((failed[0]?.error as Error | undefined)?.name).toBe('DataCloneError');
   });
 
   it('a worker thread dying of an uncaught exception still sends what its outbox held', async () => {

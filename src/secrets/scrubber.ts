@@ -94,7 +94,8 @@ const SKIP_MAX_WINDOW = 64;
  * whole line (from a quote or a break, or the text's end, to the break).
  * Only a test, so that a text with breaks in prose (a DNS answer's lines, a
  * log) is not copied and walked for nothing; when it matches, the text is
- * unfolded and walked as before. Raw breaks count too (pretty-printed JSON).
+ * unfolded and walked as before. For JSON.stringify's output, compact or
+ * indented with spaces (raw breaks count too).
  */
 const FOLDABLE = /(?:^|"|\\[nr]|[\r\n])[0-9A-Za-z+/=_-]+(?:\\[nr]|[\r\n])+[0-9A-Za-z+/=_-]|[0-9A-Za-z+/=_-](?:\\[nr]|[\r\n])+[0-9A-Za-z+/=_-]+(?:$|"|\\[nr]|[\r\n])/;
 

@@ -157,6 +157,29 @@ describe('attempt supervision', () => {
     expect(requestError(completion.result)).toBe(`Timed out after 100 ms (the URL check limit); the executor did not stop within ${ABANDON_AFTER_MS} ms`);
   }, 20_000);
 
+  it('abandons an executor that ignores a signal aborted before its attempt began (an abort that reached a check worker first)', async () => {
+    const early: JobSlot = {
+      abortedWith: () => undefined,
+      enter: () => {
+        const controller = new AbortController();
+        controller.abort(new JobAbortedError('shutdown', 'Aborted: the agent shut down before the check finished'));
+        return { signal: controller.signal, leave: () => undefined };
+      },
+    };
+    let finish: () => void = () => undefined;
+    const executor = fakeExecutor(async (ctx) => {
+      expect(ctx.signal.aborted).toBe(true);
+      await new Promise<void>((resolve) => {
+        finish = resolve;
+      });
+      return outcome();
+    }, 60_000);
+    const completion = await new JobRunner(createMetrics(), SETTINGS).run(preparedJob(executor), early, async () => undefined);
+    finish();
+    expect(completion.result).toMatchObject({ resultType: 'FINAL', hasErrors: true });
+    expect(requestError(completion.result)).toBe(`Aborted: the agent shut down before the check finished; the executor did not stop within ${ABANDON_AFTER_MS} ms`);
+  }, 20_000);
+
   it('an executor that stops at its cap reports its own result', async () => {
     const { completion } = await run(
       fakeExecutor(async (ctx) => {

@@ -23,6 +23,12 @@ export interface Published {
   jobLog: string[];
 }
 
+/** What publishing gives when it could not be done: no asset, and why in the jobLog. */
+export function notPublished(why: unknown): Published {
+  const reason = why instanceof Error ? why.message : String(why);
+  return { assets: [], pcapDataUrl: null, jobLog: [`artifacts were not published: ${reason}`] };
+}
+
 export interface ArtifactStore {
   /** The folder every attempt's directory is under: <root>/<jobId>/<attempt> (check workers compute it themselves). */
   readonly root: string;

@@ -8,7 +8,7 @@
 // error results and is started again; readiness is false until it is up.
 
 import { Worker } from 'node:worker_threads';
-import type { Published } from '../../artifacts/store.js';
+import { notPublished, type Published } from '../../artifacts/store.js';
 import type { CheckSettings } from '../../checks/executor.js';
 import { JobAbortedError } from '../../core/errors.js';
 import type { MemoryBudget } from '../../core/memory-budget.js';
@@ -350,11 +350,11 @@ export class WorkerPool {
         const answer = (published: Published) =>
           handle.outbox.post({ type: 'published', callId: message.callId, published });
         if (!store || !job) {
-          answer({ assets: [], pcapDataUrl: null, jobLog: ['artifacts were not published: the job is no longer running'] });
+          answer(notPublished('the job is no longer running'));
           return;
         }
         store.publish(message.jobId, message.dir, message.files, job.signal, job.prepared.logger).then(answer, (error: unknown) =>
-          answer({ assets: [], pcapDataUrl: null, jobLog: [`artifacts were not published: ${error instanceof Error ? error.message : String(error)}`] }),
+          answer(notPublished(error)),
         );
         return;
       }
@@ -371,8 +371,7 @@ export class WorkerPool {
       return;
     }
     if (message.type === 'published') {
-      const why = error instanceof Error ? error.message : String(error);
-      handle.outbox.post({ type: 'published', callId: message.callId, published: { assets: [], pcapDataUrl: null, jobLog: [`artifacts were not published: ${why}`] } });
+      handle.outbox.post({ type: 'published', callId: message.callId, published: notPublished(error) });
       return;
     }
     this.options.logger.error({ worker: handle.index, err: error, message: message.type }, 'a message to a check worker could not be sent');

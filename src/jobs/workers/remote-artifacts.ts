@@ -6,7 +6,7 @@
 // folder in both stores, so it is done here.
 
 import path from 'node:path';
-import { type ArtifactStore, type Published, removeAttemptDir } from '../../artifacts/store.js';
+import { type ArtifactStore, notPublished, type Published, removeAttemptDir } from '../../artifacts/store.js';
 import type { ArtifactFile } from '../../artifacts/writer.js';
 import { safeSegment } from '../../artifacts/writer.js';
 import type { FromWorker } from './protocol.js';
@@ -32,7 +32,7 @@ export class RemoteArtifacts implements ArtifactStore {
    * job's signal (aborted there first: aborts start on the main thread).
    */
   publish(jobId: string, dir: string, files: readonly ArtifactFile[]): Promise<Published> {
-    if (this.pending.size >= MAX_PENDING) return Promise.resolve({ assets: [], pcapDataUrl: null, jobLog: ['artifacts were not published: too many uploads waiting'] });
+    if (this.pending.size >= MAX_PENDING) return Promise.resolve(notPublished('too many uploads waiting'));
     const callId = this.nextCall++;
     return new Promise((resolve) => {
       this.pending.set(callId, resolve);

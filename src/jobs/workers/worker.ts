@@ -5,6 +5,7 @@
 // and size-capped, metric updates, artifact publish calls.
 
 import { parentPort, workerData } from 'node:worker_threads';
+import { notPublished } from '../../artifacts/store.js';
 import { workerRegistry } from '../../checks/registry.js';
 import { JobAbortedError } from '../../core/errors.js';
 import { MemoryBudget } from '../../core/memory-budget.js';
@@ -129,7 +130,7 @@ function unsendable(message: FromWorker, error: unknown): void {
       return;
     }
     case 'publish':
-      artifacts?.published(message.callId, { assets: [], pcapDataUrl: null, jobLog: [`artifacts were not published: ${error instanceof Error ? error.message : String(error)}`] });
+      artifacts?.published(message.callId, notPublished(error));
       return;
     default:
       logger.error({ err: error, message: message.type }, 'a message to the main thread could not be sent');

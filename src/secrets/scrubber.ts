@@ -42,7 +42,7 @@
 import { Buffer } from 'node:buffer';
 import { domainToASCII } from 'node:url';
 import { Automaton } from './automaton.js';
-import { foldedRegions } from './folding.js';
+import { foldedRegions, jsonMayFold, unfoldJson } from './folding.js';
 
 /** What every secret form is replaced with. */
 export const REDACTED = '*****';
@@ -86,18 +86,6 @@ function workBudget(length: number): number {
 const SKIP_MIN_TEXT = 1024;
 const SKIP_MIN_WINDOW = 8;
 const SKIP_MAX_WINDOW = 64;
-
-/**
- * What a JSON text must hold for foldedRegions (src/secrets/folding.ts) to
- * join anything once its escaped breaks and quotes are line breaks: a break
- * between two base64 characters, where the run of base64 on one side is a
- * whole line (from a quote or a break, or the text's end, to the break).
- * Only a test, so that a text with breaks in prose (a DNS answer's lines, a
- * log) is not copied and walked for nothing; when it matches, the text is
- * unfolded and walked as before. For JSON.stringify's output, compact or
- * indented with spaces (raw breaks count too).
- */
-const FOLDABLE = /(?:^|"|\\[nr]|[\r\n])[0-9A-Za-z+/=_-]+(?:\\[nr]|[\r\n])+[0-9A-Za-z+/=_-]|[0-9A-Za-z+/=_-](?:\\[nr]|[\r\n])+[0-9A-Za-z+/=_-]+(?:$|"|\\[nr]|[\r\n])/;
 
 /** The embedded base64 forms (a secret in the middle of a longer base64 text) must be at least this long. */
 const MIN_EMBEDDED_BASE64 = 6;
@@ -921,10 +909,9 @@ export class Scrubber {
   mayHoldSecret(json: string): boolean {
     if (this.index.size === 0 || json.length < 4) return false;
     if (this.lineIndexHit(json)) return true;
-    if (!FOLDABLE.test(json)) return false;
-    // Escaped breaks become breaks, and every quote one too (a string's ends are its first and last line's ends).
-    const unfolded = json.replace(/\\[nr\\"]|"/g, (m) => (m === '\\n' || m === '"' ? '\n' : m === '\\r' ? '\r' : m));
-    for (const { joined } of foldedRegions(unfolded)) if (this.directRuns(joined).starts.length > 0) return true;
+    // Most lines cannot fold (no break between base64 lines): asked in one pass, without a copy.
+    if (!jsonMayFold(json)) return false;
+    for (const { joined } of foldedRegions(unfoldJson(json))) if (this.directRuns(joined).starts.length > 0) return true;
     return false;
   }
 

@@ -9,6 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { scrubResult, scrubResultLine } from '../../src/secrets/policy.js';
+import { foldedRegions, jsonMayFold, unfoldJson } from '../../src/secrets/folding.js';
 import { REDACTED, Scrubber, secretForms } from '../../src/secrets/scrubber.js';
 import { mulberry32 } from '../support/random.js';
 
@@ -142,6 +143,29 @@ describe('scrubResultLine: one serialization and one scan, the same text as the 
     const answer = entryOf({ textAnswer: 'www.outpost.test.\t300\tIN\tA\t10.0.0.1\nwww.outpost.test.\t300\tIN\tA\t10.0.0.2' });
     expect(scrubber.mayHoldSecret(JSON.stringify(answer))).toBe(false);
   });
+
+  it(`jsonMayFold answers as foldedRegions of the unfolded text does, on ${CASES * 100} random texts (seed ${SEED + 2})`, () => {
+    const random = mulberry32(SEED + 2);
+    const alphabet = ['A', 'z', '9', '+', 'n', 'r', 't', '\\', '"', '\n', '\r', '.', ' ', ':'];
+    let folding = 0;
+    for (let n = 0; n < CASES * 100; n++) {
+      const text = Array.from({ length: Math.floor(random() * 16) }, () => alphabet[Math.floor(random() * alphabet.length)]).join('');
+      const expected = foldedRegions(unfoldJson(text)).length > 0;
+      if (jsonMayFold(text) !== expected) throw new Error(`case ${n}: ${JSON.stringify(text)}: expected ${expected}`);
+      if (expected) folding++;
+    }
+    // Both answers were given often.
+    expect(folding).toBeGreaterThan(CASES);
+    expect(folding).toBeLessThan(CASES * 90);
+  }, 120_000);
+
+  it('reads a megabyte of escaped breaks, quotes or base64 lines in one pass, whatever their pattern', () => {
+    const scrubber = Scrubber.of(['folded-secret-value-42']);
+    // A regular expression for the same question backtracked quadratically on the first: minutes for this megabyte.
+    for (const text of ['\\n'.repeat(500_000), `n${'\\n'.repeat(500_000)}`, '"A'.repeat(500_000), `${'A\\n'.repeat(333_333)}.`]) {
+      expect(typeof scrubber.mayHoldSecret(text)).toBe('boolean');
+    }
+  }, 30_000);
 
   it('finds a secret JSON-escaped in the line: quotes, backslashes, \\u escapes, control characters', () => {
     for (const secret of ['pa"ss\\word', 'tab\there', 'nul\u0000byte', 'lone\ud800half', '\udc00starts-low', 'ends-high\ud83d', 'line\u2028sep']) {

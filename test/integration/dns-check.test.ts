@@ -429,12 +429,34 @@ interface DigAnswer {
   status: string;
   flags: string;
   answer: string[];
+  /** What dig printed, for a failure's message. */
+  printed: string;
 }
 
+/** Every NOERROR answer in these zones has records, but for a CNAME that points nowhere. */
+const digLooksRight = (name: string, a: DigAnswer) =>
+  a.status !== '' && a.flags.split(' ').includes('qr') && (a.status !== 'NOERROR' || a.answer.length > 0 || name.startsWith('dangling'));
+
+/**
+ * dig's answer, asked again (three tries in all) while it is not named's: dig's own timeout on a
+ * busy machine, or a reply that is not one. dig binds its client socket with SO_REUSEPORT, so the
+ * kernel may even give it named's own port, and then named's reply never reaches it. The oracle's
+ * hiccups are not the agent's; a wrong answer from named three times over still fails the test.
+ */
 async function dig(name: string, type: string, tcp: boolean): Promise<DigAnswer> {
+  let answer = await digOnce(name, type, tcp);
+  for (let attempt = 1; attempt < 3 && !digLooksRight(name, answer); attempt++) answer = await digOnce(name, type, tcp);
+  return answer;
+}
+
+async function digOnce(name: string, type: string, tcp: boolean): Promise<DigAnswer> {
   const args = [`@127.0.0.1`, '-p', String(named.port), '+noall', '+answer', '+comments', '+time=2', '+tries=1', name, type];
   if (tcp) args.push('+tcp');
-  const { stdout } = await run('dig', args);
+  // dig exits 9 when no server answered; what it printed says so.
+  const stdout = await run('dig', args).then(
+    (r) => r.stdout,
+    (error: { stdout?: string; message: string }) => error.stdout || error.message,
+  );
   // After "Truncated, retrying in TCP mode" dig prints the TCP answer: take the last header.
   const status = [...stdout.matchAll(/->>HEADER<<- opcode: QUERY, status: (\w+)/g)].at(-1)?.[1] ?? '';
   const flags = [...stdout.matchAll(/^;; flags: ([^;]*);/gm)].at(-1)?.[1]?.trim() ?? '';
@@ -445,7 +467,7 @@ async function dig(name: string, type: string, tcp: boolean): Promise<DigAnswer>
       const m = /^(\S+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(.*)$/.exec(l);
       return m ? `${m[1]} ${m[2]} ${m[3]} ${m[4]} ${m[5]}` : `unparsed: ${l}`;
     });
-  return { status, flags, answer: answer.sort() };
+  return { status, flags, answer: answer.sort(), printed: stdout };
 }
 
 describe('DNS executor agrees with dig', () => {
@@ -487,7 +509,8 @@ describe('DNS executor agrees with dig', () => {
     const [expected, o] = await Promise.all([dig(name, type, protocol === 'TCP'), direct({ query: name, recordType: type, protocol })]);
     expect(o.error).toBeUndefined();
     // Not two empty answers agreeing by accident: every NOERROR case here has records.
-    expect(expected.answer.length > 0).toBe(expected.status === 'NOERROR' || name.startsWith('dangling'));
+    expect(digLooksRight(name, expected), expected.printed).toBe(true);
+    expect(expected.answer.length > 0, expected.printed).toBe(expected.status === 'NOERROR' || name.startsWith('dangling'));
     expect(expected.answer.filter((l) => l.startsWith('unparsed'))).toEqual([]);
     const response = o.detail.response;
     expect(response?.rcode).toBe(expected.status);

@@ -3,31 +3,17 @@
 // patterns of JSONPath match() and search().
 
 import { describe, expect, it } from 'vitest';
-import { type Assertion, evaluate, parseAssertions } from '../../src/checks/assertions/assertions.js';
-import { DefinitionError, Fields } from '../../src/checks/fields.js';
+import { evaluate } from '../../src/checks/assertions/assertions.js';
 import { compileIRegexp, iRegexpSource } from '../../src/checks/assertions/jsonpath-regex.js';
 import { evaluateJsonPath, queryJsonPath } from '../../src/checks/assertions/jsonpath.js';
 import { regexProblem } from '../../src/checks/assertions/regex.js';
+import { assertion, assertionProblems as problems } from '../support/assertion-fixtures.js';
 
 // Exponential for a backtracking engine: hours at 40 characters. A test that regressed
 // would not return before the test timeout, and fail by it.
 const EVIL = `${'a'.repeat(40)}b`;
 
-function assertion(extra: Partial<Assertion>): Assertion {
-  return { source: 'TEXT_BODY', property: '', comparison: 'EQUALS', target: 'x', regex: null, ...extra };
-}
 
-function problems(assertions: unknown[], sources = ['TEXT_BODY', 'JSON_BODY']): string {
-  const fields = Fields.root({ assertions }, 'check');
-  parseAssertions(fields, sources);
-  try {
-    fields.assertValid();
-  } catch (error) {
-    if (error instanceof DefinitionError) return error.message;
-    throw error;
-  }
-  return '';
-}
 
 describe('an assertion regex', () => {
   it('a catastrophic-backtracking pattern runs in linear time', { timeout: 20_000 }, () => {
@@ -43,7 +29,7 @@ describe('an assertion regex', () => {
     ['(?<x>a)\\k<x>', 'named backreference'],
     ['(?=a)a', 'lookahead'],
     ['(?!a)b', 'negative lookahead'],
-    ['x{17}', 'a count above 16'],
+    ['(x){17}', 'a capture repeated more than 16 times'],
   ])('%s (%s) is refused at validation, naming the field', (regex) => {
     expect(problems([{ source: 'TEXT_BODY', comparison: 'NOT_NULL', regex }])).toMatch(/^check\.assertions\[0\]\.regex: cannot be evaluated in linear time/);
   });

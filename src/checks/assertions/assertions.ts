@@ -4,7 +4,7 @@
 import type { Fields } from '../fields.js';
 import { MAX_DOCUMENT_DEPTH, nestedDeeperThan } from '../../core/json-depth.js';
 import { jsonPathRegexProblems } from './jsonpath-regex.js';
-import { CheckRegexError, compileCheckRegex, execCheckRegex, MAX_REGEX_WORK, regexProblem, tooMuchWork } from './regex.js';
+import { CheckRegexError, compileCheckRegex, execCheckRegex, MAX_REGEX_WORK, regexProblem, tooMuchWork, workLength } from './regex.js';
 
 export const COMPARISONS = [
   'EQUALS',
@@ -168,7 +168,8 @@ export function extractWithOrigin(regex: string | null, value: unknown): { value
   if (!regex) return { value };
   const compiled = compileCheckRegex(regex);
   const source = asText(value);
-  if (regex.length * source.length > MAX_REGEX_WORK) throw tooMuchWork(regex, source.length, MAX_REGEX_WORK);
+  const patternLength = workLength(regex, compiled);
+  if (patternLength * source.length > MAX_REGEX_WORK) throw tooMuchWork(regex, patternLength, source.length, MAX_REGEX_WORK);
   // Not the `d` flag for the capture's own range: V8 runs `d` patterns on the backtracking engine only,
   // without the linear fallback that bounds a hostile pattern (src/checks/assertions/regex.ts).
   const match = execCheckRegex(compiled, source);

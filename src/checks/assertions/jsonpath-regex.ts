@@ -10,7 +10,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import parseJsonPath from 'jsonpath-rfc9535/parser';
-import { CheckRegexError, execCheckRegex, MAX_REGEX_WORK, regexProblem, tooMuchWork } from './regex.js';
+import { CheckRegexError, compileLinear, execCheckRegex, MAX_REGEX_WORK, tooMuchWork, workLength } from './regex.js';
 
 const UNICODE_LINEAR = (() => {
   try {
@@ -86,13 +86,13 @@ export function compileIRegexp(pattern: string, anchored: boolean): RegExp | nul
   const flags = UNICODE_LINEAR ? 'u' : '';
   let regex: RegExp | null;
   try {
-    regex = new RegExp(source, flags);
-  } catch {
+    new RegExp(source, flags);
+    const linear = compileLinear(source, flags, pattern);
+    if (linear instanceof CheckRegexError) throw linear;
+    regex = linear;
+  } catch (error) {
+    if (error instanceof CheckRegexError) throw error;
     regex = null;
-  }
-  if (regex) {
-    const problem = regexProblem(source, flags);
-    if (problem) throw new CheckRegexError(pattern, problem);
   }
   if (compiled.size >= MAX_CACHED) compiled.clear();
   compiled.set(key, regex);
@@ -149,9 +149,10 @@ function matches(value: unknown, pattern: unknown, anchored: boolean): boolean {
   }
   const regex = compileIRegexp(pattern, anchored);
   if (regex === null) return false;
-  const work = Math.max(pattern.length, 1) * value.length;
+  const patternLength = workLength(pattern, regex);
+  const work = patternLength * value.length;
   if (!fromDocument) {
-    if (work > MAX_REGEX_WORK) throw tooMuchWork(pattern, value.length, MAX_REGEX_WORK);
+    if (work > MAX_REGEX_WORK) throw tooMuchWork(pattern, patternLength, value.length, MAX_REGEX_WORK);
   } else {
     const spent = (current?.documentWork ?? 0) + work;
     if (current) current.documentWork = spent;

@@ -6,6 +6,7 @@
 // backtracking match runs too long. See docs/regular-expressions.md.
 
 import v8 from 'node:v8';
+import { unrollCounts } from './regex-unroll.js';
 
 // Both flags are read when a RegExp is created, not at process start, so
 // setting them here covers every RegExp made after this module is imported,
@@ -14,30 +15,64 @@ import v8 from 'node:v8';
 v8.setFlagsFromString('--enable-experimental-regexp-engine');
 v8.setFlagsFromString('--enable-experimental-regexp-engine-on-excessive-backtracks');
 
-const NOT_LINEAR =
-  'cannot be evaluated in linear time (backreferences, lookahead, repetition counts above 16 and, on Node.js 20, lookbehind are not supported; split a long count, e.g. x{16}x{16})';
+const NOT_LINEAR = 'cannot be evaluated in linear time (backreferences, lookahead and, on Node.js 20, lookbehind are not supported)';
 
-/** Why `pattern` cannot be used as a check's regular expression, or null when it can. */
-export function regexProblem(pattern: string, flags = ''): string | null {
+/** The source a check's pattern runs as, or why it cannot run. */
+export type LinearSource = { source: string; problem?: undefined } | { problem: string; source?: undefined };
+
+/**
+ * The source to compile for `pattern`: the pattern itself when V8's linear engine accepts it, else the
+ * same pattern with its long repetition counts written out (src/checks/assertions/regex-unroll.ts)
+ * when that is what it refused; or why the pattern cannot be used as a check's regular expression.
+ */
+export function linearSource(pattern: string, flags = ''): LinearSource {
   try {
     new RegExp(pattern, flags);
   } catch (error) {
-    return `is not a valid regular expression (${plain(error)})`;
+    return { problem: `is not a valid regular expression (${plain(error)})` };
   }
-  try {
-    // The linear engine refuses, at compile time, exactly what it cannot run; a pattern
-    // it accepts also gets its fallback when a backtracking match runs too long.
-    new RegExp(pattern, `${flags}l`);
-  } catch (error) {
-    return /linear time/.test(plain(error)) ? NOT_LINEAR : `is not a valid regular expression (${plain(error)})`;
+  let source = pattern;
+  const refusal = linearRefusal(source, flags);
+  if (refusal !== null) {
+    if (!/linear time/.test(refusal)) return { problem: `is not a valid regular expression (${refusal})` };
+    const unrolled = unrollCounts(pattern, flags.includes('u'));
+    if (unrolled && 'problem' in unrolled) return { problem: `cannot be evaluated in linear time: it ${unrolled.problem}` };
+    if (!unrolled || linearRefusal(unrolled.source, flags) !== null || groupCount(unrolled.source, flags) !== groupCount(pattern, flags)) {
+      return { problem: NOT_LINEAR };
+    }
+    source = unrolled.source;
   }
   try {
     // V8 compiles lazily: a pattern past its size limit fails on the first match, not in the constructor.
-    new RegExp(pattern, flags).exec('');
+    new RegExp(source, flags).exec('');
   } catch (error) {
-    return `is not a valid regular expression (${plain(error)})`;
+    return { problem: `is not a valid regular expression (${plain(error)})` };
   }
-  return null;
+  return { source };
+}
+
+/**
+ * Why V8's linear engine does not compile `source`, or null when it does: it refuses, at compile
+ * time, exactly what it cannot run, and a pattern it accepts also gets its fallback when a
+ * backtracking match runs too long.
+ */
+function linearRefusal(source: string, flags: string): string | null {
+  try {
+    new RegExp(source, `${flags}l`);
+    return null;
+  } catch (error) {
+    return plain(error);
+  }
+}
+
+/** How many capture groups `source` has: the unrolled pattern must number its captures as the user's did. */
+function groupCount(source: string, flags: string): number {
+  return (new RegExp(`${source}|`, flags).exec('') as RegExpExecArray).length;
+}
+
+/** Why `pattern` cannot be used as a check's regular expression, or null when it can. */
+export function regexProblem(pattern: string, flags = ''): string | null {
+  return linearSource(pattern, flags).problem ?? null;
 }
 
 export class CheckRegexError extends Error {
@@ -57,14 +92,30 @@ export function compileCheckRegex(pattern: string, flags = ''): RegExp {
   const key = `${flags}/${pattern}`;
   let compiled = recent.get(key);
   if (compiled === undefined) {
-    const problem = regexProblem(pattern, flags);
-    // Without g or y a RegExp keeps no state between matches: one object serves every assertion.
-    compiled = problem ? new CheckRegexError(pattern, problem) : new RegExp(pattern, flags);
+    compiled = compileLinear(pattern, flags);
     if (recent.size >= MAX_RECENT) recent.clear();
     recent.set(key, compiled);
   }
   if (compiled instanceof CheckRegexError) throw compiled;
   return compiled;
+}
+
+/** `pattern` compiled as linearSource says, or the CheckRegexError that says why it cannot be. */
+export function compileLinear(pattern: string, flags: string, shownAs = pattern): RegExp | CheckRegexError {
+  const { source, problem } = linearSource(pattern, flags);
+  if (problem !== undefined) return new CheckRegexError(shownAs, problem);
+  // Without g or y a RegExp keeps no state between matches: one object serves every assertion.
+  const regex = new RegExp(source, flags);
+  if (source !== pattern) unrolledBy.set(regex, source.length / Math.max(pattern.length, 1));
+  return regex;
+}
+
+/** How much longer unrolling made a compiled pattern than the one it was compiled from. */
+const unrolledBy = new WeakMap<RegExp, number>();
+
+/** The pattern length a match of `regex`, compiled from `pattern`, is charged: its long counts written out. */
+export function workLength(pattern: string, regex: RegExp): number {
+  return Math.ceil(Math.max(pattern.length, 1) * (unrolledBy.get(regex) ?? 1));
 }
 
 /**
@@ -74,11 +125,15 @@ export function compileCheckRegex(pattern: string, flags = ''): RegExp {
  */
 export const MAX_REGEX_WORK = 300_000_000;
 
-/** Why `pattern` may not run on a text of `length` characters with `limit` work, as a CheckRegexError. */
-export function tooMuchWork(pattern: string, length: number, limit: number): CheckRegexError {
+/**
+ * Why `pattern` may not run on a text of `length` characters with `limit` work, as a CheckRegexError;
+ * `patternLength` is its workLength.
+ */
+export function tooMuchWork(pattern: string, patternLength: number, length: number, limit: number): CheckRegexError {
+  const counted = patternLength === pattern.length ? 'pattern length' : 'pattern length with its long counts written out';
   return new CheckRegexError(
     pattern,
-    `would cost more than ${limit} (pattern length × text length: ${pattern.length} × ${length}); use a shorter pattern or select less text (docs/regular-expressions.md)`,
+    `would cost more than ${limit} (${counted} × text length: ${patternLength} × ${length}); use a shorter pattern or select less text (docs/regular-expressions.md)`,
   );
 }
 

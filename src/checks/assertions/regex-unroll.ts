@@ -1,0 +1,251 @@
+// V8's linear-time engine runs a bounded repetition by writing its body out
+// once per count, and refuses a pattern in which that replication (a count,
+// times the counts of the repetitions around it) passes 16: `[0-9a-f]{32}`,
+// `.{0,100}`, `(?:\d{4}-){8}` are refused as they are. Written as consecutive
+// shorter repetitions (`[0-9a-f]{16}[0-9a-f]{16}`) the same pattern runs
+// there, and matches exactly as before as long as the repeated part captures
+// nothing: with no capture, whether the rest of the pattern matches depends
+// only on where the repetitions end, and the consecutive ones reach those
+// places in the same order. See docs/regular-expressions.md.
+
+/** V8's kMaxReplicationFactor (src/regexp/experimental/experimental-compiler.cc). */
+export const MAX_REPLICATION = 16;
+
+/** Longest pattern unrolling may produce: the linear engine's work grows with it. */
+export const MAX_UNROLLED_LENGTH = 20_000;
+
+/** Deepest group nesting unrolled; deeper patterns are left as they are (and refused if they need it). */
+const MAX_DEPTH = 200;
+
+/** The unrolled source, why it cannot be, or null when the parser is not sure of this pattern's syntax. */
+export type Unrolled = { source: string } | { problem: string } | null;
+
+interface Quantifier {
+  min: number;
+  /** Infinity for `*`, `+`, `{n,}`. */
+  max: number;
+  lazy: boolean;
+  text: string;
+}
+
+interface Term {
+  /** A character, escape, class or `.`, or a whole group with its brackets. */
+  atom: string;
+  /** For a group: its opening (`(`, `(?:`, `(?<name>`, …) and alternatives. */
+  group?: { open: string; alternatives: Term[][] };
+  captures: boolean;
+  quantifier?: Quantifier;
+}
+
+class Unsure extends Error {}
+class TooLong extends Error {}
+
+/**
+ * `source` (a valid ECMAScript pattern; Unicode mode when `unicode`) with
+ * every repetition whose replication passes MAX_REPLICATION written as
+ * consecutive repetitions that do not.
+ */
+export function unrollCounts(source: string, unicode: boolean): Unrolled {
+  let alternatives: Term[][];
+  try {
+    const parser = new Parser(source, unicode);
+    alternatives = parser.alternatives(0);
+    if (parser.at < source.length) return null;
+  } catch (error) {
+    if (error instanceof Unsure) return null;
+    throw error;
+  }
+  try {
+    return { source: writeAlternatives(alternatives, 1) };
+  } catch (error) {
+    if (error instanceof CaptureRepeated) {
+      return { problem: `repeats a capturing group more than ${MAX_REPLICATION} times in all, which V8's linear-time engine cannot run: make the group non-capturing, (?:…)` };
+    }
+    if (error instanceof TooLong) {
+      return { problem: `has repetition counts that, written out for the linear-time engine, come to more than ${MAX_UNROLLED_LENGTH} characters` };
+    }
+    throw error;
+  }
+}
+
+class CaptureRepeated extends Error {}
+
+function writeAlternatives(alternatives: Term[][], ambient: number): string {
+  const parts: string[] = [];
+  let length = 0;
+  for (const [i, terms] of alternatives.entries()) {
+    if (i > 0) parts.push('|');
+    for (const term of terms) {
+      const written = writeTerm(term, ambient);
+      length += written.length + 1;
+      if (length > MAX_UNROLLED_LENGTH) throw new TooLong();
+      parts.push(written);
+    }
+  }
+  return parts.join('');
+}
+
+function writeAtom(term: Term, ambient: number): string {
+  if (!term.group) return term.atom;
+  return `${term.group.open}${writeAlternatives(term.group.alternatives, ambient)})`;
+}
+
+function writeTerm(term: Term, ambient: number): string {
+  const q = term.quantifier;
+  if (!q) return writeAtom(term, ambient);
+  // V8 refuses a count above the limit even where the replication around it is 0 (`(?:x{17}){0}`);
+  // counting that as 1 unrolls such a count as well.
+  const replication = Math.max(1, q.max === Number.POSITIVE_INFINITY ? q.min + 1 : q.max);
+  if (ambient * replication <= MAX_REPLICATION) return writeAtom(term, ambient * replication) + q.text;
+  if (term.captures) throw new CaptureRepeated();
+  const chunk = Math.floor(MAX_REPLICATION / ambient);
+  const atom = writeAtom(term, ambient * chunk);
+  const lazy = q.lazy ? '?' : '';
+  // A single group needs no count; a character keeps `{1}`, lest it join what follows (`\x` then `41`, `{` then `5}`).
+  const exactly = (n: number) => (n === 1 && term.group ? '' : `{${n}}`);
+  const upTo = (n: number) => (n === 1 ? `?${lazy}` : `{0,${n}}${lazy}`);
+  const pieces: Array<[string, number]> = [];
+  if (q.min >= chunk) pieces.push([exactly(chunk), Math.floor(q.min / chunk)]);
+  if (q.min % chunk > 0) pieces.push([exactly(q.min % chunk), 1]);
+  if (q.max === Number.POSITIVE_INFINITY) {
+    pieces.push([`*${lazy}`, 1]);
+  } else {
+    const optional = q.max - q.min;
+    if (optional >= chunk) pieces.push([upTo(chunk), Math.floor(optional / chunk)]);
+    if (optional % chunk > 0) pieces.push([upTo(optional % chunk), 1]);
+  }
+  let length = 0;
+  for (const [suffix, times] of pieces) length += (atom.length + suffix.length) * times;
+  if (length > MAX_UNROLLED_LENGTH) throw new TooLong();
+  return pieces.map(([suffix, times]) => (atom + suffix).repeat(times)).join('');
+}
+
+const GROUP_OPEN = /\((?:\?(?::|=|!|<=|<!|<[^>]*>|[a-zA-Z-]+:))?/y;
+const COUNT = /\{(\d+)(,(\d*))?\}/y;
+const HEX = /^[0-9a-fA-F]$/;
+const isHex = (text: string) => text.length > 0 && [...text].every((c) => HEX.test(c));
+const isLead = (code: number) => code >= 0xd800 && code <= 0xdbff;
+const isTrail = (code: number) => code >= 0xdc00 && code <= 0xdfff;
+
+/** Reads the pattern's terms; throws Unsure on syntax whose extent it does not know for certain. */
+class Parser {
+  at = 0;
+  constructor(
+    private readonly source: string,
+    private readonly unicode: boolean,
+  ) {}
+
+  alternatives(depth: number): Term[][] {
+    if (depth > MAX_DEPTH) throw new Unsure();
+    const alternatives: Term[][] = [[]];
+    while (this.at < this.source.length) {
+      const ch = this.source[this.at];
+      if (ch === ')') break;
+      if (ch === '|') {
+        this.at++;
+        alternatives.push([]);
+        continue;
+      }
+      const term = this.term(depth);
+      term.quantifier = this.quantifier();
+      (alternatives.at(-1) as Term[]).push(term);
+    }
+    return alternatives;
+  }
+
+  private term(depth: number): Term {
+    const s = this.source;
+    const start = this.at;
+    const ch = s[start];
+    if (ch === '(') {
+      GROUP_OPEN.lastIndex = start;
+      const open = GROUP_OPEN.exec(s)?.[0];
+      if (open === undefined || (open === '(' && s[start + 1] === '?')) throw new Unsure();
+      const capturing = open === '(' || (open.startsWith('(?<') && !open.startsWith('(?<=') && !open.startsWith('(?<!'));
+      this.at += open.length;
+      const alternatives = this.alternatives(depth + 1);
+      if (s[this.at] !== ')') throw new Unsure();
+      this.at++;
+      const captures = capturing || alternatives.some((terms) => terms.some((t) => t.captures));
+      return { atom: s.slice(start, this.at), group: { open, alternatives }, captures };
+    }
+    if (ch === '[') this.at = this.classEnd(start);
+    else if (ch === '\\') this.at = start + this.escapeLength(start);
+    else if (this.unicode && isLead(s.charCodeAt(start)) && isTrail(s.charCodeAt(start + 1))) this.at = start + 2;
+    else this.at = start + 1;
+    return { atom: s.slice(start, this.at), captures: false };
+  }
+
+  /** Index just past the class opening at `start`. */
+  private classEnd(start: number): number {
+    const s = this.source;
+    let i = start + 1;
+    if (s[i] === '^') i++;
+    while (i < s.length && s[i] !== ']') i += s[i] === '\\' ? 2 : 1;
+    if (i >= s.length) throw new Unsure();
+    return i + 1;
+  }
+
+  /** Length of the escape at `start` (the backslash included). */
+  private escapeLength(start: number): number {
+    const s = this.source;
+    const next = s[start + 1];
+    if (next === undefined) throw new Unsure();
+    // \1–\9 are backreferences or (outside Unicode mode) octal escapes of up to three digits; \k a named one.
+    if (/[1-9k]/.test(next) || (next === '0' && /[0-9]/.test(s[start + 2] ?? ''))) throw new Unsure();
+    if (next === 'x') return isHex(s.slice(start + 2, start + 4)) && s.slice(start + 2, start + 4).length === 2 ? 4 : 2;
+    if (next === 'c') {
+      if (/[a-zA-Z]/.test(s[start + 2] ?? '')) return 3;
+      throw new Unsure();
+    }
+    if (next === 'u') {
+      if (this.unicode && s[start + 2] === '{') {
+        const end = s.indexOf('}', start + 3);
+        if (end < 0) throw new Unsure();
+        return end + 1 - start;
+      }
+      const hex = s.slice(start + 2, start + 6);
+      if (hex.length !== 4 || !isHex(hex)) return 2;
+      // In Unicode mode an escaped surrogate pair is one character.
+      if (this.unicode && isLead(Number.parseInt(hex, 16)) && s.slice(start + 6, start + 8) === '\\u') {
+        const trail = s.slice(start + 8, start + 12);
+        if (trail.length === 4 && isHex(trail) && isTrail(Number.parseInt(trail, 16))) return 12;
+      }
+      return 6;
+    }
+    if (this.unicode && (next === 'p' || next === 'P')) {
+      const end = s.indexOf('}', start + 2);
+      if (s[start + 2] !== '{' || end < 0) throw new Unsure();
+      return end + 1 - start;
+    }
+    if (this.unicode && isLead(s.charCodeAt(start + 1)) && isTrail(s.charCodeAt(start + 2))) return 3;
+    return 2;
+  }
+
+  quantifier(): Quantifier | undefined {
+    const s = this.source;
+    const start = this.at;
+    let min: number;
+    let max: number;
+    const ch = s[start];
+    if (ch === '*' || ch === '+' || ch === '?') {
+      min = ch === '+' ? 1 : 0;
+      max = ch === '?' ? 1 : Number.POSITIVE_INFINITY;
+      this.at++;
+    } else if (ch === '{') {
+      COUNT.lastIndex = start;
+      const braces = COUNT.exec(s);
+      // Outside Unicode mode a brace that is not a count is a literal character, read as the next term.
+      if (!braces) return undefined;
+      min = Number(braces[1]);
+      max = braces[2] === undefined ? min : braces[3] === '' ? Number.POSITIVE_INFINITY : Number(braces[3]);
+      if (!Number.isSafeInteger(min) || (max !== Number.POSITIVE_INFINITY && !Number.isSafeInteger(max))) throw new Unsure();
+      this.at += braces[0].length;
+    } else {
+      return undefined;
+    }
+    const lazy = s[this.at] === '?';
+    if (lazy) this.at++;
+    return { min, max, lazy, text: s.slice(start, this.at) };
+  }
+}

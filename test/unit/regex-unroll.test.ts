@@ -168,6 +168,7 @@ describe('unrolled repetition counts', () => {
     expect(problems([{ source: 'TEXT_BODY', comparison: 'NOT_NULL', regex: 'a{1,99999}' }])).toMatch(
       new RegExp(`^check\\.assertions\\[0\\]\\.regex: cannot be evaluated in linear time: it has repetition counts that, written out .* more than ${MAX_UNROLLED_LENGTH} characters`),
     );
+    expect(linearSource('x{99999999999999999999}').problem).toMatch(/more than 20000 characters/);
     // Nested counts multiply: 16 × 16 x's written out one by one in each of 19 groups of 16 (300 = 18 × 16 + 12).
     expect(linearSource('(?:(?:x{16}){16}){300}').problem).toMatch(/more than 20000 characters/);
     expect(linearSource('(?:(?:x{16}){16}){16}').source).toBe(`(?:${`(?:${'x{1}'.repeat(16)})`.repeat(16)}){16}`);

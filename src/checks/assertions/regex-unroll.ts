@@ -39,6 +39,7 @@ interface Term {
 
 class Unsure extends Error {}
 class TooLong extends Error {}
+class CaptureRepeated extends Error {}
 
 /**
  * `source` (a valid ECMAScript pattern; Unicode mode when `unicode`) with
@@ -46,18 +47,13 @@ class TooLong extends Error {}
  * consecutive repetitions that do not.
  */
 export function unrollCounts(source: string, unicode: boolean): Unrolled {
-  let alternatives: Term[][];
   try {
     const parser = new Parser(source, unicode);
-    alternatives = parser.alternatives(0);
+    const alternatives = parser.alternatives(0);
     if (parser.at < source.length) return null;
-  } catch (error) {
-    if (error instanceof Unsure) return null;
-    throw error;
-  }
-  try {
     return { source: writeAlternatives(alternatives, 1) };
   } catch (error) {
+    if (error instanceof Unsure) return null;
     if (error instanceof CaptureRepeated) {
       return { problem: `repeats a capturing group more than ${MAX_REPLICATION} times in all, which V8's linear-time engine cannot run: make the group non-capturing, (?:…)` };
     }
@@ -68,7 +64,6 @@ export function unrollCounts(source: string, unicode: boolean): Unrolled {
   }
 }
 
-class CaptureRepeated extends Error {}
 
 function writeAlternatives(alternatives: Term[][], ambient: number): string {
   const parts: string[] = [];
@@ -239,7 +234,8 @@ class Parser {
       if (!braces) return undefined;
       min = Number(braces[1]);
       max = braces[2] === undefined ? min : braces[3] === '' ? Number.POSITIVE_INFINITY : Number(braces[3]);
-      if (!Number.isSafeInteger(min) || (max !== Number.POSITIVE_INFINITY && !Number.isSafeInteger(max))) throw new Unsure();
+      // A count this large could never be written out within MAX_UNROLLED_LENGTH.
+      if (!Number.isSafeInteger(min) || (max !== Number.POSITIVE_INFINITY && !Number.isSafeInteger(max))) throw new TooLong();
       this.at += braces[0].length;
     } else {
       return undefined;

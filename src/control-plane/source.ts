@@ -2,6 +2,7 @@
 // the queue. Claiming pauses while the spool is over its bound, and while it
 // cannot write to disk (results are then held in memory, bounded by what runs).
 
+import { randomUUID } from 'node:crypto';
 import type { ExecutorRegistry } from '../checks/executor-registry.js';
 import { superviseLoop } from '../health/supervise.js';
 import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
@@ -117,6 +118,9 @@ export class ControlPlaneSource {
       const claimedAt = Date.now();
       let askedWaitSeconds = 0;
       let unreadable: UnreadableJob[] = [];
+      // The same on every retry below: jobs an earlier try leased, whose answer never arrived, come back
+      // in the answer at once instead of waiting out their lease (docs/protocol.md).
+      const claimId = randomUUID();
       try {
         const answer = await withRetry(
           () => {
@@ -126,7 +130,7 @@ export class ControlPlaneSource {
             heartbeat.beat(claimBoundMs);
             const ipv6Addresses = this.options.ipv6Addresses?.() ?? [];
             const agent = ipv6Addresses.length > 0 ? { ...this.options.agent, ipv6Addresses } : this.options.agent;
-            return client.claim({ max, waitSeconds: askedWaitSeconds, agent }, signal);
+            return client.claim({ max, waitSeconds: askedWaitSeconds, agent, claimId }, signal);
           },
           { signal, logger, authRetryMs: this.options.authRetryMs, onFailure: this.options.onFailure, onWait: (ms) => heartbeat.beat(ms) },
         );

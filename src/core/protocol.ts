@@ -63,6 +63,11 @@ export interface ClaimRequest {
   max: number;
   waitSeconds: number;
   agent: AgentDescriptor;
+  /**
+   * Names this claim, the same on each retry of it (docs/protocol.md): jobs leased by an earlier try
+   * whose answer was lost come back in the answer instead of waiting out their lease. Optional.
+   */
+  claimId?: string;
 }
 export interface ClaimResponse {
   jobs: Job[];

@@ -108,7 +108,11 @@ export interface ClaimBody {
   max: number;
   waitSeconds: number;
   agent: { id: string; version: string; checkTypes: string[]; runtimes: string[]; ipv6Addresses?: string[] };
+  claimId?: string;
 }
+
+/** What a claimId may be: the agent sends a UUID; anything short and printable names a claim as well. */
+const CLAIM_ID = /^[\x21-\x7e]{1,100}$/;
 
 /** Most IPv6 addresses one claim may report. */
 export const MAX_REPORTED_ADDRESSES = 32;
@@ -138,7 +142,10 @@ export function parseClaimBody(body: unknown): ClaimBody {
     runtimes: stringArray(b.agent.runtimes, 'agent.runtimes', 100),
     ...(b.agent.ipv6Addresses === undefined ? {} : { ipv6Addresses: ipv6List(b.agent.ipv6Addresses, 'agent.ipv6Addresses') }),
   };
-  return { max, waitSeconds: Math.min(waitSeconds, MAX_WAIT_SECONDS), agent };
+  if (b.claimId !== undefined && (typeof b.claimId !== 'string' || !CLAIM_ID.test(b.claimId))) {
+    throw fieldError('claimId', 'must be a string of 1 to 100 printable ASCII characters without spaces');
+  }
+  return { max, waitSeconds: Math.min(waitSeconds, MAX_WAIT_SECONDS), agent, ...(b.claimId === undefined ? {} : { claimId: b.claimId }) };
 }
 
 /** Why an envelope cannot be stored, or undefined when it can. */
@@ -250,6 +257,7 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
           max: body.max,
           leaseMs,
           now: now(),
+          claimId: body.claimId,
         });
       const deadline = Date.now() + body.waitSeconds * 1000;
       let jobs: Job[] = [];

@@ -13,7 +13,7 @@ import { migratePg } from './postgres/migrations.js';
 import { SCHEMA_VERSION } from './sqlite/migrations.js';
 
 /**
- * Every table of the SQLite schema (migrations.ts v1–v7), parents before the
+ * Every table of the SQLite schema (migrations.ts v1–v8), parents before the
  * tables that refer to them. A table a later migration adds is copied too
  * (after these, by name), once PostgreSQL's migrations have it; a table of
  * the file that PostgreSQL lacks stops the copy before anything is written.

@@ -89,6 +89,12 @@ export interface ClaimQuery {
   max: number;
   leaseMs: number;
   now: Date;
+  /**
+   * The agent's name for this claim, the same on each retry of it. Jobs still leased to the agent
+   * under it (an earlier try whose answer was lost) are answered again, with a new lease, instead
+   * of new ones; the jobs a claim leases are recorded under it.
+   */
+  claimId?: string;
 }
 
 export interface LeaseUpdate {
@@ -194,7 +200,10 @@ export interface Store {
   /** Whether the check has a job in this location that is QUEUED or LEASED (a run never overlaps itself). */
   hasOpenJob(checkId: string, location: string): Promise<boolean>;
 
-  /** Leases up to `max` QUEUED jobs of the location, oldest first, to the agent; returns them as the protocol's Job. */
+  /**
+   * Leases up to `max` QUEUED jobs of the location, oldest first, to the agent; returns them as the
+   * protocol's Job. With a claimId that already leased jobs still held by the agent, returns those instead.
+   */
   claimJobs(query: ClaimQuery): Promise<Job[]>;
   /** Returns leased jobs to the queue at once (a claim answer that could not be delivered). */
   releaseJobs(agentId: string, jobIds: readonly string[]): Promise<void>;

@@ -1,7 +1,7 @@
 // A control plane that answers every claim at once, empty, whatever waitSeconds
 // says (the real server behind a proxy that sends every claim with
 // waitSeconds 0): the agent paces its claims, and leases and results still
-// get through.
+// get through. And a claim answer lost on its way back: the retry gets it again.
 
 import { describe, expect, it } from 'vitest';
 import { useHarness } from '../support/harness.js';
@@ -51,5 +51,27 @@ describe('claims against a control plane that never holds a claim open', () => {
     // Paced: 1 s, 2 s, 4 s apart. Counted as work, each copy reset the pacer: two claims a second.
     expect(inWindow).toBeLessThanOrEqual(5);
     expect(cp.claims.some((c) => c.given > 0)).toBe(true);
+  });
+});
+
+describe('a claim answer lost on its way back', () => {
+  it('the retry, under the same claimId, gets the same job at once instead of after its lease', async () => {
+    // A lease far longer than the wait below: the result can only come from the answer given again.
+    const cp = await h.server({ leaseMs: 300_000 });
+    const id = await cp.addJob({ id: 'lost-answer', checkType: 'URL', request: { url: `${h.target.url}/ok` } });
+    cp.inject({ route: 'claim', lostAnswer: true });
+    h.agent(cp);
+    await cp.waitFor(() => cp.resultsFor(id).length === 1, 45_000, 'the result of the job whose claim answer was lost');
+    const [lost, retry] = cp.claims;
+    expect(lost).toMatchObject({ given: 1, lost: true, claimId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
+    expect(retry).toMatchObject({ given: 1, claimId: lost?.claimId });
+    expect(retry?.lost).toBeUndefined();
+    // Answered twice under one lease, never back in the queue.
+    expect(cp.jobs.get(id)?.claims).toBe(2);
+    expect(cp.resultsFor(id).at(-1)?.result.hasFailures).toBe(false);
+    // The next claim is a new one.
+    await cp.waitFor(() => cp.claims.length >= 3, 30_000, 'a claim after the retry');
+    expect(cp.claims[2]?.claimId).not.toBe(lost?.claimId);
+    expect(cp.violations).toEqual([]);
   });
 });

@@ -57,6 +57,8 @@ export interface Fault {
   reset?: boolean;
   /** Answer 200 with a body that is not JSON. */
   malformed?: boolean;
+  /** Forward to the server, then close the connection instead of passing its answer on: the answer lost on the way back. */
+  lostAnswer?: boolean;
   /** How many matching requests it affects (default 1). */
   count?: number;
 }
@@ -104,6 +106,9 @@ export interface ClaimRecord {
   runtimes: string[];
   /** What the agent reported, when it did. */
   ipv6Addresses?: string[];
+  claimId?: string;
+  /** The server answered, but the answer never reached the agent (a `lostAnswer` fault). */
+  lost?: boolean;
 }
 
 export interface ControlPlaneOptions {
@@ -498,6 +503,13 @@ export class ControlPlane {
     }
     if (route && VIOLATION_STATUSES.has(status)) this.violations.push(`${url}: the server answered ${status}: ${answerText.toString('utf8').slice(0, 300)}`);
     if (route && status < 300) this.observe(route, req, sent, answer, outstandingBefore);
+    if (fault?.lostAnswer) {
+      const last = this.claims.at(-1);
+      if (route === 'claim' && last) last.lost = true;
+      this.record(req, 0);
+      req.socket.destroy();
+      return;
+    }
     this.record(req, status);
     res.writeHead(status, { ...upstream.headers, 'content-length': String(answerText.length) });
     res.end(answerText);
@@ -563,6 +575,7 @@ export class ControlPlane {
           checkTypes: claim.agent?.checkTypes ?? [],
           runtimes: claim.agent?.runtimes ?? [],
           ...(claim.agent?.ipv6Addresses ? { ipv6Addresses: claim.agent.ipv6Addresses } : {}),
+          ...(claim.claimId === undefined ? {} : { claimId: claim.claimId }),
         });
         this.maxOutstanding = Math.max(this.maxOutstanding, this.outstanding(agentId));
         return;

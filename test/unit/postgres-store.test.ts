@@ -95,7 +95,7 @@ describe('the PostgreSQL store', () => {
       await client.end();
     }
     await expect(openServerStores({ kind: 'postgres', url, poolSize: 1, shown: { kind: 'postgres', location: 'db.example:5432/x' } })).rejects.toThrow(
-      /^cannot open the database db\.example:5432\/x: .*schema version 99, newer than this Outpost knows \(7\)/,
+      new RegExp(`^cannot open the database db\\.example:5432/x: .*schema version 99, newer than this Outpost knows \\(${PG_SCHEMA_VERSION}\\)`),
     );
   });
 

@@ -39,4 +39,14 @@ describe('claim bodies', () => {
     expect(refusal({ max: 1, waitSeconds: 61, agent })).toEqual({ statusCode: 400, field: 'waitSeconds' });
     expect(refusal({ max: 1, waitSeconds: -1, agent })).toEqual({ statusCode: 400, field: 'waitSeconds' });
   });
+
+  it('takes an optional claimId of 1 to 100 printable characters, and refuses another, naming it', () => {
+    expect(parseClaimBody({ max: 1, waitSeconds: 1, agent }).claimId).toBeUndefined();
+    const claimId = '5f0c8a9e-3d1b-4c2a-9e7f-0a1b2c3d4e5f';
+    expect(parseClaimBody({ max: 1, waitSeconds: 1, agent, claimId }).claimId).toBe(claimId);
+    expect(parseClaimBody({ max: 1, waitSeconds: 1, agent, claimId: 'x'.repeat(100) }).claimId).toHaveLength(100);
+    for (const bad of ['', 'x'.repeat(101), 'a b', 'é', 42, null]) {
+      expect(refusal({ max: 1, waitSeconds: 1, agent, claimId: bad })).toEqual({ statusCode: 400, field: 'claimId' });
+    }
+  });
 });

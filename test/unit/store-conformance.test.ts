@@ -67,7 +67,13 @@ async function openStore(): Promise<Store> {
 }
 
 
-const claimAll = (store: Store, location: string, agentId: string, now = T0, extra: { checkTypes?: string[]; runtimes?: string[]; max?: number } = {}) =>
+const claimAll = (
+  store: Store,
+  location: string,
+  agentId: string,
+  now = T0,
+  extra: { checkTypes?: string[]; runtimes?: string[]; max?: number; claimId?: string } = {},
+) =>
   store.claimJobs({
     location,
     agentId,
@@ -76,6 +82,7 @@ const claimAll = (store: Store, location: string, agentId: string, now = T0, ext
     max: extra.max ?? 100,
     leaseMs: LEASE,
     now,
+    claimId: extra.claimId,
   });
 
 
@@ -244,6 +251,36 @@ describe.each(BACKENDS)('the %s store', (which) => {
       expect(await claimAll(store, 'loc-a', 'agent-2', at(3000))).toEqual([]);
       expect((await claimAll(store, 'loc-b', 'agent-3', at(3000))).map((j) => j.id)).toEqual([s1.jobs['loc-b'], s2.jobs['loc-b'], s3.jobs['loc-b']]);
       expect(await claimAll(store, 'loc-c', 'agent-3', at(3000))).toEqual([]);
+    });
+
+    it('a retried claimId answers the jobs it leased again, with a new lease, while the agent holds them', async () => {
+      const store = await openStore();
+      const c = check('c1', { locations: ['loc-a'] });
+      await store.syncChecks([c], T0);
+      const s1 = await startSession(store, c, 0);
+      const s2 = await startSession(store, c, 1);
+      const s3 = await startSession(store, c, 2);
+      const j1 = s1.jobs['loc-a'] as string;
+      const j2 = s2.jobs['loc-a'] as string;
+      const j3 = s3.jobs['loc-a'] as string;
+      const first = await claimAll(store, 'loc-a', 'agent-1', at(1_000), { max: 2, claimId: 'claim-1' });
+      expect(first.map((j) => j.id)).toEqual([j1, j2]);
+      // The answer was lost; the agent asks again under the same claimId: the same two, not j3, leased anew.
+      const again = await claimAll(store, 'loc-a', 'agent-1', at(20_000), { max: 2, claimId: 'claim-1' });
+      expect(again).toEqual(first.map((j) => ({ ...j, leaseExpiresAt: at(20_000 + LEASE).toISOString() })));
+      expect(await store.requeueExpiredLeases(at(1_000 + LEASE))).toBe(0);
+      // Another claimId, another agent, or another location does not get them.
+      expect((await claimAll(store, 'loc-a', 'agent-1', at(20_000), { claimId: 'claim-2' })).map((j) => j.id)).toEqual([j3]);
+      expect(await claimAll(store, 'loc-a', 'agent-2', at(20_000), { claimId: 'claim-1' })).toEqual([]);
+      expect(await claimAll(store, 'loc-b', 'agent-1', at(20_000), { claimId: 'claim-1' })).toEqual([]);
+      // A job that left the agent (a FINAL, a release) is not answered again.
+      expect((await store.acceptResults('agent-1', 'loc-a', [envelope(j1, { startedAt: at(21_000).toISOString() })], at(22_000))).rejected).toEqual([]);
+      await store.releaseJobs('agent-1', [j3]);
+      expect((await claimAll(store, 'loc-a', 'agent-1', at(23_000), { claimId: 'claim-1' })).map((j) => j.id)).toEqual([j2]);
+      // Released j3 went back to the queue: under a claimId with nothing left, the claim takes it afresh.
+      expect((await claimAll(store, 'loc-a', 'agent-1', at(23_000), { claimId: 'claim-2' })).map((j) => j.id)).toEqual([j3]);
+      // A late result of a lease answered again is still the agent's own: leased_at stayed the first claim's.
+      expect((await store.acceptResults('agent-1', 'loc-a', [envelope(j2, { startedAt: at(1_500).toISOString() })], at(24_000))).rejected).toEqual([]);
     });
 
     it('leaves jobs of check types and runtimes the agent lacks', async () => {

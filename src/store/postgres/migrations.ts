@@ -324,6 +324,14 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
     description: 'analytics: narrow per-result columns of FINAL results (filled by triggers), IPv6 addresses agents report',
     sql: PG_ANALYTICS_SQL,
   },
+  {
+    version: 8,
+    description: 'jobs: the claim that leased each job, so that a retried claim gets a lost answer again',
+    sql: `
+      ALTER TABLE jobs ADD COLUMN claim_id TEXT;
+      CREATE INDEX jobs_by_claim ON jobs (agent_id, claim_id) WHERE status = 'LEASED';
+    `,
+  },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.reduce((max, step) => Math.max(max, step.version), 0);

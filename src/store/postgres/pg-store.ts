@@ -32,6 +32,7 @@ import {
   type Store,
   type StoredCheck,
 } from '../store.js';
+import { claimedJob } from '../claimed-job.js';
 import { json, num, numOrNull, PgDatabase, type PgOptions, type Row, type Sql, str, strOrNull } from './db.js';
 import { PgErrorGroupStore } from './error-groups-store.js';
 import { JOBS_CHANNEL } from './job-notifications.js';
@@ -45,6 +46,11 @@ const FINISHED_SQL = [...FINISHED_STATUSES].map((s) => `'${s}'`).join(', ');
 function msOf(iso: string, fallback: number): number {
   const ms = Date.parse(iso);
   return Number.isFinite(ms) ? ms : fallback;
+}
+
+/** RETURNING rows come in no particular order: the answer lists jobs oldest first, as they were queued. */
+function inClaimOrder(rows: Row[]): Row[] {
+  return rows.sort((a, b) => num(a, 'created_at') - num(b, 'created_at') || num(a, 'check_run_id') - num(b, 'check_run_id'));
 }
 
 /** The listResults query and its parameters. */
@@ -310,31 +316,28 @@ export class PgStore implements Store {
     if (max < 1 || query.checkTypes.length === 0) return [];
     const expires = query.now.getTime() + query.leaseMs;
     const leaseExpiresAt = new Date(expires).toISOString();
+    if (query.claimId !== undefined) {
+      // A retry of a claim whose answer was lost: the same jobs again, with a new lease (leased_at stays).
+      const again = await this.db.rows(
+        `UPDATE jobs SET lease_expires_at = $4
+         WHERE agent_id = $1 AND claim_id = $2 AND status = 'LEASED' AND location = $3
+         RETURNING id, session_id, location, check_run_id, payload, created_at`,
+        [query.agentId, query.claimId, query.location, expires],
+      );
+      if (again.length > 0) return inClaimOrder(again).map((row) => claimedJob(row, leaseExpiresAt));
+    }
     // SKIP LOCKED: a job another replica is handing out right now is left to it, not waited for.
     const rows = await this.db.rows(
       `WITH picked AS (
          SELECT id FROM jobs
          WHERE location = $1 AND status = 'QUEUED' AND check_type = ANY($2::text[]) AND (runtime_id IS NULL OR runtime_id = ANY($3::text[]))
          ORDER BY created_at, check_run_id LIMIT $4 FOR UPDATE SKIP LOCKED)
-       UPDATE jobs j SET status = 'LEASED', agent_id = $5, lease_expires_at = $6, leased_at = $7
+       UPDATE jobs j SET status = 'LEASED', agent_id = $5, lease_expires_at = $6, leased_at = $7, claim_id = $8
        FROM picked WHERE j.id = picked.id
        RETURNING j.id, j.session_id, j.location, j.check_run_id, j.payload, j.created_at`,
-      [query.location, [...query.checkTypes], [...query.runtimes], max, query.agentId, expires, query.now.getTime()],
+      [query.location, [...query.checkTypes], [...query.runtimes], max, query.agentId, expires, query.now.getTime(), query.claimId ?? null],
     );
-    rows.sort((a, b) => num(a, 'created_at') - num(b, 'created_at') || num(a, 'check_run_id') - num(b, 'check_run_id'));
-    return rows.map((row): Job => {
-      const payload = json<{ check: unknown; environmentVariables: Job['environmentVariables'] }>(row, 'payload');
-      return {
-        id: str(row, 'id'),
-        leaseExpiresAt,
-        checkRunId: num(row, 'check_run_id'),
-        sequenceId: str(row, 'session_id'),
-        triggerSource: 'SCHEDULER',
-        runLocation: str(row, 'location'),
-        check: payload.check,
-        environmentVariables: payload.environmentVariables ?? [],
-      };
-    });
+    return inClaimOrder(rows).map((row) => claimedJob(row, leaseExpiresAt));
   }
 
   async releaseJobs(agentId: string, jobIds: readonly string[]): Promise<void> {

@@ -320,6 +320,14 @@ export const MIGRATIONS: readonly Migration[] = [
     sql: ANALYTICS_SQL,
     backfill: backfillResultMetrics,
   },
+  {
+    version: 8,
+    description: 'jobs: the claim that leased each job, so that a retried claim gets a lost answer again',
+    sql: `
+      ALTER TABLE jobs ADD COLUMN claim_id TEXT;
+      CREATE INDEX jobs_by_claim ON jobs (agent_id, claim_id) WHERE status = 'LEASED';
+    `,
+  },
 ];
 
 /** The schema version this build knows: the last step's. */

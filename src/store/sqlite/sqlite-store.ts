@@ -29,6 +29,7 @@ import {
 } from '../store.js';
 import { SqliteErrorGroupStore } from './error-groups-store.js';
 import { migrate, NewerSchemaError } from './migrations.js';
+import { claimedJob } from '../claimed-job.js';
 import { json, num, numOrNull, type Row, str, strOrNull } from '../rows.js';
 
 export type { Row } from '../rows.js';
@@ -440,7 +441,21 @@ export class SqliteStore implements Store {
   async claimJobs(query: ClaimQuery): Promise<Job[]> {
     const max = Math.floor(query.max);
     if (max < 1 || query.checkTypes.length === 0) return [];
+    const expires = query.now.getTime() + query.leaseMs;
+    const leaseExpiresAt = new Date(expires).toISOString();
     return this.tx(() => {
+      if (query.claimId !== undefined) {
+        // A retry of a claim whose answer was lost: the same jobs again, with a new lease (leased_at stays).
+        const again = this.all(
+          `SELECT id, session_id, location, check_run_id, payload FROM jobs
+           WHERE agent_id = ? AND claim_id = ? AND status = 'LEASED' AND location = ? ORDER BY created_at, check_run_id`,
+          query.agentId,
+          query.claimId,
+          query.location,
+        );
+        for (const row of again) this.run('UPDATE jobs SET lease_expires_at = ? WHERE id = ?', expires, str(row, 'id'));
+        if (again.length > 0) return again.map((row) => claimedJob(row, leaseExpiresAt));
+      }
       const rows = this.all(
         claimSql(query.checkTypes.length, query.runtimes.length),
         query.location,
@@ -448,28 +463,17 @@ export class SqliteStore implements Store {
         ...query.runtimes,
         max,
       );
-      const expires = query.now.getTime() + query.leaseMs;
-      const leaseExpiresAt = new Date(expires).toISOString();
-      return rows.map((row): Job => {
+      for (const row of rows) {
         this.run(
-          "UPDATE jobs SET status = 'LEASED', agent_id = ?, lease_expires_at = ?, leased_at = ? WHERE id = ?",
+          "UPDATE jobs SET status = 'LEASED', agent_id = ?, lease_expires_at = ?, leased_at = ?, claim_id = ? WHERE id = ?",
           query.agentId,
           expires,
           query.now.getTime(),
+          query.claimId ?? null,
           str(row, 'id'),
         );
-        const payload = json<{ check: unknown; environmentVariables: Job['environmentVariables'] }>(row, 'payload');
-        return {
-          id: str(row, 'id'),
-          leaseExpiresAt,
-          checkRunId: num(row, 'check_run_id'),
-          sequenceId: str(row, 'session_id'),
-          triggerSource: 'SCHEDULER',
-          runLocation: str(row, 'location'),
-          check: payload.check,
-          environmentVariables: payload.environmentVariables ?? [],
-        };
-      });
+      }
+      return rows.map((row) => claimedJob(row, leaseExpiresAt));
     });
   }
 

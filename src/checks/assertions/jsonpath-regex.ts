@@ -58,6 +58,7 @@ export function iRegexpSource(pattern: string, unicode: boolean): string | null 
       i = end;
     } else if (ch === '.') {
       out += anyChar;
+
     } else {
       if (!unicode && ch.charCodeAt(0) > 0x7f) return null;
       out += ch;
@@ -87,7 +88,8 @@ export function compileIRegexp(pattern: string, anchored: boolean): RegExp | nul
   let regex: RegExp | null;
   try {
     new RegExp(source, flags);
-    const linear = compileLinear(source, flags, pattern);
+    // match() and search() never read a capture: a repeated group may be written out like any other.
+    const linear = compileLinear(source, flags, pattern, { capturesRead: false });
     if (linear instanceof CheckRegexError) throw linear;
     regex = linear;
   } catch (error) {

@@ -17,6 +17,14 @@ export const MAX_UNROLLED_LENGTH = 20_000;
 /** Deepest group nesting unrolled; deeper patterns are left as they are (and refused if they need it). */
 const MAX_DEPTH = 200;
 
+export interface UnrollOptions {
+  /**
+   * Whether the match's captures are read (an assertion's first group); true by default. When they are
+   * not (JSONPath match() and search()), a capturing group is copied like any other.
+   */
+  capturesRead?: boolean;
+}
+
 /** The unrolled source, why it cannot be, or null when the parser is not sure of this pattern's syntax. */
 export type Unrolled = { source: string } | { problem: string } | null;
 
@@ -34,28 +42,39 @@ interface Term {
   /** For a group: its opening (`(`, `(?:`, `(?<name>`, …) and alternatives. */
   group?: { open: string; alternatives: Term[][] };
   captures: boolean;
+  /** Whether every match of the atom takes at least one character. */
+  consumes: boolean;
   quantifier?: Quantifier;
 }
 
 class Unsure extends Error {}
 class TooLong extends Error {}
 class CaptureRepeated extends Error {}
+class LazyUnsplittable extends Error {}
+
+/** Most turns of a lazy group's optional part written out as nested optional groups. */
+const MAX_NESTED_LAZY = 200;
 
 /**
  * `source` (a valid ECMAScript pattern; Unicode mode when `unicode`) with
  * every repetition whose replication passes MAX_REPLICATION written as
  * consecutive repetitions that do not.
  */
-export function unrollCounts(source: string, unicode: boolean): Unrolled {
+export function unrollCounts(source: string, unicode: boolean, options: UnrollOptions = {}): Unrolled {
   try {
     const parser = new Parser(source, unicode);
     const alternatives = parser.alternatives(0);
     if (parser.at < source.length) return null;
-    return { source: writeAlternatives(alternatives, 1) };
+    return { source: writeAlternatives(alternatives, 1, options.capturesRead ?? true) };
   } catch (error) {
     if (error instanceof Unsure) return null;
     if (error instanceof CaptureRepeated) {
       return { problem: `repeats a capturing group more than ${MAX_REPLICATION} times in all, which V8's linear-time engine cannot run: make the group non-capturing, (?:…)` };
+    }
+    if (error instanceof LazyUnsplittable) {
+      return {
+        problem: `repeats a group lazily ({n,m}?) more than ${MAX_REPLICATION} times in all where it may match nothing or more than ${MAX_NESTED_LAZY} optional times, which cannot be written out for the linear-time engine without changing what it matches: make it greedy, or use *?`,
+      };
     }
     if (error instanceof TooLong) {
       return { problem: `has repetition counts that, written out for the linear-time engine, come to more than ${MAX_UNROLLED_LENGTH} characters` };
@@ -64,15 +83,14 @@ export function unrollCounts(source: string, unicode: boolean): Unrolled {
   }
 }
 
-
-function writeAlternatives(alternatives: Term[][], ambient: number): string {
+function writeAlternatives(alternatives: Term[][], ambient: number, capturesRead: boolean): string {
   const parts: string[] = [];
   let length = 0;
   for (const [i, terms] of alternatives.entries()) {
     if (i > 0) parts.push('|');
     for (const term of terms) {
-      const written = writeTerm(term, ambient);
-      length += written.length + 1;
+      const written = writeTerm(term, ambient, capturesRead);
+      length += written.length;
       if (length > MAX_UNROLLED_LENGTH) throw new TooLong();
       parts.push(written);
     }
@@ -80,21 +98,21 @@ function writeAlternatives(alternatives: Term[][], ambient: number): string {
   return parts.join('');
 }
 
-function writeAtom(term: Term, ambient: number): string {
+function writeAtom(term: Term, ambient: number, capturesRead: boolean): string {
   if (!term.group) return term.atom;
-  return `${term.group.open}${writeAlternatives(term.group.alternatives, ambient)})`;
+  return `${term.group.open}${writeAlternatives(term.group.alternatives, ambient, capturesRead)})`;
 }
 
-function writeTerm(term: Term, ambient: number): string {
+function writeTerm(term: Term, ambient: number, capturesRead: boolean): string {
   const q = term.quantifier;
-  if (!q) return writeAtom(term, ambient);
+  if (!q) return writeAtom(term, ambient, capturesRead);
   // V8 refuses a count above the limit even where the replication around it is 0 (`(?:x{17}){0}`);
   // counting that as 1 unrolls such a count as well.
   const replication = Math.max(1, q.max === Number.POSITIVE_INFINITY ? q.min + 1 : q.max);
-  if (ambient * replication <= MAX_REPLICATION) return writeAtom(term, ambient * replication) + q.text;
-  if (term.captures) throw new CaptureRepeated();
+  if (ambient * replication <= MAX_REPLICATION) return writeAtom(term, ambient * replication, capturesRead) + q.text;
+  if (term.captures && capturesRead) throw new CaptureRepeated();
   const chunk = Math.floor(MAX_REPLICATION / ambient);
-  const atom = writeAtom(term, ambient * chunk);
+  const atom = writeAtom(term, ambient * chunk, capturesRead);
   const lazy = q.lazy ? '?' : '';
   // A single group needs no count; a character keeps `{1}`, lest it join what follows (`\x` then `41`, `{` then `5}`).
   const exactly = (n: number) => (n === 1 && term.group ? '' : `{${n}}`);
@@ -102,19 +120,28 @@ function writeTerm(term: Term, ambient: number): string {
   const pieces: Array<[string, number]> = [];
   if (q.min >= chunk) pieces.push([exactly(chunk), Math.floor(q.min / chunk)]);
   if (q.min % chunk > 0) pieces.push([exactly(q.min % chunk), 1]);
+  const optional = q.max - q.min;
+  // Consecutive lazy ranges try fewer turns of the first before more of the second, so a group that can
+  // end in more than one place would match differently (`(?:a|abc|b){0,17}?` on "abcd"). Nested optional
+  // groups, `(?:X(?:X)??)??`, try turns in the original's order; exact when X takes a character each turn.
+  const nested = q.lazy && optional > chunk && term.group !== undefined;
+  if (nested && (!term.consumes || optional > MAX_NESTED_LAZY)) throw new LazyUnsplittable();
   if (q.max === Number.POSITIVE_INFINITY) {
     pieces.push([`*${lazy}`, 1]);
-  } else {
-    const optional = q.max - q.min;
+  } else if (!nested) {
     if (optional >= chunk) pieces.push([upTo(chunk), Math.floor(optional / chunk)]);
     if (optional % chunk > 0) pieces.push([upTo(optional % chunk), 1]);
   }
-  let length = 0;
+  const inner = nested ? writeAtom(term, ambient, capturesRead) : '';
+  let length = nested ? (inner.length + 6) * optional : 0;
   for (const [suffix, times] of pieces) length += (atom.length + suffix.length) * times;
   if (length > MAX_UNROLLED_LENGTH) throw new TooLong();
-  return pieces.map(([suffix, times]) => (atom + suffix).repeat(times)).join('');
+  const written = pieces.map(([suffix, times]) => (atom + suffix).repeat(times)).join('');
+  return nested ? written + `(?:${inner}`.repeat(optional) + ')??'.repeat(optional) : written;
 }
 
+/** Atoms that match a place, not a character. */
+const ASSERTIONS = new Set(['^', '$', '\\b', '\\B']);
 const GROUP_OPEN = /\((?:\?(?::|=|!|<=|<!|<[^>]*>|[a-zA-Z-]+:))?/y;
 const COUNT = /\{(\d+)(,(\d*))?\}/y;
 const HEX = /^[0-9a-fA-F]$/;
@@ -162,13 +189,16 @@ class Parser {
       if (s[this.at] !== ')') throw new Unsure();
       this.at++;
       const captures = capturing || alternatives.some((terms) => terms.some((t) => t.captures));
-      return { atom: s.slice(start, this.at), group: { open, alternatives }, captures };
+      const lookaround = /^\(\?<?[=!]/.test(open);
+      const consumes = !lookaround && alternatives.every((terms) => terms.some((t) => t.consumes && (t.quantifier?.min ?? 1) > 0));
+      return { atom: s.slice(start, this.at), group: { open, alternatives }, captures, consumes };
     }
     if (ch === '[') this.at = this.classEnd(start);
     else if (ch === '\\') this.at = start + this.escapeLength(start);
     else if (this.unicode && isLead(s.charCodeAt(start)) && isTrail(s.charCodeAt(start + 1))) this.at = start + 2;
     else this.at = start + 1;
-    return { atom: s.slice(start, this.at), captures: false };
+    const atom = s.slice(start, this.at);
+    return { atom, captures: false, consumes: !ASSERTIONS.has(atom) };
   }
 
   /** Index just past the class opening at `start`. */

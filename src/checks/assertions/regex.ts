@@ -6,7 +6,7 @@
 // backtracking match runs too long. See docs/regular-expressions.md.
 
 import v8 from 'node:v8';
-import { unrollCounts } from './regex-unroll.js';
+import { type UnrollOptions, unrollCounts } from './regex-unroll.js';
 
 // Both flags are read when a RegExp is created, not at process start, so
 // setting them here covers every RegExp made after this module is imported,
@@ -25,7 +25,7 @@ export type LinearSource = { source: string; problem?: undefined } | { problem: 
  * same pattern with its long repetition counts written out (src/checks/assertions/regex-unroll.ts)
  * when that is what it refused; or why the pattern cannot be used as a check's regular expression.
  */
-export function linearSource(pattern: string, flags = ''): LinearSource {
+export function linearSource(pattern: string, flags = '', options: UnrollOptions = {}): LinearSource {
   try {
     new RegExp(pattern, flags);
   } catch (error) {
@@ -35,11 +35,12 @@ export function linearSource(pattern: string, flags = ''): LinearSource {
   const refusal = linearRefusal(source, flags);
   if (refusal !== null) {
     if (!/linear time/.test(refusal)) return { problem: `is not a valid regular expression (${refusal})` };
-    const unrolled = unrollCounts(pattern, flags.includes('u'));
+    const unrolled = unrollCounts(pattern, flags.includes('u'), options);
     if (unrolled && 'problem' in unrolled) return { problem: `cannot be evaluated in linear time: it ${unrolled.problem}` };
-    if (!unrolled || linearRefusal(unrolled.source, flags) !== null || groupCount(unrolled.source, flags) !== groupCount(pattern, flags)) {
-      return { problem: NOT_LINEAR };
-    }
+    // The rewriting keeps every capture (it refuses to copy one), so the groups are numbered as written. Matching
+    // `pattern` itself to count them would not do: the backtracking engine, without its linear fallback for
+    // this pattern, can take exponential time even on an empty text.
+    if (!unrolled || linearRefusal(unrolled.source, flags) !== null) return { problem: NOT_LINEAR };
     source = unrolled.source;
   }
   try {
@@ -63,11 +64,6 @@ function linearRefusal(source: string, flags: string): string | null {
   } catch (error) {
     return plain(error);
   }
-}
-
-/** How many capture groups `source` has: the unrolled pattern must number its captures as the user's did. */
-function groupCount(source: string, flags: string): number {
-  return (new RegExp(`${source}|`, flags).exec('') as RegExpExecArray).length;
 }
 
 /** Why `pattern` cannot be used as a check's regular expression, or null when it can. */
@@ -101,8 +97,8 @@ export function compileCheckRegex(pattern: string, flags = ''): RegExp {
 }
 
 /** `pattern` compiled as linearSource says, or the CheckRegexError that says why it cannot be. */
-export function compileLinear(pattern: string, flags: string, shownAs = pattern): RegExp | CheckRegexError {
-  const { source, problem } = linearSource(pattern, flags);
+export function compileLinear(pattern: string, flags: string, shownAs = pattern, options: UnrollOptions = {}): RegExp | CheckRegexError {
+  const { source, problem } = linearSource(pattern, flags, options);
   if (problem !== undefined) return new CheckRegexError(shownAs, problem);
   // Without g or y a RegExp keeps no state between matches: one object serves every assertion.
   const regex = new RegExp(source, flags);

@@ -98,7 +98,8 @@ export class ControlPlaneClient {
     const lenient = (text: string) => (parseClaimAnswerLeniently(text) as ClaimAnswer | null) ?? undefined;
     return this.post<ClaimAnswer>('claim', body, this.options.timeoutMs + body.waitSeconds * 1000, signal, lenient).then((answer) => {
       if (!answer || !Array.isArray(answer.jobs)) {
-        throw new ControlPlaneError('claim', 'retryable', 'malformed claim answer: jobs is not an array');
+        // A 2xx whose body is not an answer: the status says it arrived (source.ts names the next try anew).
+        throw new ControlPlaneError('claim', 'retryable', 'malformed claim answer: jobs is not an array', 200);
       }
       return answer;
     });

@@ -18,6 +18,12 @@ import type { LeaseKeeper } from './leases.js';
 import type { AgentDescriptor, Job } from '../core/protocol.js';
 import type { Spool } from './spool.js';
 
+/**
+ * Retries of a claim keep its claimId this long at most: a failure that repeats (a proxy that always
+ * cuts the answer) would otherwise keep the same jobs leased to this agent, retried for ever.
+ */
+export const CLAIM_ID_REUSE_MS = 30_000;
+
 /** When fewer than half the slots are free, wait up to this long for half to be free, so one claim covers several. */
 const CLAIM_GATHER_MS = 50;
 
@@ -33,6 +39,8 @@ export interface SourceOptions {
   ipv6Addresses?: () => string[];
   waitSeconds: number;
   authRetryMs: number;
+  /** How long retries of one claim keep its claimId (CLAIM_ID_REUSE_MS; tests shorten it). */
+  claimIdReuseMs?: number;
   onCompletion: (completion: JobCompletion, job: Job) => Promise<void>;
   /** A failed attempt that will be retried (resultType ATTEMPT). */
   onAttempt: (result: CheckResultEntry, job: Job, line: string | undefined) => Promise<void>;
@@ -118,12 +126,24 @@ export class ControlPlaneSource {
       const claimedAt = Date.now();
       let askedWaitSeconds = 0;
       let unreadable: UnreadableJob[] = [];
-      // The same on every retry below: jobs an earlier try leased, whose answer never arrived, come back
-      // in the answer at once instead of waiting out their lease (docs/protocol.md).
-      const claimId = randomUUID();
+      // The same on the retries below: jobs an earlier try leased, whose answer never arrived, come back
+      // in the answer at once instead of waiting out their lease (docs/protocol.md). A new one after
+      // CLAIM_ID_REUSE_MS, and after an answer that arrived but could not be read (it would come again).
+      let claimId = randomUUID();
+      let claimIdSince = Date.now();
+      const newClaimId = () => {
+        claimId = randomUUID();
+        claimIdSince = Date.now();
+      };
+      const reuseMs = this.options.claimIdReuseMs ?? CLAIM_ID_REUSE_MS;
+      const onFailure = (error: ControlPlaneError) => {
+        if (error.statusCode !== undefined && error.statusCode >= 200 && error.statusCode < 300) newClaimId();
+        this.options.onFailure(error);
+      };
       try {
         const answer = await withRetry(
           () => {
+            if (Date.now() - claimIdSince > reuseMs) newClaimId();
             // Until the control plane has accepted the key, ask without waiting: readiness hangs
             // on that first answer, and an idle long poll would hold it back for waitSeconds.
             askedWaitSeconds = client.authorized === true ? this.options.waitSeconds : 0;
@@ -132,7 +152,7 @@ export class ControlPlaneSource {
             const agent = ipv6Addresses.length > 0 ? { ...this.options.agent, ipv6Addresses } : this.options.agent;
             return client.claim({ max, waitSeconds: askedWaitSeconds, agent, claimId }, signal);
           },
-          { signal, logger, authRetryMs: this.options.authRetryMs, onFailure: this.options.onFailure, onWait: (ms) => heartbeat.beat(ms) },
+          { signal, logger, authRetryMs: this.options.authRetryMs, onFailure, onWait: (ms) => heartbeat.beat(ms) },
         );
         jobs = answer.jobs;
         unreadable = answer.unreadable ?? [];

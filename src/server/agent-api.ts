@@ -248,6 +248,16 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
           logger.warn({ location, agentId, err: error }, 'could not record the IPv6 addresses the agent reported');
         });
       }
+      if (body.claimId !== undefined) {
+        const again = await store.claimedAgain({ location, agentId, claimId: body.claimId, leaseMs, now: now() });
+        if (again.length > 0) {
+          // Not handed back if this answer is lost too: the next retry asks for them again. (Another try of
+          // the same claim may be running them: a try the agent gave up on that is still open here.)
+          logger.info({ location, agentId, jobIds: again.map((job) => job.id) }, 'claim retried: its jobs answered again');
+          sendJson(ctx.res, 200, { jobs: again });
+          return 'streamed';
+        }
+      }
       const claimOnce = () =>
         store.claimJobs({
           location,

@@ -89,13 +89,12 @@ export interface ClaimQuery {
   max: number;
   leaseMs: number;
   now: Date;
-  /**
-   * The agent's name for this claim, the same on each retry of it. Jobs still leased to the agent
-   * under it (an earlier try whose answer was lost) are answered again, with a new lease, instead
-   * of new ones; the jobs a claim leases are recorded under it.
-   */
+  /** The agent's name for this claim, the same on each retry of it: recorded on the jobs it leases (claimedAgain). */
   claimId?: string;
 }
+
+/** A retried claim: the jobs its claimId leased to the agent in the location. */
+export type ClaimAgainQuery = Pick<ClaimQuery, 'location' | 'agentId' | 'leaseMs' | 'now'> & { claimId: string };
 
 export interface LeaseUpdate {
   extended: Array<{ jobId: string; leaseExpiresAt: string }>;
@@ -200,11 +199,13 @@ export interface Store {
   /** Whether the check has a job in this location that is QUEUED or LEASED (a run never overlaps itself). */
   hasOpenJob(checkId: string, location: string): Promise<boolean>;
 
-  /**
-   * Leases up to `max` QUEUED jobs of the location, oldest first, to the agent; returns them as the
-   * protocol's Job. With a claimId that already leased jobs still held by the agent, returns those instead.
-   */
+  /** Leases up to `max` QUEUED jobs of the location, oldest first, to the agent; returns them as the protocol's Job. */
   claimJobs(query: ClaimQuery): Promise<Job[]>;
+  /**
+   * The jobs a claim with this claimId leased that the agent still holds in the location (a retry of a
+   * claim whose answer was lost), with a new lease; leased_at stays the first claim's. Empty if none.
+   */
+  claimedAgain(query: ClaimAgainQuery): Promise<Job[]>;
   /** Returns leased jobs to the queue at once (a claim answer that could not be delivered). */
   releaseJobs(agentId: string, jobIds: readonly string[]): Promise<void>;
   extendLeases(agentId: string, location: string, jobIds: readonly string[], leaseMs: number, now: Date): Promise<LeaseUpdate>;

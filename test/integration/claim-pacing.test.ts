@@ -59,19 +59,21 @@ describe('a claim answer lost on its way back', () => {
     // A lease far longer than the wait below: the result can only come from the answer given again.
     const cp = await h.server({ leaseMs: 300_000 });
     const id = await cp.addJob({ id: 'lost-answer', checkType: 'URL', request: { url: `${h.target.url}/ok` } });
-    cp.inject({ route: 'claim', lostAnswer: true });
+    // Lost twice: an answer given again is not handed back to the queue when it is lost in turn.
+    cp.inject({ route: 'claim', lostAnswer: true, count: 2 });
     h.agent(cp);
     await cp.waitFor(() => cp.resultsFor(id).length === 1, 45_000, 'the result of the job whose claim answer was lost');
-    const [lost, retry] = cp.claims;
+    const [lost, lostAgain, retry] = cp.claims;
     expect(lost).toMatchObject({ given: 1, lost: true, claimId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
+    expect(lostAgain).toMatchObject({ given: 1, lost: true, claimId: lost?.claimId });
     expect(retry).toMatchObject({ given: 1, claimId: lost?.claimId });
     expect(retry?.lost).toBeUndefined();
-    // Answered twice under one lease, never back in the queue.
-    expect(cp.jobs.get(id)?.claims).toBe(2);
+    // Answered three times under one lease, never back in the queue.
+    expect(cp.jobs.get(id)?.claims).toBe(3);
     expect(cp.resultsFor(id).at(-1)?.result.hasFailures).toBe(false);
     // The next claim is a new one.
-    await cp.waitFor(() => cp.claims.length >= 3, 30_000, 'a claim after the retry');
-    expect(cp.claims[2]?.claimId).not.toBe(lost?.claimId);
+    await cp.waitFor(() => cp.claims.length >= 4, 30_000, 'a claim after the retry');
+    expect(cp.claims[3]?.claimId).not.toBe(lost?.claimId);
     expect(cp.violations).toEqual([]);
   });
 });

@@ -166,6 +166,8 @@ export class ControlPlane {
   conflictingResults = 0;
   maxOutstanding = 0;
   readonly claims: ClaimRecord[] = [];
+  /** The claimId of every claim request, in order, answered or not (faults included). */
+  readonly claimIdsSent: Array<string | undefined> = [];
   answersClaimsAtOnce: boolean;
   /**
    * A faulty service: each job of a claim answer is sent as this text instead
@@ -460,7 +462,7 @@ export class ControlPlane {
     const route = this.routeOf(req.method, url);
     const fault = route ? this.takeFault(route) : undefined;
     if (fault?.delayMs) await new Promise((r) => setTimeout(r, fault.delayMs));
-    if (fault?.reset) {
+    if (fault?.reset && route === 'upload') {
       req.socket.destroy();
       this.record(req, 0);
       return;
@@ -468,6 +470,12 @@ export class ControlPlane {
     if (route) this.checkHeaders(req, url, route);
     if (route === 'upload') return this.upload(req, res, url, fault);
     const raw = await readAll(req);
+    if (route === 'claim') this.claimIdsSent.push((parse(raw) as Partial<ClaimRequest> | undefined)?.claimId);
+    if (fault?.reset) {
+      req.socket.destroy();
+      this.record(req, 0);
+      return;
+    }
     if (route === 'results' && this.maxResultsBodyBytes !== undefined && raw.length > this.maxResultsBodyBytes) {
       return this.answer(req, res, 413, errorBody(413, `request body is larger than ${this.maxResultsBodyBytes} bytes`));
     }

@@ -29,7 +29,14 @@ afterEach(async () => {
   for (const step of cleanup.splice(0).reverse()) await step();
 });
 
-async function setUp(options: { concurrency: number; executor: Executor; waitSeconds?: number; spoolMaxResults?: number; ipv6Addresses?: () => string[] }) {
+async function setUp(options: {
+  concurrency: number;
+  executor: Executor;
+  waitSeconds?: number;
+  spoolMaxResults?: number;
+  ipv6Addresses?: () => string[];
+  claimIdReuseMs?: number;
+}) {
   const cp = await ControlPlane.start();
   cleanup.push(() => cp.close());
   const agentId = randomUUID();
@@ -70,6 +77,7 @@ async function setUp(options: { concurrency: number; executor: Executor; waitSec
     ...(options.ipv6Addresses ? { ipv6Addresses: options.ipv6Addresses } : {}),
     waitSeconds: options.waitSeconds ?? 1,
     authRetryMs: 1_000,
+    ...(options.claimIdReuseMs === undefined ? {} : { claimIdReuseMs: options.claimIdReuseMs }),
     onFailure: () => undefined,
     onAttempt: async () => undefined,
     onCompletion: async (completion, job) => {
@@ -195,5 +203,32 @@ describe('ControlPlaneSource', () => {
     await source.stop();
     expect(cp.claims[0]?.ipv6Addresses).toEqual(['2001:db8::7']);
     expect(cp.claims.at(-1)?.ipv6Addresses).toBeUndefined();
+  }, 20_000);
+
+  it('keeps a claimId across retries after a lost connection, and takes a new one after an unreadable answer, and for each claim', async () => {
+    const { cp, source } = await setUp({ concurrency: 1, executor: fakeExecutor(async () => outcome()), waitSeconds: 0 });
+    cp.inject({ route: 'claim', reset: true });
+    cp.inject({ route: 'claim', malformed: true });
+    source.start();
+    await waitFor(() => cp.claims.length >= 2, 'two answered claims', 15_000);
+    await source.stop();
+    const [reset, malformed, answered, next] = cp.claimIdsSent;
+    expect(reset).toMatch(/^[0-9a-f-]{36}$/);
+    // The connection was lost: the server may have leased jobs under it, so the retry asks again under it.
+    expect(malformed).toBe(reset);
+    // An answer arrived but could not be read: asking under the same name would get the same answer again.
+    expect(answered).not.toBe(malformed);
+    expect(next).not.toBe(answered);
+  }, 20_000);
+
+  it('gives up a claimId once retries have kept it for claimIdReuseMs: a failure that repeats does not pin its jobs', async () => {
+    const { cp, source } = await setUp({ concurrency: 1, executor: fakeExecutor(async () => outcome()), waitSeconds: 0, claimIdReuseMs: 1 });
+    cp.inject({ route: 'claim', status: 503, count: 2 });
+    source.start();
+    await waitFor(() => cp.claims.length >= 1, 'an answered claim', 15_000);
+    await source.stop();
+    const [first, second, third] = cp.claimIdsSent;
+    // Retries wait at least 0.5 s, far past 1 ms: each asks under a new name.
+    expect(new Set([first, second, third]).size).toBe(3);
   }, 20_000);
 });

@@ -253,7 +253,7 @@ describe.each(BACKENDS)('the %s store', (which) => {
       expect(await claimAll(store, 'loc-c', 'agent-3', at(3000))).toEqual([]);
     });
 
-    it('a retried claimId answers the jobs it leased again, with a new lease, while the agent holds them', async () => {
+    it('claimedAgain answers the jobs a claimId leased, with a new lease, while the agent holds them', async () => {
       const store = await openStore();
       const c = check('c1', { locations: ['loc-a'] });
       await store.syncChecks([c], T0);
@@ -263,24 +263,25 @@ describe.each(BACKENDS)('the %s store', (which) => {
       const j1 = s1.jobs['loc-a'] as string;
       const j2 = s2.jobs['loc-a'] as string;
       const j3 = s3.jobs['loc-a'] as string;
+      const again = (agentId: string, claimId: string, now: Date, location = 'loc-a') => store.claimedAgain({ location, agentId, claimId, leaseMs: LEASE, now });
+      expect(await again('agent-1', 'claim-1', at(500))).toEqual([]);
       const first = await claimAll(store, 'loc-a', 'agent-1', at(1_000), { max: 2, claimId: 'claim-1' });
       expect(first.map((j) => j.id)).toEqual([j1, j2]);
-      // The answer was lost; the agent asks again under the same claimId: the same two, not j3, leased anew.
-      const again = await claimAll(store, 'loc-a', 'agent-1', at(20_000), { max: 2, claimId: 'claim-1' });
-      expect(again).toEqual(first.map((j) => ({ ...j, leaseExpiresAt: at(20_000 + LEASE).toISOString() })));
+      // The answer was lost; the agent asks again under the same claimId: the same two, leased anew.
+      expect(await again('agent-1', 'claim-1', at(40_000))).toEqual(first.map((j) => ({ ...j, leaseExpiresAt: at(40_000 + LEASE).toISOString() })));
       expect(await store.requeueExpiredLeases(at(1_000 + LEASE))).toBe(0);
-      // Another claimId, another agent, or another location does not get them.
-      expect((await claimAll(store, 'loc-a', 'agent-1', at(20_000), { claimId: 'claim-2' })).map((j) => j.id)).toEqual([j3]);
-      expect(await claimAll(store, 'loc-a', 'agent-2', at(20_000), { claimId: 'claim-1' })).toEqual([]);
-      expect(await claimAll(store, 'loc-b', 'agent-1', at(20_000), { claimId: 'claim-1' })).toEqual([]);
+      // Another claimId, another agent, or another location does not get them; a claim without one leases others.
+      expect(await again('agent-1', 'claim-2', at(40_000))).toEqual([]);
+      expect(await again('agent-2', 'claim-1', at(40_000))).toEqual([]);
+      expect(await again('agent-1', 'claim-1', at(40_000), 'loc-b')).toEqual([]);
+      expect((await claimAll(store, 'loc-a', 'agent-1', at(40_000))).map((j) => j.id)).toEqual([j3]);
+      // A result of another agent whose run began after the first lease, before the lease was renewed: taken,
+      // since the job was handed to agent-1 at the first claim (leased_at is not moved by claimedAgain).
+      expect((await store.acceptResults('agent-2', 'loc-a', [envelope(j2, { startedAt: at(20_000).toISOString() })], at(41_000))).rejected).toEqual([]);
       // A job that left the agent (a FINAL, a release) is not answered again.
-      expect((await store.acceptResults('agent-1', 'loc-a', [envelope(j1, { startedAt: at(21_000).toISOString() })], at(22_000))).rejected).toEqual([]);
+      expect((await store.acceptResults('agent-1', 'loc-a', [envelope(j1, { startedAt: at(21_000).toISOString() })], at(42_000))).rejected).toEqual([]);
       await store.releaseJobs('agent-1', [j3]);
-      expect((await claimAll(store, 'loc-a', 'agent-1', at(23_000), { claimId: 'claim-1' })).map((j) => j.id)).toEqual([j2]);
-      // Released j3 went back to the queue: under a claimId with nothing left, the claim takes it afresh.
-      expect((await claimAll(store, 'loc-a', 'agent-1', at(23_000), { claimId: 'claim-2' })).map((j) => j.id)).toEqual([j3]);
-      // A late result of a lease answered again is still the agent's own: leased_at stayed the first claim's.
-      expect((await store.acceptResults('agent-1', 'loc-a', [envelope(j2, { startedAt: at(1_500).toISOString() })], at(24_000))).rejected).toEqual([]);
+      expect(await again('agent-1', 'claim-1', at(43_000))).toEqual([]);
     });
 
     it('leaves jobs of check types and runtimes the agent lacks', async () => {

@@ -17,6 +17,7 @@ import { FINISHED_STATUSES, type FinalOutcome, finalOutcome, sessionStatus } fro
 import { decodeCursor, encodeCursor } from '../sqlite/sqlite-store.js';
 import {
   type ArtifactRecord,
+  type ClaimAgainQuery,
   type ClaimQuery,
   InvalidQueryError,
   type KeyRecord,
@@ -316,16 +317,6 @@ export class PgStore implements Store {
     if (max < 1 || query.checkTypes.length === 0) return [];
     const expires = query.now.getTime() + query.leaseMs;
     const leaseExpiresAt = new Date(expires).toISOString();
-    if (query.claimId !== undefined) {
-      // A retry of a claim whose answer was lost: the same jobs again, with a new lease (leased_at stays).
-      const again = await this.db.rows(
-        `UPDATE jobs SET lease_expires_at = $4
-         WHERE agent_id = $1 AND claim_id = $2 AND status = 'LEASED' AND location = $3
-         RETURNING id, session_id, location, check_run_id, payload, created_at`,
-        [query.agentId, query.claimId, query.location, expires],
-      );
-      if (again.length > 0) return inClaimOrder(again).map((row) => claimedJob(row, leaseExpiresAt));
-    }
     // SKIP LOCKED: a job another replica is handing out right now is left to it, not waited for.
     const rows = await this.db.rows(
       `WITH picked AS (
@@ -338,6 +329,17 @@ export class PgStore implements Store {
       [query.location, [...query.checkTypes], [...query.runtimes], max, query.agentId, expires, query.now.getTime(), query.claimId ?? null],
     );
     return inClaimOrder(rows).map((row) => claimedJob(row, leaseExpiresAt));
+  }
+
+  async claimedAgain(query: ClaimAgainQuery): Promise<Job[]> {
+    const expires = query.now.getTime() + query.leaseMs;
+    const rows = await this.db.rows(
+      `UPDATE jobs SET lease_expires_at = $4
+       WHERE agent_id = $1 AND claim_id = $2 AND status = 'LEASED' AND location = $3
+       RETURNING id, session_id, location, check_run_id, payload, created_at`,
+      [query.agentId, query.claimId, query.location, expires],
+    );
+    return inClaimOrder(rows).map((row) => claimedJob(row, new Date(expires).toISOString()));
   }
 
   async releaseJobs(agentId: string, jobIds: readonly string[]): Promise<void> {

@@ -12,6 +12,7 @@ import type { CheckResultEntry } from '../../core/result-entry.js';
 import { FINISHED_STATUSES, type FinalOutcome, finalOutcome, sessionStatus } from '../session-status.js';
 import {
   type ArtifactRecord,
+  type ClaimAgainQuery,
   type ClaimQuery,
   InvalidQueryError,
   type KeyRecord,
@@ -444,18 +445,6 @@ export class SqliteStore implements Store {
     const expires = query.now.getTime() + query.leaseMs;
     const leaseExpiresAt = new Date(expires).toISOString();
     return this.tx(() => {
-      if (query.claimId !== undefined) {
-        // A retry of a claim whose answer was lost: the same jobs again, with a new lease (leased_at stays).
-        const again = this.all(
-          `SELECT id, session_id, location, check_run_id, payload FROM jobs
-           WHERE agent_id = ? AND claim_id = ? AND status = 'LEASED' AND location = ? ORDER BY created_at, check_run_id`,
-          query.agentId,
-          query.claimId,
-          query.location,
-        );
-        for (const row of again) this.run('UPDATE jobs SET lease_expires_at = ? WHERE id = ?', expires, str(row, 'id'));
-        if (again.length > 0) return again.map((row) => claimedJob(row, leaseExpiresAt));
-      }
       const rows = this.all(
         claimSql(query.checkTypes.length, query.runtimes.length),
         query.location,
@@ -474,6 +463,22 @@ export class SqliteStore implements Store {
         );
       }
       return rows.map((row) => claimedJob(row, leaseExpiresAt));
+    });
+  }
+
+  async claimedAgain(query: ClaimAgainQuery): Promise<Job[]> {
+    const expires = query.now.getTime() + query.leaseMs;
+    return this.tx(() => {
+      // INDEXED BY: without statistics the planner would take jobs_claim and read every lease of the location.
+      const rows = this.all(
+        `SELECT id, session_id, location, check_run_id, payload FROM jobs INDEXED BY jobs_by_claim
+         WHERE agent_id = ? AND claim_id = ? AND status = 'LEASED' AND location = ? ORDER BY created_at, check_run_id`,
+        query.agentId,
+        query.claimId,
+        query.location,
+      );
+      for (const row of rows) this.run('UPDATE jobs SET lease_expires_at = ? WHERE id = ?', expires, str(row, 'id'));
+      return rows.map((row) => claimedJob(row, new Date(expires).toISOString()));
     });
   }
 

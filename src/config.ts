@@ -141,7 +141,24 @@ export type Env = Record<string, string | undefined>;
 
 /** A CA bundle is a few hundred certificates at most: far below this. */
 const MAX_CA_FILE_BYTES = 10 * 1024 * 1024;
-const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
+const PEM_BEGIN = '-----BEGIN CERTIFICATE-----';
+const PEM_END = '-----END CERTIFICATE-----';
+
+/**
+ * The PEM certificate blocks of `text`, BEGIN line to the first END after it. With indexOf, not a lazy
+ * regular expression, which took minutes on a file of BEGIN lines without an END.
+ */
+function pemCertificates(text: string): string[] {
+  const blocks: string[] = [];
+  for (let from = 0; ; ) {
+    const begin = text.indexOf(PEM_BEGIN, from);
+    if (begin < 0) return blocks;
+    const end = text.indexOf(PEM_END, begin + PEM_BEGIN.length);
+    if (end < 0) return blocks;
+    blocks.push(text.slice(begin, end + PEM_END.length));
+    from = end + PEM_END.length;
+  }
+}
 
 /**
  * Node reads NODE_EXTRA_CA_CERTS itself and only warns when it cannot; a
@@ -166,7 +183,7 @@ function checkExtraCaCerts(file: string): void {
       return false;
     }
   };
-  if (!(text.match(PEM_CERTIFICATE) ?? []).some(parses)) {
+  if (!pemCertificates(text).some(parses)) {
     throw new ConfigError(`NODE_EXTRA_CA_CERTS=${shown(file)} is invalid: holds no PEM certificate that parses`);
   }
 }

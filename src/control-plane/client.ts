@@ -8,6 +8,7 @@ import type { ProxyConfig } from '../net/proxy.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { Backoff, parseRetryAfter, SlidingWindowLimiter, sleep } from '../core/backoff.js';
+import { withoutTrailingSlashes } from '../core/text-scan.js';
 import { type LenientClaimAnswer, parseClaimAnswerLeniently } from './claim-answer.js';
 import {
   AGENT_ROUTE_LIMIT_PER_MINUTE,
@@ -83,7 +84,7 @@ export class ControlPlaneClient {
     private readonly options: ClientOptions,
     private readonly metrics: Metrics,
   ) {
-    this.base = options.apiUrl.replace(/\/+$/, '');
+    this.base = withoutTrailingSlashes(options.apiUrl);
     const { httpProxy, httpsProxy, noProxy } = options.proxy;
     const tuning = { connections: 16, keepAliveTimeout: 30_000, connectTimeout: 10_000 };
     this.dispatcher =

@@ -16,6 +16,7 @@
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { AgentEvent, EventsRequest } from '../core/protocol.js';
+import { urlAuthorities } from '../core/text-scan.js';
 import { Scrubber } from '../secrets/scrubber.js';
 import type { Logger } from '../observability/logger.js';
 
@@ -156,8 +157,7 @@ export function jobTargetStrings(check: { id?: unknown; name?: unknown; request?
       // Enum-like words (GET, IPv4, JSON) are the agent's vocabulary, not target data.
       if (/^[A-Z0-9_]+$/.test(value) || /^IPv[46]$/.test(value)) return;
       strings.add(value);
-      for (const match of value.matchAll(/[a-z][a-z0-9+.-]*:\/\/([^/?#\s]*)/gi)) {
-        const authority = match[1] ?? '';
+      for (const authority of urlAuthorities(value)) {
         const host = authority.slice(authority.lastIndexOf('@') + 1).replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
         if (host) strings.add(host.toLowerCase());
       }

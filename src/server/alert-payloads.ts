@@ -5,6 +5,7 @@
 
 import { createHmac } from 'node:crypto';
 import type { CheckResultEntry } from '../core/result-entry.js';
+import { withoutTrailingSlashes } from '../core/text-scan.js';
 import type { AlertChannel, CheckStatus, NotificationKind } from '../store/alerts.js';
 
 export const PAGERDUTY_EVENTS_URL = 'https://events.pagerduty.com/v2/enqueue';
@@ -72,7 +73,7 @@ export function tlsOf(entry: CheckResultEntry): TlsSeen | undefined {
 }
 
 export function resultLink(origin: string, checkId: string, resultId: string): string {
-  return `${origin.replace(/\/+$/, '')}/v1/check-results/${encodeURIComponent(checkId)}/${encodeURIComponent(resultId)}`;
+  return `${withoutTrailingSlashes(origin)}/v1/check-results/${encodeURIComponent(checkId)}/${encodeURIComponent(resultId)}`;
 }
 
 export interface OutgoingRequest {

@@ -207,6 +207,9 @@ describe('configFromEnv: bad values name the variable, the value and what is all
     expect(error.message).toBe(`NODE_EXTRA_CA_CERTS=${JSON.stringify(garbage)} is invalid: holds no PEM certificate that parses`);
     writeFileSync(garbage, 'just text\n');
     expect(envError({ NODE_EXTRA_CA_CERTS: garbage }).message).toContain('holds no PEM certificate that parses');
+    // BEGIN lines without an END, 5 MB: a lazy regular expression took minutes on this.
+    writeFileSync(garbage, '-----BEGIN CERTIFICATE-----\n'.repeat(180_000));
+    expect(envError({ NODE_EXTRA_CA_CERTS: garbage }).message).toContain('holds no PEM certificate that parses');
   });
 
   it('does not print proxy credentials in the error line', () => {

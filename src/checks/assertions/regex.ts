@@ -15,7 +15,8 @@ import { type UnrollOptions, unrollCounts } from './regex-unroll.js';
 v8.setFlagsFromString('--enable-experimental-regexp-engine');
 v8.setFlagsFromString('--enable-experimental-regexp-engine-on-excessive-backtracks');
 
-const NOT_LINEAR = 'cannot be evaluated in linear time (backreferences, lookahead and, on Node.js 20, lookbehind are not supported)';
+const NOT_LINEAR =
+  'cannot be evaluated in linear time (backreferences, lookahead and, on Node.js 20, lookbehind are not supported, nor repetition counts above 16 in a pattern with an octal escape or groups nested over 200 deep)';
 
 /** The source a check's pattern runs as, or why it cannot run. */
 export type LinearSource = { source: string; problem?: undefined } | { problem: string; source?: undefined };

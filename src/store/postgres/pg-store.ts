@@ -333,13 +333,14 @@ export class PgStore implements Store {
 
   async claimedAgain(query: ClaimAgainQuery): Promise<Job[]> {
     const expires = query.now.getTime() + query.leaseMs;
+    const leaseExpiresAt = new Date(expires).toISOString();
     const rows = await this.db.rows(
       `UPDATE jobs SET lease_expires_at = $4
        WHERE agent_id = $1 AND claim_id = $2 AND status = 'LEASED' AND location = $3
        RETURNING id, session_id, location, check_run_id, payload, created_at`,
       [query.agentId, query.claimId, query.location, expires],
     );
-    return inClaimOrder(rows).map((row) => claimedJob(row, new Date(expires).toISOString()));
+    return inClaimOrder(rows).map((row) => claimedJob(row, leaseExpiresAt));
   }
 
   async releaseJobs(agentId: string, jobIds: readonly string[]): Promise<void> {

@@ -468,6 +468,7 @@ export class SqliteStore implements Store {
 
   async claimedAgain(query: ClaimAgainQuery): Promise<Job[]> {
     const expires = query.now.getTime() + query.leaseMs;
+    const leaseExpiresAt = new Date(expires).toISOString();
     return this.tx(() => {
       // INDEXED BY: without statistics the planner would take jobs_claim and read every lease of the location.
       const rows = this.all(
@@ -478,7 +479,7 @@ export class SqliteStore implements Store {
         query.location,
       );
       for (const row of rows) this.run('UPDATE jobs SET lease_expires_at = ? WHERE id = ?', expires, str(row, 'id'));
-      return rows.map((row) => claimedJob(row, new Date(expires).toISOString()));
+      return rows.map((row) => claimedJob(row, leaseExpiresAt));
     });
   }
 

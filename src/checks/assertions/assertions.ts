@@ -4,7 +4,8 @@
 import type { Fields } from '../fields.js';
 import { MAX_DOCUMENT_DEPTH, nestedDeeperThan } from '../../core/json-depth.js';
 import { jsonPathRegexProblems } from './jsonpath-regex.js';
-import { CheckRegexError, compileCheckRegex, execCheckRegex, MAX_REGEX_WORK, regexProblem, tooMuchWork, workLength } from './regex.js';
+import { matchesWithin } from './bounded-match.js';
+import { CheckRegexError, compileCheckRegex, execCheckRegex, MAX_REGEX_WORK, regexProblem, tooMuchWork, tooSlow, workLength } from './regex.js';
 
 export const COMPARISONS = [
   'EQUALS',
@@ -161,8 +162,9 @@ export function captureOriginsOf(outcome: object): ReadonlyArray<CaptureOrigin |
 
 /**
  * Applies `regex` to the value's text (first capture group, else the whole match; no match → null),
- * with where the match lies in that text. Throws CheckRegexError for a pattern that could take more
- * than linear time, or more than MAX_REGEX_WORK on this text.
+ * with where the match lies in that text. Throws
+ * CheckRegexError for a pattern that could take more than linear time, more than MAX_REGEX_WORK on
+ * this text, or more than the matches' time limit (./bounded-match.ts).
  */
 export function extractWithOrigin(regex: string | null, value: unknown): { value: unknown; origin?: CaptureOrigin } {
   if (!regex) return { value };
@@ -172,7 +174,11 @@ export function extractWithOrigin(regex: string | null, value: unknown): { value
   if (patternLength * source.length > MAX_REGEX_WORK) throw tooMuchWork(regex, patternLength, source.length, MAX_REGEX_WORK);
   // Not the `d` flag for the capture's own range: V8 runs `d` patterns on the backtracking engine only,
   // without the linear fallback that bounds a hostile pattern (src/checks/assertions/regex.ts).
-  const match = execCheckRegex(compiled, source);
+  const match = matchesWithin(
+    source.length,
+    () => execCheckRegex(compiled, source),
+    () => tooSlow(regex, `${source.length} characters of text`),
+  );
   if (!match) return { value: null };
   return { value: match[1] ?? match[0], origin: { node: value, start: match.index, end: match.index + match[0].length } };
 }

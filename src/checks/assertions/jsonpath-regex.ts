@@ -10,7 +10,8 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import parseJsonPath from 'jsonpath-rfc9535/parser';
-import { CheckRegexError, compileLinear, execCheckRegex, MAX_REGEX_WORK, tooMuchWork, workLength } from './regex.js';
+import { boundedRun } from './bounded-match.js';
+import { CheckRegexError, compileLinear, MATCH_TIME_REASON, execCheckRegex, MAX_REGEX_WORK, tooMuchWork, workLength } from './regex.js';
 
 const UNICODE_LINEAR = (() => {
   try {
@@ -131,12 +132,24 @@ export const MAX_DOCUMENT_PATTERN_WORK = 10_000_000;
 /** The query being evaluated: the patterns its expression spells out, and the work of the others so far. */
 let current: { literals: ReadonlySet<string>; documentWork: number } | null = null;
 
-/** Runs `query` (of `expression`) with match() and search() counting the work of patterns read from the document. */
+/**
+ * Runs `query` (of `expression`) with match() and search() counting the work of patterns read from
+ * the document; when the expression calls either, within the matches' time limit (./bounded-match.ts).
+ */
 export function withPatternBudget<T>(expression: string, query: () => T): T {
   const outer = current;
-  current = { literals: new Set(literalPatterns(expression).map((p) => p.pattern)), documentWork: 0 };
-  try {
+  const { literals, calls } = regexFunctions(expression);
+  const run = () => {
+    // From the start on each engine: a run the watchdog stopped left its count behind.
+    current = { literals: new Set(literals.map((p) => p.pattern)), documentWork: 0 };
     return query();
+  };
+  try {
+    if (!calls) return run();
+    return boundedRun(run, () => {
+      const shown = literals.length === 1 ? (literals[0] as { pattern: string }).pattern : null;
+      return new CheckRegexError(shown, `${shown === null ? 'the match() and search() patterns ' : ''}ran out of time in this query: ${MATCH_TIME_REASON}`);
+    });
   } finally {
     current = outer;
   }
@@ -196,12 +209,21 @@ export function jsonPathRegexProblems(expression: string): string[] {
 
 /** The patterns of match() and search() written in `expression` itself; none when it does not parse. */
 function literalPatterns(expression: string): Array<{ fn: 'match' | 'search'; pattern: string }> {
+  return regexFunctions(expression).literals;
+}
+
+/**
+ * Whether `expression` calls match() or search(), and the patterns written in it; none when it does
+ * not parse.
+ */
+function regexFunctions(expression: string): { literals: Array<{ fn: 'match' | 'search'; pattern: string }>; calls: boolean } {
   let ast: unknown;
   try {
     ast = parseJsonPath(expression);
   } catch {
-    return [];
+    return { literals: [], calls: false };
   }
+  let calls = false;
   const found: Array<{ fn: 'match' | 'search'; pattern: string }> = [];
   const stack: unknown[] = [ast];
   for (let seen = 0; stack.length > 0 && seen < MAX_NODES; seen++) {
@@ -209,10 +231,11 @@ function literalPatterns(expression: string): Array<{ fn: 'match' | 'search'; pa
     if (node === null || typeof node !== 'object') continue;
     const fn = node as { type?: unknown; name?: unknown; arguments?: unknown };
     if (fn.type === 'FunctionExpr' && (fn.name === 'match' || fn.name === 'search') && Array.isArray(fn.arguments)) {
+      calls = true;
       const pattern = fn.arguments[1] as { type?: unknown; value?: unknown } | undefined;
       if (pattern?.type === 'Literal' && typeof pattern.value === 'string') found.push({ fn: fn.name, pattern: pattern.value });
     }
     for (const child of Object.values(node)) stack.push(child);
   }
-  return found;
+  return { literals: found, calls };
 }

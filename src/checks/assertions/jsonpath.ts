@@ -3,9 +3,10 @@
 // search() run in linear time (./jsonpath-regex.ts).
 
 import { query } from 'jsonpath-rfc9535';
-import { type Assertion, type AssertionOutcome, compare, evaluate, extractWithOrigin, recordCaptureOrigins, unevaluable } from './assertions.js';
+import { type Assertion, type AssertionOutcome, asText, compare, evaluate, extractWithOrigin, recordCaptureOrigins, unevaluable } from './assertions.js';
+import { matchesWithin } from './bounded-match.js';
 import { withPatternBudget } from './jsonpath-regex.js';
-import { CheckRegexError } from './regex.js';
+import { CheckRegexError, tooSlow } from './regex.js';
 
 export type JsonPathResult = { ok: true; values: unknown[] } | { ok: false; error: string };
 
@@ -34,7 +35,7 @@ export function evaluateJsonPath(assertion: Assertion, document: unknown): Asser
   if (found.values.length <= 1) return evaluate(assertion, found.values[0] ?? null);
   let extracted: Array<ReturnType<typeof extractWithOrigin>>;
   try {
-    extracted = found.values.map((value) => extractWithOrigin(assertion.regex, value));
+    extracted = extractEach(assertion.regex, found.values);
   } catch (error) {
     if (!(error instanceof CheckRegexError)) throw error;
     return { ...assertion, actual: null, passed: false, error: error.message };
@@ -43,5 +44,19 @@ export function evaluateJsonPath(assertion: Assertion, document: unknown): Asser
   return recordCaptureOrigins(
     { ...assertion, actual, passed: actual.every((value) => compare(assertion.comparison, value, assertion.target)) },
     extracted.map((e) => e.origin),
+  );
+}
+
+/** The regex applied to each selected node; one time limit covers them all (./bounded-match.ts). */
+function extractEach(regex: string | null, values: unknown[]): Array<ReturnType<typeof extractWithOrigin>> {
+  if (!regex) return values.map((value) => ({ value }));
+  // An object node's text is its JSON, as long as the node is deep: measuring it first would hold
+  // the text of every level at once (a nested document's size × its depth). Such nodes are bounded.
+  let length = 0;
+  for (const value of values) length += typeof value === 'object' && value !== null ? Number.POSITIVE_INFINITY : asText(value).length;
+  return matchesWithin(
+    length,
+    () => values.map((value) => extractWithOrigin(regex, value)),
+    () => tooSlow(regex, `the ${values.length} values selected`),
   );
 }

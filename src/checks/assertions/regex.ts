@@ -2,10 +2,13 @@
 // pattern of a JSONPath match() or search()) run on the event loop, against
 // bodies the checked service chooses. A backtracking engine can take
 // exponential time on them, so only patterns V8's linear-time engine can
-// handle are accepted, and V8 is told to switch to that engine when a
-// backtracking match runs too long. See docs/regular-expressions.md.
+// handle are accepted, V8 is told to switch to that engine when a
+// backtracking match runs too long, and matches over more than a few
+// kilobytes run under a watchdog (./bounded-match.ts). See
+// docs/regular-expressions.md.
 
 import v8 from 'node:v8';
+import { boundedRunEngine, MATCH_TIME_LIMIT_MS } from './bounded-match.js';
 import { type UnrollOptions, unrollCounts } from './regex-unroll.js';
 
 // Both flags are read when a RegExp is created, not at process start, so
@@ -73,8 +76,9 @@ export function regexProblem(pattern: string, flags = ''): string | null {
 }
 
 export class CheckRegexError extends Error {
-  constructor(pattern: string, problem: string) {
-    super(`regular expression ${JSON.stringify(pattern.length > 60 ? `${pattern.slice(0, 57)}...` : pattern)} ${problem}`);
+  /** `pattern` null: the problem is not one pattern's, and says whose it is. */
+  constructor(pattern: string | null, problem: string) {
+    super(pattern === null ? problem : `regular expression ${JSON.stringify(pattern.length > 60 ? `${pattern.slice(0, 57)}...` : pattern)} ${problem}`);
     this.name = 'CheckRegexError';
   }
 }
@@ -135,17 +139,30 @@ export function tooMuchWork(pattern: string, patternLength: number, length: numb
 }
 
 /**
- * Runs a compiled check regex on `text`. V8's backtracking engine recurses as it matches and, on
- * a long text, a pattern such as `(.|\n)*c` overflows its stack (a RangeError) whatever the
- * fallback: such a match runs again on the linear engine, which keeps no stack.
+ * Runs a compiled check regex on `text`, on the engine a bounded run chose (./bounded-match.ts),
+ * else on the backtracking engine. That engine recurses as it matches and, on a long text, a
+ * pattern such as `(.|\n)*c` overflows its stack (a RangeError) whatever the fallback: such a
+ * match runs again on the linear engine, which keeps no stack.
  */
 export function execCheckRegex(regex: RegExp, text: string): RegExpExecArray | null {
+  if (boundedRunEngine() === 'linear') return linearTwin(regex).exec(text);
   try {
     return regex.exec(text);
   } catch (error) {
     if (!(error instanceof RangeError)) throw error;
     return linearTwin(regex).exec(text);
   }
+}
+
+/** The time limit, and the way out, in the errors of matches stopped by it. */
+export const MATCH_TIME_REASON = `a check's regex matches may take ${MATCH_TIME_LIMIT_MS / 1000} s together, on V8's backtracking engine and then on its linear one; use a shorter or more specific pattern, or select less text (docs/regular-expressions.md)`;
+
+/** Why the matches of `pattern` on `read` (what they read, in words) were stopped (./bounded-match.ts). */
+export function tooSlow(pattern: string, read: string): CheckRegexError {
+  return new CheckRegexError(
+    pattern,
+    `ran out of time on ${read}: ${MATCH_TIME_REASON}`,
+  );
 }
 
 const linearTwins = new WeakMap<RegExp, RegExp>();

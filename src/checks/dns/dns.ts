@@ -20,6 +20,7 @@ import { JobAbortedError } from '../../core/errors.js';
 import type { ExecutionContext, Executor } from '../executor.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { Fields } from '../fields.js';
+import { withMatchBudget } from '../assertions/bounded-match.js';
 import { evaluateJsonPath } from '../assertions/jsonpath.js';
 import { UnknownVariableError } from '../variables.js';
 
@@ -86,7 +87,7 @@ function parseDnsRequest(fields: Fields): DnsRequest {
 /** The DNS check's assertions; JSON_ANSWER follows the shared JSONPath rules (evaluateJsonPath). */
 export function evaluateDnsAssertions(assertions: Assertion[], message: DnsMessage, responseTime: number): AssertionOutcome[] {
   let document: Record<string, unknown> | undefined;
-  return assertions.map((assertion) => {
+  return withMatchBudget(() => assertions.map((assertion) => {
     switch (assertion.source) {
       case 'RESPONSE_CODE':
         // The rcode name (NOERROR, NXDOMAIN…); a numeric target compares the number.
@@ -101,7 +102,7 @@ export function evaluateDnsAssertions(assertions: Assertion[], message: DnsMessa
       default:
         return { ...assertion, actual: null, passed: false, error: `source ${assertion.source} does not apply to DNS checks` };
     }
-  });
+  }));
 }
 
 function responseDetail(

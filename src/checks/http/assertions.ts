@@ -3,6 +3,7 @@
 
 import { type Assertion, type AssertionOutcome, evaluate } from '../assertions/assertions.js';
 import type { Exchange } from './exchange.js';
+import { withMatchBudget } from '../assertions/bounded-match.js';
 import { evaluateJsonPath } from '../assertions/jsonpath.js';
 
 export const HTTP_ASSERTION_SOURCES = ['STATUS_CODE', 'JSON_BODY', 'HEADERS', 'TEXT_BODY', 'RESPONSE_TIME'] as const;
@@ -27,7 +28,7 @@ export function evaluateHttpAssertions(assertions: Assertion[], exchange: Exchan
     }
     return parsed;
   };
-  return assertions.map((assertion) => {
+  return withMatchBudget(() => assertions.map((assertion) => {
     switch (assertion.source) {
       case 'STATUS_CODE':
         return evaluate(assertion, exchange.status ?? null);
@@ -43,5 +44,5 @@ export function evaluateHttpAssertions(assertions: Assertion[], exchange: Exchan
       default:
         return { ...assertion, actual: null, passed: false, error: `source ${assertion.source} does not apply to HTTP checks` };
     }
-  });
+  }));
 }

@@ -30,6 +30,7 @@ import { timedSignal } from '../../core/timed-signal.js';
 import type { CheckLimits, ExecutionContext, Executor } from '../executor.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { Fields } from '../fields.js';
+import { withMatchBudget } from '../assertions/bounded-match.js';
 import { evaluateJsonPath } from '../assertions/jsonpath.js';
 
 export interface IcmpRequest {
@@ -232,14 +233,15 @@ async function runIcmp(check: CheckDefinition<IcmpRequest>, ctx: ExecutionContex
   const stoppedAt = new Date();
 
   const assertions: AssertionOutcome[] = [];
-  if (error === undefined && response?.latency) {
-    for (const assertion of check.assertions) {
-      assertions.push(
-        assertion.source === 'LATENCY'
-          ? evaluateLatency(assertion, response.latency)
-          : evaluateJsonPath(assertion, JSON.parse(JSON.stringify(response))),
-      );
-    }
+  const latency = response?.latency;
+  if (error === undefined && latency) {
+    withMatchBudget(() => {
+      for (const assertion of check.assertions) {
+        assertions.push(
+          assertion.source === 'LATENCY' ? evaluateLatency(assertion, latency) : evaluateJsonPath(assertion, JSON.parse(JSON.stringify(response))),
+        );
+      }
+    });
   }
 
   let lossFailed = false;

@@ -16,6 +16,7 @@ import { performance } from 'node:perf_hooks';
 import { type IpFamily, MAX_HOSTNAME_LENGTH, type ResolvedTarget } from '../../net/ip-family.js';
 import { resolvePermitted } from '../../net/network-policy.js';
 import { type AssertionOutcome, evaluate } from '../assertions/assertions.js';
+import { withMatchBudget } from '../assertions/bounded-match.js';
 import type { CheckDefinition } from '../definition.js';
 import { describeError, errorCode, JobAbortedError } from '../../core/errors.js';
 import { timedSignal } from '../../core/timed-signal.js';
@@ -333,13 +334,8 @@ async function runTcp(check: CheckDefinition<TcpRequest>, ctx: ExecutionContext)
   }
   if (error) ctx.jobLog.push(`Request failed: ${error}`);
 
-  const assertions: AssertionOutcome[] = [];
-  if (error === undefined) {
-    for (const assertion of check.assertions) {
-      const actual = assertion.source === 'RESPONSE_TIME' ? timings.total : text;
-      assertions.push(evaluate(assertion, actual));
-    }
-  }
+  const assertions: AssertionOutcome[] =
+    error === undefined ? withMatchBudget(() => check.assertions.map((assertion) => evaluate(assertion, assertion.source === 'RESPONSE_TIME' ? timings.total : text))) : [];
   return tcpOutcome(
     startedAt,
     timings.total,

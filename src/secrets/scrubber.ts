@@ -29,7 +29,7 @@
 // (src/secrets/automaton.ts, built on first need) gives the same runs in
 // linear time, whatever the content.
 //
-// Public API for other issues (artifacts, #5):
+// Its API for the rest of the agent (results: src/secrets/policy.ts; artifacts: src/artifacts/scrub.ts):
 //   scrubber.scrubText(text)     → text with every secret form replaced by `*****`
 //   scrubber.scrubBuffer(bytes)  → bytes with the UTF-8 of every form replaced
 //                                  (byte-exact elsewhere, so binary files stay intact;

@@ -15,13 +15,18 @@ function headerValue(headers: Exchange['headers'], name: string): string | null 
 }
 
 export function evaluateHttpAssertions(assertions: Assertion[], exchange: Exchange, responseTime: number): AssertionOutcome[] {
+  let text: string | undefined;
+  const bodyText = () => {
+    text ??= exchange.body.toString('utf8');
+    return text;
+  };
   let parsed: { value?: unknown; error?: string } | undefined;
   const json = () => {
     if (!parsed) {
       try {
         parsed = exchange.bodyTruncated
           ? { error: `body was truncated at ${exchange.body.length} bytes; JSON_BODY needs the whole body` }
-          : { value: JSON.parse(exchange.body.toString('utf8')) };
+          : { value: JSON.parse(bodyText()) };
       } catch (error) {
         parsed = { error: `body is not JSON (${(error as Error).message})` };
       }
@@ -35,7 +40,7 @@ export function evaluateHttpAssertions(assertions: Assertion[], exchange: Exchan
       case 'RESPONSE_TIME':
         return evaluate(assertion, Math.round(responseTime));
       case 'TEXT_BODY':
-        return evaluate(assertion, exchange.body.toString('utf8'));
+        return evaluate(assertion, bodyText());
       case 'HEADERS':
         // With a property: that header's value (case-insensitive name); without: all headers, for HAS_KEY and friends.
         return evaluate(assertion, assertion.property ? headerValue(exchange.headers, assertion.property) : exchange.headers);

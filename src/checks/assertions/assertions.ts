@@ -176,6 +176,7 @@ export function extractWithOrigin(regex: string | null, value: unknown): { value
   // without the linear fallback that bounds a hostile pattern (src/checks/assertions/regex.ts).
   const match = matchesWithin(
     source.length,
+    patternLength,
     () => execCheckRegex(compiled, source),
     () => tooSlow(regex, `${source.length} characters of text`),
   );

@@ -1,36 +1,50 @@
-// A wall-clock bound on a check's regular-expression matches. Accepting only
+// A time limit on a check's regular-expression matches. Accepting only
 // patterns V8's linear engine can run does not bound their time: V8 runs them on
 // its backtracking engine (much faster on the usual patterns) and moves to the
 // linear one only when a single attempt backtracks too much, so `.*a.*a` on a
 // megabyte without an `a` takes tens of seconds, a little at each of a million
-// start positions, all on the thread that runs the checks. A match over more
-// than a few kilobytes therefore runs under node:vm's watchdog, which stops it
-// when its time is up: first on the backtracking engine for a short while, then
-// on the linear engine (time proportional to pattern × text) for the rest of
-// the limit, and only then is it refused. See docs/regular-expressions.md.
+// start positions, all on the thread that runs the checks. Matches that could
+// take long therefore run under node:vm's watchdog, which stops them when
+// their time is up. Where the linear engine can be trusted to give the same
+// match and to finish in time, a run stopped on the backtracking engine gets a
+// second try there. See docs/regular-expressions.md.
 
 import { performance } from 'node:perf_hooks';
 import vm from 'node:vm';
 
-/** Most wall time the matches of one check's assertions may take together, both engines included. */
+/** Most time the matches of one check's assertions may take together, both engines included. */
 export const MATCH_TIME_LIMIT_MS = 5_000;
 
 /**
- * How long the backtracking engine may try before the same matches run again on the linear engine.
- * The usual pattern reads megabytes in a few milliseconds there; the rest of the limit is the linear
- * engine's, which reads about 80 characters of text per microsecond per character of pattern.
+ * How long the backtracking engine may try before the same matches run again on the linear engine,
+ * when they may (see linearRetry). The usual pattern reads megabytes in a few milliseconds there.
  */
 export const BACKTRACKING_TRY_MS = 250;
 
 /**
- * Text (summed over the values an assertion's regex reads) up to which its matches run without a
- * watchdog: starting one costs 50–110 µs, and the slowest patterns measured (`.*a` repeated,
- * `(?:\w+\d+)+x`) take 25–33 ms on this much text on the backtracking engine.
+ * Text (summed over the values an assertion's regex reads) and work (pattern length, long counts
+ * written out, × text length) up to which the matches run without a watchdog: starting one costs
+ * 50–130 µs, and the slowest patterns measured take up to 43 ms within both bounds on Node.js 24
+ * (124 ms on Node.js 20).
  */
 export const UNWATCHED_TEXT_LENGTH = 8_192;
+export const UNWATCHED_WORK = 1_000_000;
 
 /** Time one check's assertions may spend in matches without a watchdog; past it, even short texts get one. */
 export const UNWATCHED_TIME_MS = 100;
+
+/**
+ * Work the linear engine does per millisecond, at the least: about 80,000 on plain patterns, 17,000
+ * on long counts of a group (Node.js 24). A second try there is made only if it should end in time.
+ */
+const LINEAR_WORK_PER_MS = 10_000;
+
+/**
+ * Whether this V8's linear engine gives the match the backtracking engine gives. V8 13 (Node.js 24)
+ * does on every pattern tried (test/unit/bounded-match.test.ts); V8 11.3 (Node.js 20) differs on
+ * captures and sometimes on the match, so there a stopped run is never tried on it.
+ */
+export const LINEAR_RETRY = Number.parseInt(process.versions.v8, 10) >= 13;
 
 /** Which engine a check's matches run on (see execCheckRegex in ./regex.ts). */
 export type MatchEngine = 'backtracking' | 'linear';
@@ -65,23 +79,22 @@ function watched<T>(run: () => T, engine: MatchEngine, limitMs: number): { value
   }
 }
 
-/** What one check's assertions have spent on matches: its deadline, and the time spent unwatched. */
+/** What one check's assertions have spent on matches, watched or not. */
 interface MatchBudget {
-  deadline: number;
+  spentMs: number;
   unwatchedMs: number;
 }
 
 /** The budget of the check whose assertions are being evaluated (withMatchBudget), if any. */
 let budget: MatchBudget | null = null;
 
-function newBudget(): MatchBudget {
-  return { deadline: performance.now() + MATCH_TIME_LIMIT_MS, unwatchedMs: 0 };
-}
-
 /** Evaluates a check's assertions (`run`) with one time limit for all their matches. */
 export function withMatchBudget<T>(run: () => T): T {
   if (budget !== null) return run();
-  budget = newBudget();
+  // A check is never evaluated inside a bounded run: if `running` is set, a termination from outside
+  // (none in the agent) skipped watched's finally, and every later run would go unbounded.
+  running = null;
+  budget = { spentMs: 0, unwatchedMs: 0 };
   try {
     return run();
   } finally {
@@ -89,35 +102,56 @@ export function withMatchBudget<T>(run: () => T): T {
   }
 }
 
-/**
- * Runs `run`, whose regex matches go through execCheckRegex, within what is left of the check's time
- * limit (a limit of its own outside withMatchBudget): on the backtracking engine for up to
- * BACKTRACKING_TRY_MS, then again from the start on the linear engine for the rest; throws
- * `timedOut()` when neither finished. `run` must do nothing but compute: it may be stopped anywhere
- * and run twice. Inside another bounded run it simply runs.
- */
-export function boundedRun<T>(run: () => T, timedOut: () => Error): T {
-  if (running !== null) return run();
-  const { deadline } = budget ?? newBudget();
-  const first = watched(run, 'backtracking', Math.min(BACKTRACKING_TRY_MS, deadline - performance.now()));
-  if (first !== 'timed out') return first.value;
-  const second = watched(run, 'linear', deadline - performance.now());
-  if (second !== 'timed out') return second.value;
-  throw timedOut();
-}
-
-/**
- * How the matches of one assertion over `textLength` characters run: as they are when the text is
- * short and the check has not yet spent UNWATCHED_TIME_MS so; else bounded.
- */
-export function matchesWithin<T>(textLength: number, run: () => T, timedOut: () => Error): T {
-  if (running !== null) return run();
-  const spent = budget ?? newBudget();
-  if (textLength > UNWATCHED_TEXT_LENGTH || spent.unwatchedMs >= UNWATCHED_TIME_MS) return boundedRun(run, timedOut);
+/** `run`, its time added to what `spent` has spent. */
+function timed<T>(spent: MatchBudget, run: () => T): T {
   const started = performance.now();
   try {
     return run();
   } finally {
-    spent.unwatchedMs += performance.now() - started;
+    spent.spentMs += performance.now() - started;
+  }
+}
+
+/**
+ * Runs `run`, whose regex matches go through execCheckRegex, within what is left of the check's time
+ * limit (a limit of its own outside withMatchBudget), and throws `timedOut()` when it does not end
+ * within it. `linearWork` is the matches' work when known (pattern length × text length): when the
+ * linear engine may be trusted (LINEAR_RETRY) and should end within what is left, the backtracking
+ * engine gets BACKTRACKING_TRY_MS and the linear engine the rest, from the start; otherwise the
+ * backtracking engine gets it all. `run` must do nothing but compute: it may be stopped anywhere and
+ * run twice. Inside another bounded run it simply runs.
+ */
+export function boundedRun<T>(run: () => T, timedOut: () => Error, linearWork: number | null = null): T {
+  if (running !== null) return run();
+  const spent = budget ?? { spentMs: 0, unwatchedMs: 0 };
+  const left = () => MATCH_TIME_LIMIT_MS - spent.spentMs;
+  const retry = LINEAR_RETRY && linearWork !== null && linearWork / LINEAR_WORK_PER_MS < left() - BACKTRACKING_TRY_MS;
+  const first = timed(spent, () => watched(run, 'backtracking', retry ? Math.min(BACKTRACKING_TRY_MS, left()) : left()));
+  if (first !== 'timed out') return first.value;
+  const second = retry ? timed(spent, () => watched(run, 'linear', left())) : 'timed out';
+  if (second !== 'timed out') return second.value;
+  spent.spentMs = MATCH_TIME_LIMIT_MS;
+  throw timedOut();
+}
+
+/**
+ * Runs the matches of one assertion, `patternLength` (written out) over `textLength` characters:
+ * as they are when both are small and the check has not yet spent UNWATCHED_TIME_MS so; else
+ * bounded (boundedRun). A text whose length is not known is Infinity.
+ */
+export function matchesWithin<T>(textLength: number, patternLength: number, run: () => T, timedOut: () => Error): T {
+  if (running !== null) return run();
+  const spent = budget ?? { spentMs: 0, unwatchedMs: 0 };
+  const work = patternLength * textLength;
+  if (textLength > UNWATCHED_TEXT_LENGTH || work > UNWATCHED_WORK || spent.unwatchedMs >= UNWATCHED_TIME_MS) {
+    return boundedRun(run, timedOut, Number.isFinite(work) ? work : null);
+  }
+  const started = performance.now();
+  try {
+    return run();
+  } finally {
+    const ms = performance.now() - started;
+    spent.unwatchedMs += ms;
+    spent.spentMs += ms;
   }
 }

@@ -1,7 +1,7 @@
 // JSONPath's match() and search() function extensions take an I-Regexp
 // (RFC 9485) pattern, from the expression or from the document itself.
 // jsonpath-rfc9535 compiles it in Unicode mode, which V8's linear-time engine
-// cannot run on Node.js 20 (V8 11.3; probed below, not assumed): no fallback,
+// cannot run on Node.js 20 or 24 (probed below, not assumed): no fallback,
 // so a pattern like (a+)+ froze the event loop. Its two declarations are replaced here by
 // ones that compile through compileCheckRegex, so they run in linear time (or
 // fail with a clear error) whichever Node.js the agent runs on.
@@ -145,9 +145,10 @@ export function withPatternBudget<T>(expression: string, query: () => T): T {
     return query();
   };
   try {
-    if (!calls) return run();
+    if (calls === 0) return run();
     return boundedRun(run, () => {
-      const shown = literals.length === 1 ? (literals[0] as { pattern: string }).pattern : null;
+      // One pattern is named only when it is the query's only one: the time may have gone to any.
+      const shown = literals.length === 1 && calls === 1 ? (literals[0] as { pattern: string }).pattern : null;
       return new CheckRegexError(shown, `${shown === null ? 'the match() and search() patterns ' : ''}ran out of time in this query: ${MATCH_TIME_REASON}`);
     });
   } finally {
@@ -213,17 +214,17 @@ function literalPatterns(expression: string): Array<{ fn: 'match' | 'search'; pa
 }
 
 /**
- * Whether `expression` calls match() or search(), and the patterns written in it; none when it does
- * not parse.
+ * How many times `expression` calls match() or search(), and the patterns written in it; none when
+ * it does not parse.
  */
-function regexFunctions(expression: string): { literals: Array<{ fn: 'match' | 'search'; pattern: string }>; calls: boolean } {
+function regexFunctions(expression: string): { literals: Array<{ fn: 'match' | 'search'; pattern: string }>; calls: number } {
   let ast: unknown;
   try {
     ast = parseJsonPath(expression);
   } catch {
-    return { literals: [], calls: false };
+    return { literals: [], calls: 0 };
   }
-  let calls = false;
+  let calls = 0;
   const found: Array<{ fn: 'match' | 'search'; pattern: string }> = [];
   const stack: unknown[] = [ast];
   for (let seen = 0; stack.length > 0 && seen < MAX_NODES; seen++) {
@@ -231,7 +232,7 @@ function regexFunctions(expression: string): { literals: Array<{ fn: 'match' | '
     if (node === null || typeof node !== 'object') continue;
     const fn = node as { type?: unknown; name?: unknown; arguments?: unknown };
     if (fn.type === 'FunctionExpr' && (fn.name === 'match' || fn.name === 'search') && Array.isArray(fn.arguments)) {
-      calls = true;
+      calls++;
       const pattern = fn.arguments[1] as { type?: unknown; value?: unknown } | undefined;
       if (pattern?.type === 'Literal' && typeof pattern.value === 'string') found.push({ fn: fn.name, pattern: pattern.value });
     }

@@ -6,7 +6,7 @@ import { query } from 'jsonpath-rfc9535';
 import { type Assertion, type AssertionOutcome, asText, compare, evaluate, extractWithOrigin, recordCaptureOrigins, unevaluable } from './assertions.js';
 import { matchesWithin } from './bounded-match.js';
 import { withPatternBudget } from './jsonpath-regex.js';
-import { CheckRegexError, tooSlow } from './regex.js';
+import { CheckRegexError, compileCheckRegex, tooSlow, workLength } from './regex.js';
 
 export type JsonPathResult = { ok: true; values: unknown[] } | { ok: false; error: string };
 
@@ -56,6 +56,7 @@ function extractEach(regex: string | null, values: unknown[]): Array<ReturnType<
   for (const value of values) length += typeof value === 'object' && value !== null ? Number.POSITIVE_INFINITY : asText(value).length;
   return matchesWithin(
     length,
+    workLength(regex, compileCheckRegex(regex)),
     () => values.map((value) => extractWithOrigin(regex, value)),
     () => tooSlow(regex, `the ${values.length} values selected`),
   );

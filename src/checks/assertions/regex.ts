@@ -166,7 +166,7 @@ export function execCheckRegex(regex: RegExp, text: string): RegExpExecArray | n
 }
 
 /** The time limit, and the way out, in the errors of matches stopped by it. */
-export const MATCH_TIME_REASON = `a check's regex matches may take ${MATCH_TIME_LIMIT_MS / 1000} s together, on V8's backtracking engine and then on its linear one; use a shorter or more specific pattern, or select less text (docs/regular-expressions.md)`;
+export const MATCH_TIME_REASON = `a check's regex matches may take ${MATCH_TIME_LIMIT_MS / 1000} s together; use a shorter or more specific pattern, or select less text (docs/regular-expressions.md)`;
 
 /** Why the matches of `pattern` on `read` (what they read, in words) were stopped (./bounded-match.ts). */
 export function tooSlow(pattern: string, read: string): CheckRegexError {

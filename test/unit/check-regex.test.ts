@@ -183,11 +183,24 @@ describe('a run of word boundaries, which V8 cannot compile', () => {
   const boundaries = (n: number) => '(?:\\b)'.repeat(n);
 
   it('is refused at validation, naming the field and the way out, before anything compiles it', () => {
-    const message = 'has more than 8 word boundaries (\\b, \\B, or groups of them) in a row, which V8 compiles in exponential time: one is enough';
-    for (const pattern of [`${boundaries(20)}(a|)?(a|)?`, `(${boundaries(20)}${'(a|)?'.repeat(20)}){0,16}`, '(?:(?:\\b)\\B){5}', '(?:\\b){17}x', '\\01(?:\\b)(?:\\B)'.repeat(5)]) {
-      expect(regexProblem(pattern)).toBe(message);
-    }
-    expect(problems([{ source: 'TEXT_BODY', comparison: 'NOT_NULL', target: '', regex: `x${boundaries(20)}` }])).toMatch(/check\.assertions\[0\]\.regex: has more than 8 word boundaries/);
+    const message =
+      'has more than 8 word boundaries (\\b, \\B) in a row with nothing between them that must take a character, which V8 compiles in exponential time: keep one where words meet';
+    const refused = [
+      `${boundaries(20)}(a|)?(a|)?`,
+      `(${boundaries(20)}${'(a|)?'.repeat(20)}){0,16}`,
+      '(?:(?:\\b)\\B){5}',
+      '(?:\\b){17}x',
+      '\\01(?:\\b)(?:\\B)'.repeat(5),
+      // What V8 drops or passes through does not end a run: empty groups, zero counts, optional parts, lookarounds.
+      '(?:\\b)a{0}'.repeat(20),
+      '\\b(?:)'.repeat(20),
+      `${boundaries(8)}a?`.repeat(20),
+      `${boundaries(6)}[]?${boundaries(6)}`,
+      `a(?<=\\b(?:)${'\\b'.repeat(9)})b`,
+      '(?:\\b[]?){9}',
+    ];
+    for (const pattern of refused) expect(regexProblem(pattern)).toBe(message);
+    expect(problems([{ source: 'TEXT_BODY', comparison: 'NOT_NULL', target: '', regex: `x${boundaries(20)}` }])).toMatch(/check\.assertions\[0\]\.regex: has more than 8 word boundaries \(\\b, \\B\) in a row/);
   });
 
   it('read from the document, fails the assertion with the reason', () => {
@@ -199,7 +212,21 @@ describe('a run of word boundaries, which V8 cannot compile', () => {
   });
 
   it('keeps the word boundaries patterns use', () => {
-    for (const pattern of ['\\bfoo\\b|\\bbar\\b|\\bbaz\\b|\\bqux\\b|\\bquux\\b', `${boundaries(8)}x`, '(?:\\b){4}(?:\\b){4}', '(?:\\b|x)'.repeat(20), '(\\b)'.repeat(12)]) {
+    const kept = [
+      '\\bfoo\\b|\\bbar\\b|\\bbaz\\b|\\bqux\\b|\\bquux\\b',
+      // Syntax the parser is not sure of (an octal escape): each top-level alternative counts on its own.
+      '\\bfoo\\b|\\bbar\\b|\\bbaz\\b|\\bqux\\b|\\bquux\\b|\\01',
+      `${boundaries(8)}x`,
+      // A term that must take a character ends the run: 50 runs of 8 compile in milliseconds.
+      `${boundaries(8)}a`.repeat(50),
+      '(?:\\b){4}(?:\\b){4}',
+      '(?:\\b\\w*\\b\\s*){4}',
+      '\\b\\w+\\b'.repeat(20),
+      '(\\b)'.repeat(8),
+      // In a class, \b is a backspace.
+      '[\\b]'.repeat(20),
+    ];
+    for (const pattern of kept) {
       expect(regexProblem(pattern)).toBeNull();
     }
   });

@@ -86,49 +86,83 @@ export function unrollCounts(source: string, unicode: boolean, options: UnrollOp
 }
 
 /**
- * Most word boundaries in a row a pattern may have, counting a repeated group of them once per
- * turn (up to MAX_REPLICATION turns). V8's backtracking compiler takes time exponential in the
- * length of such a run once it holds a non-capturing group (`(?:\b)` 14 times: 0.4 s, 16 times:
- * 2.6 s, 20 times: it aborts the process with "invalid size"), and nothing stops a compile: the
- * only safe answer is not to compile one. A pattern never needs two in a row.
+ * Most word boundaries (`\b`, `\B`) a pattern may have in a row, where "in a row" means with no
+ * term between them that must take a character: V8 drops or passes through empty groups, zero
+ * counts, optional parts, anchors and lookarounds, so those do not end a run, and a repeated group
+ * counts once per turn (up to MAX_REPLICATION turns). V8's backtracking compiler takes time
+ * exponential in such a run (`(?:\b)` 14 times: 0.4 s, 16 times: 2.6 s, 20 times: it aborts the
+ * process with "invalid size"), and nothing stops a compile: the only safe answer is not to compile
+ * one. A term that must take a character ends the run ( `((?:\b)×8 a)` 300 times compiles in 6 ms).
  */
 export const MAX_BOUNDARY_RUN = 8;
 
-/** The longest run of consecutive word boundaries in `source` (see MAX_BOUNDARY_RUN), or null when the parser is not sure of its syntax. */
+/** The longest run of word boundaries in `source` (see MAX_BOUNDARY_RUN), or null when the parser is not sure of its syntax. */
 export function boundaryRun(source: string, unicode: boolean): number | null {
   try {
     const parser = new Parser(source, unicode);
     const alternatives = parser.alternatives(0);
     if (parser.at < source.length) return null;
-    return longestRun(alternatives).longest;
+    return runsOf(alternatives).longest;
   } catch (error) {
     if (error instanceof Unsure || error instanceof TooLong) return null;
     throw error;
   }
 }
 
-/** The longest run of word boundaries anywhere in `alternatives`, and the most one alternative made of nothing else holds. */
-function longestRun(alternatives: Term[][]): { longest: number; whole: number } {
-  let longest = 0;
-  let whole = 0;
+/**
+ * Word-boundary runs in `alternatives` (the worst alternative for each figure): `open` is whether one
+ * may match without taking a character; `whole` the boundaries of such a one; `head` those before its
+ * first term that must take a character, `tail` those after its last; `longest` the longest run inside.
+ */
+interface Runs {
+  open: boolean;
+  whole: number;
+  head: number;
+  tail: number;
+  longest: number;
+}
+
+function runsOf(alternatives: Term[][]): Runs {
+  const all: Runs = { open: false, whole: 0, head: 0, tail: 0, longest: 0 };
   for (const terms of alternatives) {
+    // `run` counts since the last term that must take a character; `head` stays open until one.
     let run = 0;
+    let head = 0;
+    let closed = false;
     for (const term of terms) {
-      let weight = 0;
+      const turns = term.quantifier ? Math.min(MAX_REPLICATION, Math.max(1, term.quantifier.max === Number.POSITIVE_INFINITY ? term.quantifier.min + 1 : term.quantifier.max)) : 1;
+      let inner: Runs;
       if (term.group) {
-        const inner = longestRun(term.group.alternatives);
-        longest = Math.max(longest, inner.longest);
-        const q = term.quantifier;
-        if (term.boundaryOnly) weight = inner.whole * (q ? Math.min(MAX_REPLICATION, Math.max(1, q.max === Number.POSITIVE_INFINITY ? q.min + 1 : q.max)) : 1);
-      } else if (term.boundaryOnly) {
-        weight = 1;
+        inner = runsOf(term.group.alternatives);
+        // A lookaround takes nothing where it stands, whatever it reads.
+        if (/^\(\?<?[=!]/.test(term.group.open)) inner = { open: true, whole: inner.whole + inner.head + inner.tail, head: 0, tail: 0, longest: inner.longest };
+      } else {
+        const boundary = term.atom === '\\b' || term.atom === '\\B';
+        inner = { open: !term.consumes, whole: boundary ? 1 : 0, head: 0, tail: 0, longest: boundary ? 1 : 0 };
       }
-      run = weight > 0 ? run + weight : 0;
-      longest = Math.max(longest, run);
+      all.longest = Math.max(all.longest, inner.longest);
+      const mustTake = !inner.open && (term.quantifier?.min ?? 1) > 0;
+      if (!mustTake) {
+        // Optional or empty: its boundaries join the run, once per turn.
+        run += Math.max(inner.whole, inner.head + inner.tail) * turns;
+      } else {
+        run += inner.head;
+        if (!closed) head = run;
+        all.longest = Math.max(all.longest, run, turns > 1 ? inner.tail + inner.head : 0);
+        closed = true;
+        run = inner.tail;
+      }
+      all.longest = Math.max(all.longest, run);
     }
-    if (terms.every((t) => t.boundaryOnly)) whole = Math.max(whole, run);
+    if (closed) {
+      all.head = Math.max(all.head, head);
+      all.tail = Math.max(all.tail, run);
+    } else {
+      all.open = true;
+      all.whole = Math.max(all.whole, run);
+    }
   }
-  return { longest, whole };
+  return all;
 }
 
 function writeAlternatives(alternatives: Term[][], ambient: number, capturesRead: boolean): string {

@@ -48,7 +48,9 @@ export function linearSource(pattern: string, flags = '', options: UnrollOptions
     source = unrolled.source;
   }
   if (boundaryRunTooLong(pattern, flags) || boundaryRunTooLong(source, flags)) {
-    return { problem: `has more than ${MAX_BOUNDARY_RUN} word boundaries (\\b, \\B, or groups of them) in a row, which V8 compiles in exponential time: one is enough` };
+    return {
+      problem: `has more than ${MAX_BOUNDARY_RUN} word boundaries (\\b, \\B) in a row with nothing between them that must take a character, which V8 compiles in exponential time: keep one where words meet`,
+    };
   }
   try {
     // V8 compiles lazily: a pattern past its size limit fails on the first match, not in the constructor.
@@ -61,10 +63,38 @@ export function linearSource(pattern: string, flags = '', options: UnrollOptions
 
 /**
  * Whether `source` has a run of word boundaries too long to compile (MAX_BOUNDARY_RUN); where the
- * parser is unsure of the syntax, every \b and \B counts. Checked before anything compiles it.
+ * parser is unsure of the syntax, every \b and \B outside a class counts. Checked before anything
+ * compiles it.
  */
 function boundaryRunTooLong(source: string, flags: string): boolean {
-  return (boundaryRun(source, flags.includes('u')) ?? source.split(/\\[bB]/).length - 1) > MAX_BOUNDARY_RUN;
+  return (boundaryRun(source, flags.includes('u')) ?? boundaryEscapes(source)) > MAX_BOUNDARY_RUN;
+}
+
+/** The most \b and \B in one top-level alternative of `source`, outside character classes (where \b is a backspace). */
+function boundaryEscapes(source: string): number {
+  let most = 0;
+  let count = 0;
+  let inClass = false;
+  let depth = 0;
+  for (let i = 0; i < source.length; i++) {
+    const ch = source[i];
+    if (ch === '\\') {
+      const next = source[i + 1];
+      if (!inClass && (next === 'b' || next === 'B')) most = Math.max(most, ++count);
+      i++;
+    } else if (inClass) {
+      if (ch === ']') inClass = false;
+    } else if (ch === '[') {
+      inClass = true;
+    } else if (ch === '(') {
+      depth++;
+    } else if (ch === ')') {
+      depth--;
+    } else if (ch === '|' && depth === 0) {
+      count = 0;
+    }
+  }
+  return most;
 }
 
 /**

@@ -88,13 +88,21 @@ interface MatchBudget {
 /** The budget of the check whose assertions are being evaluated (withMatchBudget), if any. */
 let budget: MatchBudget | null = null;
 
+/** Set while unwatched matches run: the matches inside them are timed with them, not again. */
+let unwatched = false;
+
+/** The current check's budget; outside withMatchBudget, one of the caller's own. */
+function currentBudget(): MatchBudget {
+  return budget ?? { spentMs: 0, unwatchedMs: 0 };
+}
+
 /** Evaluates a check's assertions (`run`) with one time limit for all their matches. */
 export function withMatchBudget<T>(run: () => T): T {
   if (budget !== null) return run();
   // A check is never evaluated inside a bounded run: if `running` is set, a termination from outside
   // (none in the agent) skipped watched's finally, and every later run would go unbounded.
   running = null;
-  budget = { spentMs: 0, unwatchedMs: 0 };
+  budget = currentBudget();
   try {
     return run();
   } finally {
@@ -123,7 +131,7 @@ function timed<T>(spent: MatchBudget, run: () => T): T {
  */
 export function boundedRun<T>(run: () => T, timedOut: () => Error, linearWork: number | null = null): T {
   if (running !== null) return run();
-  const spent = budget ?? { spentMs: 0, unwatchedMs: 0 };
+  const spent = currentBudget();
   const left = () => MATCH_TIME_LIMIT_MS - spent.spentMs;
   const retry = LINEAR_RETRY && linearWork !== null && linearWork / LINEAR_WORK_PER_MS < left() - BACKTRACKING_TRY_MS;
   const first = timed(spent, () => watched(run, 'backtracking', retry ? Math.min(BACKTRACKING_TRY_MS, left()) : left()));
@@ -141,23 +149,18 @@ export function boundedRun<T>(run: () => T, timedOut: () => Error, linearWork: n
  */
 export function matchesWithin<T>(textLength: number, patternLength: number, run: () => T, timedOut: () => Error): T {
   if (running !== null) return run();
-  const spent = budget ?? { spentMs: 0, unwatchedMs: 0 };
+  const spent = currentBudget();
   const work = patternLength * textLength;
   if (textLength > UNWATCHED_TEXT_LENGTH || work > UNWATCHED_WORK || spent.unwatchedMs >= UNWATCHED_TIME_MS) {
     return boundedRun(run, timedOut, Number.isFinite(work) ? work : null);
   }
   if (unwatched) return run();
-  const started = performance.now();
+  const before = spent.spentMs;
   unwatched = true;
   try {
-    return run();
+    return timed(spent, run);
   } finally {
     unwatched = false;
-    const ms = performance.now() - started;
-    spent.unwatchedMs += ms;
-    spent.spentMs += ms;
+    spent.unwatchedMs += spent.spentMs - before;
   }
 }
-
-/** Set while unwatched matches run: the matches inside them are timed with them, not again. */
-let unwatched = false;

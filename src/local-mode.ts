@@ -47,6 +47,7 @@ import { suppressed } from './server/maintenance.js';
 import { errorGroupRoutes } from './server/error-groups-api.js';
 import { maintenanceRoutes } from './server/maintenance-api.js';
 import { dashboardRoutes } from './server/dashboards-api.js';
+import { DatabaseWrites } from './server/database-writes.js';
 import { SqliteDashboardStore } from './store/sqlite/dashboards-store.js';
 import { SqliteMaintenanceWindowStore } from './store/sqlite/maintenance-windows-store.js';
 
@@ -248,8 +249,10 @@ async function runLocalWithStore(
   const { queue, workers } = await localQueue(config, metrics, logger, secrets);
   const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
   lifecycle.networkPolicy = describePolicy(config.networkPolicy);
-  // Not ready while a check worker restarts.
-  if (workers) lifecycle.modeReady = () => workers.ready();
+  const writes = new DatabaseWrites({ writes: store.writes, probeWrite: () => store.probeWrite(), logger, registry: metrics.registry, where: store.file });
+  // Not ready while a check worker restarts, nor while the database cannot write (no session can be scheduled).
+  lifecycle.modeReady = () => (workers?.ready() ?? true) && writes.writable;
+  lifecycle.extraStatus = () => ({ databaseWriteProblem: writes.status() });
   const { parsed } = start;
   const heartbeatStore = new SqliteHeartbeatStore(store.access);
   const windows = new SqliteMaintenanceWindowStore(store.access);
@@ -378,6 +381,7 @@ async function runLocalWithStore(
   const drain = async (signal: NodeJS.Signals) => {
     logger.info({ signal, running: queue.inFlight }, 'shutting down: finishing running checks');
     reloader.close();
+    writes.stop();
     // A check is reported once its result is stored and written out.
     await queue.drain(config.shutdownGraceSeconds * 1000, {
       stopTaking: async () => {

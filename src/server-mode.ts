@@ -27,6 +27,7 @@ import { keyHash } from './server/http/credentials.js';
 import { RateLimiter } from './server/http/rate-limit.js';
 import { closeApiServer, Router, startApiServer } from './server/http/router.js';
 import { JobSignal } from './server/job-signal.js';
+import { DatabaseWrites } from './server/database-writes.js';
 import { heartbeatRoutes } from './server/heartbeat-api.js';
 import { HeartbeatWatcher, heartbeatSyncs, storedHeartbeatChecks } from './server/heartbeats.js';
 import { readRoutes } from './server/read-api.js';
@@ -230,10 +231,18 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
     logger,
   );
   // Not ready until the database is open and migrated, nor while it does not answer (a load balancer sends requests elsewhere).
-  lifecycle.modeReady = () => stores !== undefined && databaseAnswers;
+  let writes: DatabaseWrites | undefined;
+  lifecycle.modeReady = () => stores !== undefined && databaseAnswers && writes?.writable === true;
   lifecycle.networkPolicy = describePolicy(config.networkPolicy);
   await lifecycle.startHealth(config.healthPort, config.healthHost);
   const opened = await openStores(config);
+  writes = new DatabaseWrites({
+    writes: opened.writes,
+    probeWrite: () => opened.probeWrite(),
+    logger,
+    registry: metrics.registry,
+    where: opened.description.location,
+  });
   stores = opened;
   const { store, alerts: alertStore, heartbeats: heartbeatStore, windows, analytics, dashboards } = opened;
   const addressBook = new AgentAddressBook(analytics);
@@ -351,7 +360,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
     });
   }, DATABASE_PING_EVERY_MS);
   pinger.unref();
-  lifecycle.extraStatus = () => ({ database: opened.description, replica: { holder, leader: leadership.isLeader } });
+  lifecycle.extraStatus = () => ({ database: opened.description, databaseWriteProblem: writes?.status() ?? null, replica: { holder, leader: leadership.isLeader } });
   const reloader = new ChecksFileReloader({
     file,
     logger,
@@ -389,6 +398,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
     logger.info({ signal }, 'shutting down: not ready, no new sessions, finishing requests in flight');
     reloader.close();
     clearInterval(pinger);
+    writes?.stop();
     // The lease is given up at once: another replica schedules without waiting for it to run out.
     await leadership.stop();
     await closeApiServer(api, API_CLOSE_GRACE_MS);

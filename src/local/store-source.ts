@@ -11,6 +11,7 @@ import { prepareJob } from '../jobs/prepare.js';
 import type { JobQueue } from '../jobs/queue.js';
 import type { Logger } from '../observability/logger.js';
 import type { Store } from '../store/store.js';
+import { storeFailureLevel } from '../store/write-health.js';
 
 /** Claims look again this often without a wake-up: a lease that expired, a job queued before start. */
 export const DEFAULT_POLL_MS = 1_000;
@@ -81,7 +82,7 @@ export class StoreSource {
       try {
         jobs = await store.claimJobs({ location, agentId, checkTypes, runtimes, max: queue.free, leaseMs, now: new Date() });
       } catch (error) {
-        logger.error({ err: error }, 'claiming jobs from the store failed');
+        logger[storeFailureLevel(error)]({ err: error }, 'claiming jobs from the store failed');
       }
       if (this.stopped && jobs.length > 0) {
         // Shutting down: the jobs go back to the queue for the next start.
@@ -136,7 +137,7 @@ export class StoreSource {
       }
     } catch (error) {
       // Printed and appended all the same: the run goes on without the store.
-      logger.error({ err: error, jobId, resultId: result.id }, 'storing a result failed');
+      logger[storeFailureLevel(error)]({ err: error, jobId, resultId: result.id }, 'storing a result failed');
     }
     await this.options.deliver(result);
   }
@@ -153,7 +154,7 @@ export class StoreSource {
         queue.abort(jobId, new JobAbortedError('lease-lost', 'Aborted: the job lease was lost'));
       }
     } catch (error) {
-      logger.warn({ err: error, jobs: jobIds.length }, 'extending leases in the store failed');
+      logger[storeFailureLevel(error, 'warn')]({ err: error, jobs: jobIds.length }, 'extending leases in the store failed');
     }
   }
 }

@@ -11,6 +11,7 @@ import { type NetworkPolicy, NetworkPolicyError, policedConnector } from '../net
 import type { Logger } from '../observability/logger.js';
 import type { AlertStore, DeliveryAttempt, Notification } from '../store/alerts.js';
 import { type AlertEvent, channelRequest, type OutgoingRequest, undeliveredReason } from './alert-payloads.js';
+import { storeFailureLevel } from '../store/write-health.js';
 
 export interface AlertDelivererOptions {
   alerts: AlertStore;
@@ -92,7 +93,7 @@ export class AlertDeliverer {
         await Promise.all(due.map((notification) => this.deliver(notification)));
         if (due.length > 0) continue;
       } catch (error) {
-        logger.error({ err: error }, 'alert delivery failed; retrying at the next poll');
+        logger[storeFailureLevel(error)]({ err: error }, 'alert delivery failed; retrying at the next poll');
       }
       if (this.woken || this.stopping.signal.aborted) continue;
       const next = await alerts.nextDue().catch(() => undefined);

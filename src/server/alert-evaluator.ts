@@ -13,6 +13,7 @@ import type { AlertChannel, AlertStore, LocationStatus, NewNotification, TailedR
 import type { Store } from '../store/store.js';
 import { type AlertEvent, errorMessage, resultLink, tlsOf, undeliveredReason } from './alert-payloads.js';
 import { notifies, overallStatus, resultStatus, step } from './alert-status.js';
+import { storeFailureLevel } from '../store/write-health.js';
 
 export const EVALUATOR_CURSOR = 'alerts';
 
@@ -86,7 +87,7 @@ export class AlertEvaluator {
       try {
         evaluated = await this.tick();
       } catch (error) {
-        logger.error({ err: error }, 'alert evaluation failed; retrying at the next poll');
+        logger[storeFailureLevel(error)]({ err: error }, 'alert evaluation failed; retrying at the next poll');
       }
       if (evaluated >= this.batch || this.stopped) continue;
       await new Promise<void>((resolve) => {

@@ -9,6 +9,7 @@ import type { Logger } from '../observability/logger.js';
 import type { HeartbeatStore, HeartbeatSync } from '../store/heartbeats.js';
 import type { StoredCheck } from '../store/store.js';
 import { keyHash } from './http/credentials.js';
+import { storeFailureLevel } from '../store/write-health.js';
 
 /** How often the watcher looks for overdue checks: a check fails at most this late after period + grace. */
 export const DEFAULT_WATCH_EVERY_MS = 1_000;
@@ -122,7 +123,7 @@ export class HeartbeatWatcher {
     this.heartbeat.beat(delayMs + WATCH_BUDGET_MS);
     this.timer = setTimeout(() => {
       this.round = this.watch()
-        .catch((error: unknown) => this.options.logger.error({ err: error }, 'checking heartbeat deadlines failed'))
+        .catch((error: unknown) => this.options.logger[storeFailureLevel(error)]({ err: error }, 'checking heartbeat deadlines failed'))
         .finally(() => {
           this.round = undefined;
           this.arm(this.everyMs);

@@ -15,6 +15,7 @@ import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
 import type { Logger } from '../observability/logger.js';
 import type { NewJob, SessionRecord, Store, StoredCheck } from '../store/store.js';
 import { LEASE_MS } from './agent-api.js';
+import { storeFailureLevel } from '../store/write-health.js';
 
 /** First runs are spread over this window after start, in offset order (as src/local/scheduler.ts does). */
 export const STARTUP_SPREAD_MS = 2_000;
@@ -133,7 +134,7 @@ export class SessionScheduler {
     // One reload after another, in the order asked.
     this.reloading = this.reloading
       .then(() => this.track(this.reload()))
-      .catch((error: unknown) => this.logger.error({ err: error }, 'reading the checks to schedule failed'));
+      .catch((error: unknown) => this.logger[storeFailureLevel(error)]({ err: error }, 'reading the checks to schedule failed'));
     return this.reloading;
   }
 
@@ -223,7 +224,7 @@ export class SessionScheduler {
     }
     this.creating.add(check.id);
     this.track(this.runOnce(check.id, slotMs))
-      .catch((error: unknown) => this.logger.error({ err: error, checkId: check.id }, 'creating a check session failed'))
+      .catch((error: unknown) => this.logger[storeFailureLevel(error)]({ err: error, checkId: check.id }, 'creating a check session failed'))
       .finally(() => this.creating.delete(check.id));
   }
 
@@ -272,7 +273,7 @@ export class SessionScheduler {
     this.heartbeat.beat(delayMs + SWEEP_BUDGET_MS);
     this.sweepTimer = setTimeout(() => {
       this.track(this.sweep())
-        .catch((error: unknown) => this.logger.error({ err: error }, 'sweeping leases and deadlines failed'))
+        .catch((error: unknown) => this.logger[storeFailureLevel(error)]({ err: error }, 'sweeping leases and deadlines failed'))
         .finally(() => this.armSweep(this.sweepEveryMs));
     }, delayMs);
   }
@@ -293,7 +294,7 @@ export class SessionScheduler {
     if (this.stopped) return;
     this.retentionTimer = setTimeout(() => {
       this.track(this.prune())
-        .catch((error: unknown) => this.logger.error({ err: error }, 'deleting old results failed'))
+        .catch((error: unknown) => this.logger[storeFailureLevel(error)]({ err: error }, 'deleting old results failed'))
         .finally(() => this.armRetention(this.retentionEveryMs));
     }, delayMs);
   }

@@ -12,6 +12,7 @@ import type { HeartbeatStore } from './heartbeats.js';
 import { type LeaderLease, SOLE_LEASE } from './leader-lease.js';
 import type { MaintenanceWindowStore } from './maintenance-windows.js';
 import type { Store } from './store.js';
+import type { WriteHealth } from './write-health.js';
 
 export type DatabaseSetting =
   | { kind: 'sqlite'; file: string }
@@ -47,6 +48,10 @@ export interface ServerStores {
   description: DatabaseDescription;
   /** Whether the database answers now (readiness). */
   ping(): Promise<boolean>;
+  /** Whether writes work, as the last failed transaction or probe said (readiness). */
+  writes: WriteHealth;
+  /** One small write; its outcome updates `writes`. */
+  probeWrite(): Promise<boolean>;
   /**
    * Shared stores: calls `listener` with the location of every job another
    * server queued or put back, so this one's waiting claims look again;
@@ -81,6 +86,8 @@ export async function openServerStores(setting: DatabaseSetting): Promise<Server
       shared: true,
       description: setting.shown,
       ping: () => store.db.ping(),
+      writes: store.db.writes,
+      probeWrite: () => store.db.probeWrite(),
       async listenForJobs(listener, onProblem) {
         const { JobNotifications } = await import('./postgres/job-notifications.js');
         const listening = new JobNotifications(setting.url, listener, onProblem);
@@ -113,6 +120,8 @@ export async function openServerStores(setting: DatabaseSetting): Promise<Server
     description: { kind: 'sqlite', location: setting.file },
     // A file that was opened keeps answering; a broken disk shows in the requests that fail.
     ping: async () => true,
+    writes: store.writes,
+    probeWrite: () => store.probeWrite(),
     close: () => store.close(),
   };
 }

@@ -263,4 +263,33 @@ describe('the PostgreSQL store', () => {
     expect(outcomes.filter((o) => o.kind === 'conflict')).toHaveLength(2);
   });
 
+  it('knows when the database turns read-only (a demoted primary): writes fail with the reason, and a probe write brings it back', async () => {
+    const url = await postgres.createDatabase('readonly');
+    const server = await open(url, 2);
+    const database = new URL(url).pathname.slice(1);
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    // New connections start read-only, as on a standby; the pool's open ones are ended so that it makes new ones.
+    const readOnly = async (on: boolean) => {
+      await admin.query(`ALTER DATABASE "${database}" SET default_transaction_read_only = ${on ? 'on' : 'off'}`);
+      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [database]);
+    };
+    try {
+      expect(await server.probeWrite()).toBe(true);
+      expect(server.writes.writable).toBe(true);
+      await readOnly(true);
+      // The first statement on a connection the server ended fails for that reason, not for the storage: tried again.
+      expect(await retryUntil(10_000, async () => !(await server.probeWrite()) && !server.writes.writable)).toBe(true);
+      expect(server.writes.current).toMatchObject({ reason: 'the database server is read-only (a standby?)', detail: expect.stringMatching(/read-only transaction/) });
+      await expect(server.store.syncLocations([{ id: 'loc-a', name: 'A' }])).rejects.toMatchObject({ code: '25006' });
+      // Reads go on.
+      expect(await server.ping()).toBe(true);
+      await readOnly(false);
+      expect(await retryUntil(10_000, () => server.probeWrite())).toBe(true);
+      expect(server.writes.writable).toBe(true);
+      expect(server.writes.current).toBeUndefined();
+    } finally {
+      await admin.end();
+    }
+  });
 });

@@ -8,6 +8,7 @@
 import pg from 'pg';
 
 import type { Row } from '../rows.js';
+import { WriteHealth } from '../write-health.js';
 
 export type { Row };
 
@@ -39,22 +40,32 @@ const types = {
     oid === INT8_OID ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format ?? 'text')) as typeof pg.types.getTypeParser,
 };
 
-function on(client: pg.Pool | pg.PoolClient): Sql {
+function on(client: pg.Pool | pg.PoolClient, onError?: (error: unknown) => void): Sql {
+  const query = async (sql: string, params: readonly unknown[]) => {
+    try {
+      return await client.query(sql, params as unknown[]);
+    } catch (error) {
+      onError?.(error);
+      throw error;
+    }
+  };
   return {
     async rows(sql, params = []) {
-      return (await client.query(sql, params as unknown[])).rows as Row[];
+      return (await query(sql, params)).rows as Row[];
     },
     async row(sql, params = []) {
-      return (await client.query(sql, params as unknown[])).rows[0] as Row | undefined;
+      return (await query(sql, params)).rows[0] as Row | undefined;
     },
     async run(sql, params = []) {
-      return (await client.query(sql, params as unknown[])).rowCount ?? 0;
+      return (await query(sql, params)).rowCount ?? 0;
     },
   };
 }
 
 export class PgDatabase implements Sql {
   readonly pool: pg.Pool;
+  /** Whether writes work: every statement and transaction that fails for the storage reports here (readiness, /health, the API's 503). */
+  readonly writes = new WriteHealth();
   private readonly sql: Sql;
 
   constructor(options: PgOptions) {
@@ -69,7 +80,8 @@ export class PgDatabase implements Sql {
     });
     // An idle client whose server went away emits here; the next query gets a fresh one.
     this.pool.on('error', () => undefined);
-    this.sql = on(this.pool);
+    // A statement outside a transaction that fails for the storage says so too (a transaction's failure is reported by tx).
+    this.sql = on(this.pool, (error) => this.writes.failed(error));
   }
 
   rows(sql: string, params?: readonly unknown[]): Promise<Row[]> {
@@ -87,21 +99,47 @@ export class PgDatabase implements Sql {
     for (let attempt = 1; ; attempt++) {
       const client = await this.pool.connect();
       let broken: Error | undefined;
+      // A checked-out client's connection errors are emitted on the client, not the pool: unheard, one (the
+      // ECONNRESET after the server ended the connection, as a failover or pg_terminate_backend does) would be
+      // an uncaught exception that stops the server.
+      const onConnectionError = (error: Error) => {
+        broken ??= error;
+      };
+      client.on('error', onConnectionError);
+      let begun = false;
       try {
         await client.query('BEGIN');
+        begun = true;
         const value = await work(on(client));
         await client.query('COMMIT');
         return value;
       } catch (error) {
         await client.query('ROLLBACK').catch((rollback: Error) => {
-          broken = rollback;
+          broken ??= rollback;
         });
         const code = (error as { code?: string }).code;
-        if (code === undefined || !RETRYABLE.has(code) || attempt >= TX_ATTEMPTS) throw error;
+        // A BEGIN that failed ran nothing: the pool handed out a connection the server had ended; another is tried.
+        const retryable = !begun || (code !== undefined && RETRYABLE.has(code));
+        if (!retryable || attempt >= TX_ATTEMPTS) {
+          this.writes.failed(error);
+          throw error;
+        }
       } finally {
-        // A client whose ROLLBACK failed is not handed out again.
+        // A broken client is not handed out again, and keeps the listener: its socket may still report an error.
+        if (!broken) client.removeListener('error', onConnectionError);
         client.release(broken);
       }
+    }
+  }
+
+  /** One small write (a counter nobody reads), to learn whether writes work again while nothing else writes. */
+  async probeWrite(): Promise<boolean> {
+    try {
+      await this.tx((sql) => sql.run("INSERT INTO counters (name, value) VALUES ('write_probe', 1) ON CONFLICT (name) DO UPDATE SET value = counters.value + 1"));
+      this.writes.recovered();
+      return true;
+    } catch {
+      return false;
     }
   }
 

@@ -349,6 +349,12 @@ async function currentVersion(client: pg.PoolClient): Promise<number> {
 export async function migratePg(pool: pg.Pool, where: string, steps: readonly PgMigration[] = PG_MIGRATIONS): Promise<number[]> {
   const known = steps.reduce((max, step) => Math.max(max, step.version), 0);
   const client = await pool.connect();
+  // Connection errors of a checked-out client are emitted on it: heard here, they fail the query in progress instead of the process.
+  let broken: Error | undefined;
+  const onConnectionError = (error: Error) => {
+    broken ??= error;
+  };
+  client.on('error', onConnectionError);
   try {
     // Another replica's long migration is waited for, not cut by the pool's statement timeout.
     await client.query('SET statement_timeout = 0');
@@ -382,6 +388,7 @@ export async function migratePg(pool: pg.Pool, where: string, steps: readonly Pg
       await client.query('RESET statement_timeout');
     }
   } finally {
-    client.release();
+    if (!broken) client.removeListener('error', onConnectionError);
+    client.release(broken);
   }
 }

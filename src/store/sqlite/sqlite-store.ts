@@ -32,6 +32,7 @@ import { SqliteErrorGroupStore } from './error-groups-store.js';
 import { migrate, NewerSchemaError } from './migrations.js';
 import { claimedJob } from '../claimed-job.js';
 import { json, num, numOrNull, type Row, str, strOrNull } from '../rows.js';
+import { WriteHealth } from '../write-health.js';
 
 export type { Row } from '../rows.js';
 
@@ -125,6 +126,8 @@ export function listSql(query: ResultQuery): { sql: string; params: SQLInputValu
 
 export class SqliteStore implements Store {
   private readonly statements = new Map<string, StatementSync>();
+  /** Whether writes work: every statement and transaction that fails for the storage reports here (readiness, /health, the API's 503). */
+  readonly writes = new WriteHealth();
 
   private constructor(
     private readonly db: DatabaseSync,
@@ -188,14 +191,30 @@ export class SqliteStore implements Store {
     }
     return statement;
   }
+  // A statement that fails for the storage (a full disk) says so to `writes`, inside a transaction or not.
   private run(sql: string, ...params: SQLInputValue[]): number {
-    return Number(this.stmt(sql).run(...params).changes);
+    try {
+      return Number(this.stmt(sql).run(...params).changes);
+    } catch (error) {
+      this.writes.failed(error);
+      throw error;
+    }
   }
   private get(sql: string, ...params: SQLInputValue[]): Row | undefined {
-    return this.stmt(sql).get(...params);
+    try {
+      return this.stmt(sql).get(...params);
+    } catch (error) {
+      this.writes.failed(error);
+      throw error;
+    }
   }
   private all(sql: string, ...params: SQLInputValue[]): Row[] {
-    return this.stmt(sql).all(...params);
+    try {
+      return this.stmt(sql).all(...params);
+    } catch (error) {
+      this.writes.failed(error);
+      throw error;
+    }
   }
 
   /** This connection's statements and transactions, for a feature store on the same database. */
@@ -212,14 +231,27 @@ export class SqliteStore implements Store {
   /** Runs `work` in one write transaction; the caller's promise resolves after COMMIT. A nested call joins the outer one. */
   private tx<T>(work: () => T): T {
     if (this.db.isTransaction) return work();
-    this.db.exec('BEGIN IMMEDIATE');
     try {
+      this.db.exec('BEGIN IMMEDIATE');
       const value = work();
       this.db.exec('COMMIT');
       return value;
     } catch (error) {
+      // SQLite rolls back by itself on a full disk; what is left open is rolled back here.
       if (this.db.isTransaction) this.db.exec('ROLLBACK');
+      this.writes.failed(error);
       throw error;
+    }
+  }
+
+  /** One small write (a counter nobody reads), to learn whether writes work again while nothing else writes. */
+  async probeWrite(): Promise<boolean> {
+    try {
+      this.tx(() => this.run("INSERT INTO counters (name, value) VALUES ('write_probe', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1"));
+      this.writes.recovered();
+      return true;
+    } catch {
+      return false;
     }
   }
 

@@ -10,15 +10,16 @@ import { createWriteStream } from 'node:fs';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
 import { isIPv6 } from 'node:net';
 import path from 'node:path';
-import { Transform } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { AgentEvent, Job, ResultEnvelope } from '../core/protocol.js';
 import { MAX_RESULTS_PER_BATCH } from '../core/protocol.js';
 import type { Logger } from '../observability/logger.js';
 import type { ResultsOutcome, Store } from '../store/store.js';
+import { diskFailure } from '../store/write-health.js';
 import { ApiError, badRequest, notFound } from './http/api-error.js';
 import type { Principal, Route, RouteContext } from './http/router.js';
-import { sendJson } from './http/router.js';
+import { sendJson, STORAGE_RETRY_AFTER_SECONDS } from './http/router.js';
 import type { JobSignal } from './job-signal.js';
 
 /** How long a claimed job is the agent's before it goes back to the queue, unless extended. */
@@ -401,13 +402,18 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
           },
         });
         try {
-          await pipeline(ctx.req, count, createWriteStream(part, { mode: 0o600 }));
+          // The request is read without handing it to the pipeline: a file that cannot be written (a full disk)
+          // must not destroy the connection before the 503 below is sent.
+          await pipeline(Readable.from(ctx.req.iterator({ destroyOnReturn: false })), count, createWriteStream(part, { mode: 0o600 }));
           if (received !== artifact.size) throw badRequest(`the upload has ${received} bytes, not the announced ${artifact.size}`);
         } catch (error) {
           await rm(part, { force: true });
           if (error instanceof ApiError) throw error;
           if (ctx.signal.aborted) return 'streamed';
-          throw error;
+          const disk = diskFailure(error);
+          if (disk === undefined) throw error;
+          logger.warn({ err: error, artifactId: id }, 'api request failed: the disk cannot take the file');
+          throw new ApiError(503, `the server cannot store this now: ${disk}; retry later`, {}, { ...close, 'retry-after': String(STORAGE_RETRY_AFTER_SECONDS) });
         }
         await rename(part, path.join(artifactsDir, id));
         await store.markArtifactStored(id, now());

@@ -33,6 +33,20 @@ export function storageFailure(error: unknown): string | undefined {
   return undefined;
 }
 
+/** File-system error codes that mean the disk (an artifact written to STATE_DIR/artifacts), not the request. */
+const DISK_CODES: ReadonlyMap<string, string> = new Map([
+  ['ENOSPC', 'the server’s disk is full'],
+  ['EDQUOT', 'the server’s disk quota is used up'],
+  ['EROFS', 'the server’s file system is read-only'],
+]);
+
+/** What a failed file write says about the disk: a short reason, or undefined when it is not the disk's failure. */
+export function diskFailure(error: unknown): string | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const { code } = error as { code?: unknown };
+  return typeof code === 'string' ? DISK_CODES.get(code) : undefined;
+}
+
 export interface WriteProblem {
   reason: string;
   /** The database's own message of the first failure. */

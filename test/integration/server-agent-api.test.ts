@@ -3,7 +3,8 @@
 // (dist/main.js) against them.
 
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { existsSync, readdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import http from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../src/core/protocol.js';
@@ -381,6 +382,32 @@ describe('artifacts', () => {
     expect(readdirSync(server.artifactsDir).filter((n) => n.endsWith('.part'))).toEqual([]);
     // The public key guards the download.
     expect((await fetch(url)).status).toBe(401);
+  });
+
+  it('answers 503 with Retry-After to an upload the disk has no room for, keeps no part, and takes it once there is room', async () => {
+    if (process.getuid?.() !== 0) throw new Error('this test mounts a tmpfs and must run as root');
+    const { server, keyA } = await serve();
+    await server.queue({ locations: ['loc-a'] });
+    const [job] = (await claim(server, keyA)) as [Job];
+    // The artifacts folder on a 1 MB tmpfs of its own; the database stays where it is.
+    mkdirSync(server.artifactsDir, { recursive: true });
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', server.artifactsDir]);
+    try {
+      const bytes = randomBytes(2 * 1024 * 1024);
+      const announce = await agentCall(server.url, '/v1/agent/artifacts', keyA, { jobId: job.id, name: 'big.bin', contentType: 'application/octet-stream', size: bytes.length });
+      const { uploadUrl } = announce.body as { uploadUrl: string };
+      const refused = await put(uploadUrl, keyA, bytes);
+      expect(refused.status).toBe(503);
+      expect(JSON.parse(refused.body)).toMatchObject({ statusCode: 503, message: 'the server cannot store this now: the server’s disk is full; retry later' });
+      expect(readdirSync(server.artifactsDir)).toEqual([]);
+      expect(server.logs.filter((l) => l.msg === 'api request failed: the disk cannot take the file')).toHaveLength(1);
+      expect(server.logs.filter((l) => l.level >= 50)).toEqual([]);
+      // Room again (a larger mount over it): the same upload URL works.
+      execFileSync('mount', ['-o', 'remount,size=4m', server.artifactsDir]);
+      expect((await put(uploadUrl, keyA, bytes)).status).toBe(200);
+    } finally {
+      execFileSync('umount', ['-l', server.artifactsDir]);
+    }
   });
 
   it('removes the part of an upload cut short, and refuses bad announcements', async () => {

@@ -11,10 +11,10 @@ import type { Logger } from '../../observability/logger.js';
 import { ApiError, errorBody, unauthorized } from './api-error.js';
 import { bearerToken, sameKey } from './credentials.js';
 import type { RateLimiter } from './rate-limit.js';
-import { storageFailure } from '../../store/write-health.js';
+import { diskFailure, storageFailure } from '../../store/write-health.js';
 
 /** Retry-After of a 503 while the database cannot write: the write probe's period (src/server/database-writes.ts). */
-const STORAGE_RETRY_AFTER_SECONDS = 5;
+export const STORAGE_RETRY_AFTER_SECONDS = 5;
 
 export type Principal = { kind: 'anonymous' } | { kind: 'public' } | { kind: 'agent'; key: KeyRecord; agentId: string };
 
@@ -173,10 +173,13 @@ export class Router {
         sendJson(res, error.statusCode, error.body, error.headers);
       } else if (error instanceof NotFoundError) {
         sendJson(res, 404, errorBody(404, error.message, { id: error.id }));
-      } else if (storageFailure(error) !== undefined) {
-        // Logged once by the database's write watch (src/server/database-writes.ts), not per request; the caller retries.
-        this.options.logger.debug({ err: error }, 'api request failed: the database cannot write');
-        sendJson(res, 503, errorBody(503, `the server cannot store this now: ${storageFailure(error)}; retry later`), { 'retry-after': String(STORAGE_RETRY_AFTER_SECONDS) });
+      } else if (storageFailure(error) !== undefined || diskFailure(error) !== undefined) {
+        // The database's failures are logged once by its write watch (src/server/database-writes.ts), not per
+        // request; a file's (an artifact upload) here. Either way the caller retries.
+        const database = storageFailure(error);
+        if (database) this.options.logger.debug({ err: error }, 'api request failed: the database cannot write');
+        else this.options.logger.warn({ err: error }, 'api request failed: the disk cannot take the file');
+        sendJson(res, 503, errorBody(503, `the server cannot store this now: ${database ?? diskFailure(error)}; retry later`), { 'retry-after': String(STORAGE_RETRY_AFTER_SECONDS) });
       } else {
         throw error;
       }

@@ -88,6 +88,17 @@ export function unfoldJson(json: string): string {
   return json.replace(/\\[nr\\"]|"/g, (m) => (m === '\\n' || m === '"' ? '\n' : m === '\\r' ? '\r' : m));
 }
 
+/**
+ * Whether a JSON text as JSON.stringify writes it (compact or indented) holds
+ * a line break, escaped (`\n`, `\r`) or raw. Without one jsonMayFold is false:
+ * its only other breaks are quotes, and in JSON a quote has syntax on its
+ * outer side, never a base64 character. Four native searches, where
+ * jsonMayFold is a pass in JavaScript: most result lines hold no break.
+ */
+export function jsonHasBreak(json: string): boolean {
+  return json.includes('\\n') || json.includes('\n') || json.includes('\\r') || json.includes('\r');
+}
+
 const OTHER = 0;
 const BASE64 = 1;
 const BREAK = 2;

@@ -42,7 +42,7 @@
 import { Buffer } from 'node:buffer';
 import { domainToASCII } from 'node:url';
 import { Automaton } from './automaton.js';
-import { foldedRegions, jsonMayFold, unfoldJson } from './folding.js';
+import { foldedRegions, jsonHasBreak, jsonMayFold, unfoldJson } from './folding.js';
 
 /** What every secret form is replaced with. */
 export const REDACTED = '*****';
@@ -909,8 +909,8 @@ export class Scrubber {
   mayHoldSecret(json: string): boolean {
     if (this.index.size === 0 || json.length < 4) return false;
     if (this.lineIndexHit(json)) return true;
-    // Most lines cannot fold (no break between base64 lines): asked in one pass, without a copy.
-    if (!jsonMayFold(json)) return false;
+    // Most lines cannot fold (no break at all, or none between base64 lines): asked without a copy.
+    if (!jsonHasBreak(json) || !jsonMayFold(json)) return false;
     for (const { joined } of foldedRegions(unfoldJson(json))) if (this.directRuns(joined).starts.length > 0) return true;
     return false;
   }

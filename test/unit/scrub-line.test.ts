@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { scrubResult, scrubResultLine } from '../../src/secrets/policy.js';
-import { foldedRegions, jsonMayFold, unfoldJson } from '../../src/secrets/folding.js';
+import { foldedRegions, jsonHasBreak, jsonMayFold, unfoldJson } from '../../src/secrets/folding.js';
 import { REDACTED, Scrubber, secretForms } from '../../src/secrets/scrubber.js';
 import { mulberry32 } from '../support/random.js';
 
@@ -157,6 +157,34 @@ describe('scrubResultLine: one serialization and one scan, the same text as the 
     // Both answers were given often.
     expect(folding).toBeGreaterThan(CASES);
     expect(folding).toBeLessThan(CASES * 90);
+  }, 120_000);
+
+  it(`jsonHasBreak is never false where jsonMayFold is true, on ${CASES * 20} random JSON values, compact and indented (seed ${SEED + 3})`, () => {
+    const random = mulberry32(SEED + 3);
+    const alphabet = ['A', 'z', '9', '+', '/', '=', 'n', 'r', '\\', '"', '\n', '\r', '.', ' ', ':', ',', '[', '{'];
+    const text = () => Array.from({ length: Math.floor(random() * 8) }, () => alphabet[Math.floor(random() * alphabet.length)]).join('');
+    const value = (depth: number): unknown => {
+      const pick = random();
+      if (depth > 2 || pick < 0.4) return text();
+      if (pick < 0.5) return Math.floor(random() * 1000);
+      if (pick < 0.55) return null;
+      if (pick < 0.8) return Array.from({ length: Math.floor(random() * 4) }, () => value(depth + 1));
+      return Object.fromEntries(Array.from({ length: Math.floor(random() * 4) }, () => [text(), value(depth + 1)]));
+    };
+    let withoutBreak = 0;
+    let folding = 0;
+    for (let n = 0; n < CASES * 20; n++) {
+      const v = value(0);
+      for (const json of [JSON.stringify(v), JSON.stringify(v, null, 2)]) {
+        const mayFold = jsonMayFold(json);
+        if (mayFold && !jsonHasBreak(json)) throw new Error(`case ${n}: ${JSON.stringify(json)} may fold but has no break`);
+        if (!jsonHasBreak(json)) withoutBreak++;
+        if (mayFold) folding++;
+      }
+    }
+    // Both kinds of text were met often.
+    expect(withoutBreak).toBeGreaterThan(CASES);
+    expect(folding).toBeGreaterThan(CASES);
   }, 120_000);
 
   it('reads a megabyte of escaped breaks, quotes or base64 lines in one pass, whatever their pattern', () => {

@@ -133,6 +133,17 @@ beforeAll(async () => {
       ],
     },
     { id: 'bookstore-failing', checkType: 'API', request: { url: `${plain.url}/store.json` }, assertions: [{ source: 'JSON_BODY', property: '$..price', comparison: 'LESS_THAN', target: '100' }, { source: 'JSON_BODY', property: '$.nothing', comparison: 'IS_NULL', target: '' }] },
+    {
+      id: 'inherited-header-names',
+      checkType: 'API',
+      request: { url: `${plain.url}/store.json` },
+      assertions: [
+        { source: 'HEADERS', property: 'constructor', comparison: 'IS_NULL', target: '' },
+        { source: 'HEADERS', property: '__proto__', comparison: 'IS_NULL', target: '' },
+        { source: 'HEADERS', property: 'toString', comparison: 'IS_NULL', target: '' },
+        { source: 'HEADERS', property: 'x-shop', comparison: 'EQUALS', target: 'books' },
+      ],
+    },
     { id: 'token-variable', checkType: 'URL', request: { url: `${plain.url}/health` }, assertions: [{ source: 'STATUS_CODE', comparison: 'EQUALS', target: '200' }] },
     { id: 'server-error', checkType: 'API', request: { url: `${plain.url}/server-error` } },
     { id: 'big-body', checkType: 'API', request: { url: `${plain.url}/files/big.bin` }, assertions: [{ source: 'TEXT_BODY', comparison: 'CONTAINS', target: 'aaaa' }] },
@@ -239,6 +250,12 @@ describe('API responses and assertions', () => {
     expect([...((r.assertions[2]?.actual ?? []) as number[])].sort((a, b) => a - b)).toEqual([8.95, 8.99, 12.99, 22.99, 399]);
     expect(r.assertions[3]?.actual).toEqual(['Sayings of the Century', 'Moby Dick']);
     expect(r.assertions[9]?.actual).toBe('0-553-21311-3');
+  });
+
+  it("reads a header's own value only: `constructor`, `__proto__`, `toString` are absent headers, not Object.prototype's members", () => {
+    const r = api('inherited-header-names');
+    expect(final('inherited-header-names').hasFailures, JSON.stringify(r.assertions)).toBe(false);
+    expect(r.assertions.map((a) => a.actual)).toEqual([null, null, null, 'books']);
   });
 
   it('fails when one of several selected values does not hold', () => {

@@ -250,6 +250,23 @@ describe('check workers: a worker that dies', () => {
   });
 });
 
+describe('check workers: a result that cannot be cloned', () => {
+  it('ends its job as an error result naming why, gives its memory back, and the worker goes on', async () => {
+    const { queue, pool, metrics, budget } = await setup(1, { entry: CRASHING }, 2);
+    const job = await settle(queue.submit(urlJob('unclonable', '/ok', { name: 'unclonable' })));
+    expect(job.result?.hasErrors).toBe(true);
+    expect(JSON.stringify(job.result)).toContain('its check worker could not hand over its result (DataCloneError: function Object() { [native code] } could not be cloned.)');
+    // Counted once, as it ran: the check passed; only its hand-over failed (logged at error).
+    expect(await counter(metrics, 'outpost_jobs_total')).toEqual({ 'URL/passed': 1 });
+    expect((await counter(metrics, 'outpost_jobs_in_flight'))['-']).toBe(0);
+    await waitFor(() => budget.inUseBytes === 0, 'the result memory given back');
+    expect((await counter(metrics, 'outpost_check_worker_restarts_total'))['-']).toBe(0);
+    expect(pool.ready()).toBe(true);
+    const after = await settle(queue.submit(urlJob('after-unclonable', '/ok')));
+    expect(after.result?.hasErrors).toBe(false);
+  });
+});
+
 describe('check workers: a worker that stalls', () => {
   it('is ended when its event loop stops turning: its jobs become error results and it comes back', async () => {
     const { queue, pool, metrics } = await setup(1, { entry: CRASHING, stallMs: 1_500 }, 2);

@@ -9,7 +9,10 @@ import { evaluateJsonPath } from '../assertions/jsonpath.js';
 export const HTTP_ASSERTION_SOURCES = ['STATUS_CODE', 'JSON_BODY', 'HEADERS', 'TEXT_BODY', 'RESPONSE_TIME'] as const;
 
 function headerValue(headers: Exchange['headers'], name: string): string | null {
-  const value = headers[name.toLowerCase()];
+  const key = name.toLowerCase();
+  // Own headers only: `constructor` or `__proto__` must not find Object.prototype's members.
+  if (!Object.hasOwn(headers, key)) return null;
+  const value = headers[key];
   if (value === undefined) return null;
   return Array.isArray(value) ? value.join(', ') : value;
 }

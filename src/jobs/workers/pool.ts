@@ -333,9 +333,16 @@ export class WorkerPool {
         );
         return;
       }
-      case 'failed':
-        handle.jobs.get(message.jobId)?.settle(fromWire(message.error));
+      case 'failed': {
+        // The job ran but its end could not reach this thread (a result that cannot be cloned, a runner that
+        // threw): it still ends as a result, never as a rejection that would leave its slot open.
+        const job = handle.jobs.get(message.jobId);
+        if (!job) return;
+        const error = fromWire(message.error);
+        // The worker counted the job in outpost_jobs_total already: not once more.
+        job.settle(this.crashResult(job.prepared, `its check worker could not hand over its result (${error.name}: ${error.message})`, false));
         return;
+      }
       case 'executor-error':
         options.run.onExecutorError?.(fromWire(message.error), {
           checkType: message.checkType,
@@ -367,7 +374,9 @@ export class WorkerPool {
   /** A message that could not be cloned fails alone: a job that cannot be handed over ends as the error its run() gives. */
   private unsendable(handle: Handle, message: ToWorker, error: unknown): void {
     if (message.type === 'run') {
-      handle.jobs.get(message.job.jobId)?.settle(error instanceof Error ? error : new Error(String(error)));
+      const job = handle.jobs.get(message.job.jobId);
+      const why = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+      job?.settle(this.crashResult(job.prepared, `it could not be handed to a check worker (${why})`));
       return;
     }
     if (message.type === 'published') {
@@ -401,14 +410,14 @@ export class WorkerPool {
   }
 
   /** The error result of a job whose worker died: scrubbed and capped like every other result. */
-  private crashResult(prepared: PreparedJob, why: string): JobCompletion {
+  private crashResult(prepared: PreparedJob, why: string, count = true): JobCompletion {
     const { metrics } = this.options;
     const checkType = prepared.checkIdentity.checkType ?? 'UNKNOWN';
     const entry = errorResult(`Internal error: the job did not finish: ${why}`, prepared.identity, prepared.checkIdentity, prepared.runnable?.executor.member);
     const secrets = this.secrets.forJob([...prepared.variables, ...(prepared.runnable?.check.environmentVariables ?? [])]);
     const result = capResultSize(secrets.scrubResult(entry), this.options.run.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES);
     secrets.release();
-    metrics.jobsTotal.inc({ check_type: checkType, outcome: 'error' });
+    if (count) metrics.jobsTotal.inc({ check_type: checkType, outcome: 'error' });
     metrics.checks.record(result, { frequencySeconds: prepared.runnable?.check.frequency });
     prepared.logger.error({ target: prepared.runnable?.target }, `job ended as an error: ${why}`);
     return { jobId: prepared.jobId, result, line: undefined, prepared, release: () => undefined };

@@ -121,6 +121,9 @@ async function run(job: WireJob): Promise<void> {
 function unsendable(message: FromWorker, error: unknown): void {
   switch (message.type) {
     case 'done':
+      // The main thread makes the job's error result; what this result held is given back now, as no release will come.
+      releases.get(message.jobId)?.();
+      releases.delete(message.jobId);
       post({ type: 'failed', jobId: message.jobId, error: wireError(error) });
       return;
     case 'attempt': {

@@ -70,7 +70,7 @@ afterEach(async () => {
   for (const server of servers.splice(0)) await closeApiServer(server, 100);
 });
 
-async function serve(options: Partial<RouterOptions> = {}): Promise<string> {
+async function serve(options: Partial<RouterOptions> = {}, headersTimeoutMs?: number): Promise<string> {
   const router = new Router(routes, {
     publicKey: PUBLIC_KEY,
     agentKey: async (token) => (keyHash(token) === keyHash(AGENT_KEY) ? KEY : undefined),
@@ -79,7 +79,7 @@ async function serve(options: Partial<RouterOptions> = {}): Promise<string> {
     logger: pino({ level: 'silent' }),
     ...options,
   });
-  const server = await startApiServer(router, { host: '127.0.0.1', port: 0 });
+  const server = await startApiServer(router, { host: '127.0.0.1', port: 0, ...(headersTimeoutMs ? { headersTimeoutMs } : {}) });
   servers.push(server);
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
@@ -235,6 +235,31 @@ describe('router', () => {
     expect(limited.headers.get('retry-after')).toMatch(/^\d+$/);
     // The limit of anonymous routes is their own: the public key's budget is untouched.
     expect((await call(`${url}/v1/things/1`, { headers: pub })).status).toBe(200);
+  });
+
+  it('closes a connection that sends no byte, or a head a byte at a time, once the head deadline passes', async () => {
+    const url = new URL(await serve({}, 1_000));
+    const { connect } = await import('node:net');
+    const open = (drip: boolean) => {
+      const socket = connect(Number(url.port), url.hostname);
+      socket.on('error', () => undefined);
+      if (drip) socket.write('GET /v1/echo HTTP/1.1\r\nHost: x\r\nX-Drip: ');
+      const timer = drip ? setInterval(() => socket.write('a'), 200) : undefined;
+      const started = Date.now();
+      return new Promise<number>((resolve) =>
+        socket.on('close', () => {
+          clearInterval(timer);
+          resolve(Date.now() - started);
+        }),
+      );
+    };
+    const [silent, dripping] = await Promise.all([open(false), open(true)]);
+    // The deadline is 1 s, checked every second: cut after 1-2 s, with room for a busy machine; never held for good.
+    for (const heldMs of [silent, dripping]) {
+      expect(heldMs).toBeGreaterThanOrEqual(900);
+      expect(heldMs).toBeLessThan(8_000);
+    }
+    expect((await call(`${url.origin}/v1/echo`, { method: 'POST', headers: { ...pub, 'content-type': 'application/json' }, body: '{"a":1}' })).status).toBe(200);
   });
 
   it('cuts a client whose JSON body trickles in past the deadline, and serves the next one', async () => {

@@ -250,23 +250,36 @@ export class Router {
 export interface ApiServerOptions {
   host: string;
   port: number;
-  /** Connections served at once; more wait in the kernel's backlog. */
+  /** Connections held at once; node:http closes any beyond this as it accepts them. */
   maxConnections?: number;
+  /** API_HEADERS_TIMEOUT_MS unless given (tests). */
+  headersTimeoutMs?: number;
 }
 
 /** Starts listening; resolves once bound (a port in use rejects with EADDRINUSE). */
+/** A request head must arrive within this of the connection (or of its first byte); then the connection is closed. */
+export const API_HEADERS_TIMEOUT_MS = 10_000;
+
 export async function startApiServer(router: Router, options: ApiServerOptions): Promise<Server> {
   const server = createServer(
     {
       // Headers must arrive promptly; JSON bodies within JSON_BODY_DEADLINE_MS; a whole request (an artifact's
       // 150 MB upload the longest) within 15 minutes. Long polls end themselves: their request is small.
-      headersTimeout: 10_000,
+      headersTimeout: options.headersTimeoutMs ?? API_HEADERS_TIMEOUT_MS,
       requestTimeout: 15 * 60_000,
       keepAliveTimeout: 5_000,
+      // Node checks those deadlines this often (30 s by default: a slow head could hold a connection 40 s).
+      connectionsCheckingInterval: 1_000,
     },
     router.listener,
   );
   server.maxConnections = options.maxConnections ?? 2_048;
+  // headersTimeout counts from a request's first byte: a connection that never sends one would be held for
+  // ever, and enough of them would fill maxConnections. Until its first byte, a connection has the same time.
+  server.on('connection', (socket) => {
+    socket.setTimeout(options.headersTimeoutMs ?? API_HEADERS_TIMEOUT_MS);
+    socket.once('data', () => socket.setTimeout(0));
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {

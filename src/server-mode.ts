@@ -14,7 +14,8 @@ import { AGENT_ROUTE_LIMIT_PER_MINUTE } from './core/protocol.js';
 import { Lifecycle } from './health/lifecycle.js';
 import { describePolicy, type NetworkPolicy } from './net/network-policy.js';
 import type { Logger } from './observability/logger.js';
-import { createMetrics } from './observability/metrics.js';
+import { createMetrics, type Metrics } from './observability/metrics.js';
+import type { ResultEnvelope } from './core/protocol.js';
 import { Scrubber } from './secrets/scrubber.js';
 import { agentRoutes } from './server/agent-api.js';
 import { AgentAddressBook, staticIpv6Routes } from './server/agent-addresses.js';
@@ -73,6 +74,14 @@ function replicaName(): string {
 
 /** How often readiness asks the database whether it answers. */
 const DATABASE_PING_EVERY_MS = 5_000;
+
+/** A result an agent delivered, in the per-check series of its check, labelled as the file names it; nothing for a check the file does not run there. */
+function recordFileCheck(metrics: Metrics, fileChecks: ReadonlyMap<string, ServerCheck>, envelope: ResultEnvelope, location: string): void {
+  const known = fileChecks.get(envelope.result.checkId ?? '');
+  if (!known || !known.locations.includes(location)) return;
+  const { id, name, checkType, frequency } = known.check;
+  metrics.checks.record({ ...envelope.result, checkId: id, name, checkType, runLocation: location }, { frequencySeconds: frequency, location });
+}
 
 /** The database of a STATE_DIR. */
 export function databaseFile(stateDir: string): string {
@@ -221,7 +230,9 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const parsed = parseServerChecksFile(startText, file, definitionRegistry());
   const { checks, privateLocations, heartbeats } = parsed;
   const metrics = createMetrics();
-  const frequencies = new Map(checks.map((c) => [c.check.id, c.check.frequency]));
+  // The per-check series are labelled from the file, never from a result's body: an agent's result names its
+  // check, but only a check of the file that runs at the agent's location gets (or changes) a series.
+  const fileChecks = new Map(checks.map((c) => [c.check.id, c]));
   let stores: ServerStores | undefined;
   let databaseAnswers = true;
   const lifecycle = new Lifecycle(
@@ -272,7 +283,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
         leaseMs: settings.leaseSeconds * 1000,
         addresses: addressBook,
         onAccepted: (envelope, location) =>
-          metrics.checks.record(envelope.result, { frequencySeconds: frequencies.get(envelope.result.checkId ?? ''), location }),
+          recordFileCheck(metrics, fileChecks, envelope, location),
       }),
       ...readRoutes({
         store,
@@ -372,7 +383,8 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
       await applyChecksFile(checksFileStores, next);
       await scheduler?.reschedule();
       // A check no longer in the file loses its series now, not three frequencies later.
-      for (const c of next.checks) frequencies.set(c.check.id, c.check.frequency);
+      fileChecks.clear();
+      for (const c of next.checks) fileChecks.set(c.check.id, c);
       metrics.checks.retain([...next.checks.map((c) => c.check.id), ...next.heartbeats.map((h) => h.id)]);
       return next.checks.length;
     },

@@ -120,13 +120,15 @@ export async function startHealthServer(
       case '/health':
         return sendJson(res, 200, source.status());
       case '/metrics':
-        source.registry.metrics().then(
-          (text) => {
+        source.registry
+          .metrics()
+          .then((text) => {
+            // Rendered before anything is written: a failure (a body past V8's string limit) is still a 500.
+            const body = source.extraMetrics ? text + source.extraMetrics() : text;
             res.writeHead(200, { 'content-type': source.registry.contentType, 'cache-control': 'no-store' });
-            res.end(source.extraMetrics ? text + source.extraMetrics() : text);
-          },
-          (error: Error) => sendJson(res, 500, errorBody(500, error.message)),
-        );
+            res.end(body);
+          })
+          .catch((error: Error) => sendJson(res, 500, errorBody(500, error.message)));
         return;
     }
   });

@@ -247,6 +247,18 @@ describe('results', () => {
     expect(session?.results.map((r) => r.id)).toEqual([first.id]);
   });
 
+  it("files a result under its job's check, type and location, whatever its body names", async () => {
+    const { server, keyA } = await serve();
+    const { sessionId } = await server.queue({ locations: ['loc-a'] });
+    const [job] = (await claim(server, keyA)) as [Job];
+    const forged = entry(job, { checkId: 'another-check', checkType: 'TCP', runLocation: 'loc-b' });
+    expect((await results(server, keyA, [envelope(job.id, forged)])).accepted).toEqual([forged.id]);
+    const session = await server.store.session(sessionId);
+    const stored = session?.results.find((r) => r.id === forged.id);
+    expect(stored).toMatchObject({ checkId: session?.checkId, checkType: 'URL', runLocation: 'loc-a' });
+    expect(stored?.checkId).not.toBe('another-check');
+  });
+
   it('refuses a result nested too deep on its own, with 400, and stores the rest of the batch', async () => {
     const { server, keyA } = await serve();
     await server.queue({ locations: ['loc-a'] });

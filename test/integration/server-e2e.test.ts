@@ -186,6 +186,24 @@ describe('outpost server with two agents', () => {
     for (const location of ['a', 'b']) expect(metrics).toMatch(new RegExp(`^probe_success\\{check_id="both",[^}]*location="${location}"\\} 1$`, 'm'));
   });
 
+  it("labels /metrics from the checks file: a result's body cannot add a series or rename one", { timeout: 120_000 }, async () => {
+    await waitForFinals('both', 'a', 1);
+    const [stored] = await finals('both', 'a');
+    if (!stored) throw new Error('no FINAL of check both at a');
+    // A re-send of a stored result is accepted again (idempotent), whatever its body now says.
+    const forged = { ...stored, checkId: 'forged-series', name: 'Forged', checkType: 'TCP', runLocation: 'b', hasFailures: true };
+    const response = await fetch(`http://127.0.0.1:${port}/v1/agent/results`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${keys.a}`, 'x-agent-id': 'forger', 'content-type': 'application/json' },
+      body: JSON.stringify({ results: [{ jobId: 'any-job', resultId: stored.id, result: forged }] }),
+    });
+    expect(await response.json()).toEqual({ accepted: [stored.id], rejected: [] });
+    const metrics = (await probe(await server.healthPort(), '/metrics')).text;
+    expect(metrics).not.toContain('forged-series');
+    expect(metrics).not.toContain('Forged');
+    expect(metrics).toMatch(/^probe_success\{check_id="both",[^}]*location="a"\} 1$/m);
+  });
+
   it('pages through every result exactly once with nextId, and filters by location and resultType', { timeout: 120_000 }, async () => {
     const snapshot = await all('both', 'resultType=ALL');
     const paged = await all('both', 'resultType=ALL', 2);

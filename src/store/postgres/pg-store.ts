@@ -468,7 +468,8 @@ export class PgStore implements Store {
           msOf(result.startedAt, receivedAt),
           str(job, 'check_type'),
           receivedAt,
-          JSON.stringify({ ...result, errorGroupIds }),
+          // The check, type and location are the job's: an agent's result body cannot file itself under another.
+          JSON.stringify({ ...result, checkId: str(job, 'check_id'), checkType: str(job, 'check_type'), runLocation: location, errorGroupIds }),
         ]);
         // Later envelopes of this batch see what this one did.
         stored.add(resultId);

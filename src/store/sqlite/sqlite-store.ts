@@ -635,7 +635,8 @@ export class SqliteStore implements Store {
           msOf(result.startedAt, receivedAt),
           str(job, 'check_type'),
           receivedAt,
-          JSON.stringify({ ...result, errorGroupIds }),
+          // The check, type and location are the job's: an agent's result body cannot file itself under another.
+          JSON.stringify({ ...result, checkId: str(job, 'check_id'), checkType: str(job, 'check_type'), runLocation: location, errorGroupIds }),
         );
         if (isFinal) {
           this.run("UPDATE jobs SET status = 'DONE', final_result_id = ?, lease_expires_at = NULL WHERE id = ?", resultId, jobId);

@@ -6,6 +6,7 @@ import { query } from 'jsonpath-rfc9535';
 import { type Assertion, type AssertionOutcome, asText, compare, evaluate, extractWithOrigin, recordCaptureOrigins, unevaluable } from './assertions.js';
 import { matchesWithin } from './bounded-match.js';
 import { withPatternBudget } from './jsonpath-regex.js';
+import { countedView, QueryTooLarge } from './jsonpath-steps.js';
 import { CheckRegexError, compileCheckRegex, tooSlow, workLength } from './regex.js';
 
 export type JsonPathResult = { ok: true; values: unknown[] } | { ok: false; error: string };
@@ -16,11 +17,29 @@ export function queryJsonPath(document: unknown, expression: string): JsonPathRe
   const problem = unevaluable(document, 'the document');
   if (problem) return { ok: false, error: `cannot evaluate JSONPath ${JSON.stringify(expression)}: ${problem}` };
   try {
-    return { ok: true, values: withPatternBudget(expression, () => query(document as Parameters<typeof query>[0], expression) as unknown[]) };
+    // Without a descendant segment or a list of selectors no node can be selected twice: the result is at most
+    // the document. Other queries read it through a counting view that stops them (./jsonpath-steps.ts).
+    if (!mayRepeat(expression)) {
+      return { ok: true, values: withPatternBudget(expression, () => query(document as Parameters<typeof query>[0], expression) as unknown[]) };
+    }
+    const { view, unwrap } = countedView(document);
+    const selected = withPatternBudget(expression, () => query(view as Parameters<typeof query>[0], expression) as unknown[]);
+    return { ok: true, values: selected.map(unwrap) };
   } catch (error) {
     if (error instanceof CheckRegexError) return { ok: false, error: `cannot evaluate JSONPath ${JSON.stringify(expression)}: ${error.message}` };
+    if (error instanceof QueryTooLarge) {
+      return { ok: false, error: `JSONPath ${JSON.stringify(expression)} ${error.message}: select less (fewer descendant segments \`..\`, or no repeated selectors)` };
+    }
     return { ok: false, error: `invalid JSONPath ${JSON.stringify(expression)}: ${(error as Error).message}` };
   }
+}
+
+/**
+ * Whether a query may select a node more than once, or read the document once per node: `..` or `,`
+ * anywhere, or a second `$` (a filter's query from the root). Also inside a string: that only costs the count.
+ */
+function mayRepeat(expression: string): boolean {
+  return expression.includes('..') || expression.includes(',') || expression.indexOf('$') !== expression.lastIndexOf('$');
 }
 
 /**

@@ -78,7 +78,7 @@ const DATABASE_PING_EVERY_MS = 5_000;
 /** A result an agent delivered, in the per-check series of its check, labelled as the file names it; nothing for a check the file does not run there. */
 function recordFileCheck(metrics: Metrics, fileChecks: ReadonlyMap<string, ServerCheck>, envelope: ResultEnvelope, location: string): void {
   const known = fileChecks.get(envelope.result.checkId ?? '');
-  if (!known || !known.locations.includes(location)) return;
+  if (!known?.locations.includes(location)) return;
   const { id, name, checkType, frequency } = known.check;
   metrics.checks.record({ ...envelope.result, checkId: id, name, checkType, runLocation: location }, { frequencySeconds: frequency, location });
 }

@@ -75,12 +75,24 @@ function replicaName(): string {
 /** How often readiness asks the database whether it answers. */
 const DATABASE_PING_EVERY_MS = 5_000;
 
+/** A check of the file with the labels of its series: its id and name scrubbed of the file's secrets, as its results are. */
+interface LabelledCheck {
+  server: ServerCheck;
+  id: string;
+  name: string;
+}
+
+function fileCheckLabels(checks: readonly ServerCheck[]): Map<string, LabelledCheck> {
+  const scrubber = Scrubber.of(checks.flatMap((c) => c.variables.filter((v) => v.secret === true).map((v) => v.value)));
+  return new Map(checks.map((c) => [c.check.id, { server: c, id: scrubber.scrubText(c.check.id), name: scrubber.scrubText(c.check.name) }]));
+}
+
 /** A result an agent delivered, in the per-check series of its check, labelled as the file names it; nothing for a check the file does not run there. */
-function recordFileCheck(metrics: Metrics, fileChecks: ReadonlyMap<string, ServerCheck>, envelope: ResultEnvelope, location: string): void {
+function recordFileCheck(metrics: Metrics, fileChecks: ReadonlyMap<string, LabelledCheck>, envelope: ResultEnvelope, location: string): void {
   const known = fileChecks.get(envelope.result.checkId ?? '');
-  if (!known?.locations.includes(location)) return;
-  const { id, name, checkType, frequency } = known.check;
-  metrics.checks.record({ ...envelope.result, checkId: id, name, checkType, runLocation: location }, { frequencySeconds: frequency, location });
+  if (!known?.server.locations.includes(location)) return;
+  const { checkType, frequency } = known.server.check;
+  metrics.checks.record({ ...envelope.result, checkId: known.id, name: known.name, checkType, runLocation: location }, { frequencySeconds: frequency, location });
 }
 
 /** The database of a STATE_DIR. */
@@ -232,7 +244,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const metrics = createMetrics();
   // The per-check series are labelled from the file, never from a result's body: an agent's result names its
   // check, but only a check of the file that runs at the agent's location gets (or changes) a series.
-  const fileChecks = new Map(checks.map((c) => [c.check.id, c]));
+  const fileChecks = fileCheckLabels(checks);
   let stores: ServerStores | undefined;
   let databaseAnswers = true;
   const lifecycle = new Lifecycle(
@@ -384,7 +396,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
       await scheduler?.reschedule();
       // A check no longer in the file loses its series now, not three frequencies later.
       fileChecks.clear();
-      for (const c of next.checks) fileChecks.set(c.check.id, c);
+      for (const [id, labelled] of fileCheckLabels(next.checks)) fileChecks.set(id, labelled);
       metrics.checks.retain([...next.checks.map((c) => c.check.id), ...next.heartbeats.map((h) => h.id)]);
       return next.checks.length;
     },

@@ -160,7 +160,7 @@ export class JobRunner {
     const abortedWith = slot.abortedWith();
     if (abortedWith) {
       const result = errorResult(abortedWith.message, prepared.identity, prepared.checkIdentity, executor.member);
-      return this.finish(prepared, result, started);
+      return this.finish(prepared, result, started, secrets);
     }
     const job = slot.enter(jobId);
     this.metrics.jobsInFlight.inc();
@@ -211,9 +211,9 @@ export class JobRunner {
             executor.member,
           );
           final.attempts = attempt + 1;
-          return this.finish(prepared, final, started);
+          return this.finish(prepared, final, started, secrets);
         }
-        return this.finish(prepared, entry, started);
+        return this.finish(prepared, entry, started, secrets);
       }
     } finally {
       job.leave();
@@ -227,12 +227,15 @@ export class JobRunner {
     return (ctx) => runnable.executor.run(runnable.check, ctx);
   }
 
-  private finish(prepared: PreparedJob, result: CheckResultEntry, started: number): Finished {
+  private finish(prepared: PreparedJob, result: CheckResultEntry, started: number, secrets: JobSecrets): Finished {
     const checkType = prepared.checkIdentity.checkType ?? 'UNKNOWN';
     const label = resultOutcome(result);
     this.metrics.jobsTotal.inc({ check_type: checkType, outcome: label });
     this.metrics.jobDuration.observe({ check_type: checkType }, (performance.now() - started) / 1000);
-    this.metrics.checks.record(result, { frequencySeconds: prepared.runnable?.check.frequency });
+    // The result is scrubbed later (run's leave); its series' labels are scrubbed here, as the result's fields will be.
+    const { scrubber } = secrets;
+    const shown = { ...result, ...(result.name ? { name: scrubber.scrubText(result.name) } : {}), ...(result.checkId ? { checkId: scrubber.scrubText(result.checkId) } : {}), ...(result.runLocation ? { runLocation: scrubber.scrubText(result.runLocation) } : {}) };
+    this.metrics.checks.record(shown, { frequencySeconds: prepared.runnable?.check.frequency });
     prepared.logger.debug({ target: prepared.runnable?.target, outcome: label, responseTime: result.responseTime, attempts: result.attempts }, 'job finished');
     return { jobId: prepared.jobId, result, prepared };
   }

@@ -459,6 +459,34 @@ describe('regex captures cannot read a secret back in pieces', () => {
   const pieceAssertions = () =>
     Array.from({ length: 7 }, (_, i) => ({ source: 'TEXT_BODY', comparison: 'EQUALS', target: 'zzz', regex: `[xX]-[tT]ok:${".{3}".repeat(i)}(.{1,3})` }));
 
+  it('local mode: a secret in a check id or name is scrubbed from the /metrics labels, as from the result', async () => {
+    const secret = 's3cr3tTOKENvalue';
+    const file = path.join(tempDir(), 'checks.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        environmentVariables: [{ key: 'TOK', value: secret, secret: true }],
+        checks: [{ id: `echo-${secret}`, name: `echo ${secret}`, checkType: 'API', frequency: 60, request: { url: `${target.url}/echo/x` } }],
+      }),
+    );
+    const proc = startAgent(['local', file], cleanEnv({ STATE_DIR: tempDir() }));
+    try {
+      const port = await proc.healthPort();
+      const deadline = Date.now() + 30_000;
+      while (proc.stdoutLines.length < 1) {
+        if (Date.now() > deadline) throw new Error(`no result; stderr: ${proc.stderr().slice(-2000)}`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      expect(JSON.parse(proc.stdoutLines[0] as string)).toMatchObject({ checkId: 'echo-*****', name: 'echo *****' });
+      const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      expect(metrics).toMatch(/^probe_success\{check_id="echo-\*\*\*\*\*",check_name="echo \*\*\*\*\*",/m);
+      expect(metrics).not.toContain(secret);
+    } finally {
+      proc.kill('SIGKILL');
+      await proc.exit;
+    }
+  }, 60_000);
+
   it('local mode: the agent’s own health port does not echo the path, and captures overlapping a secret are withheld', async () => {
     const healthPort = await freePort();
     const dir = tempDir();

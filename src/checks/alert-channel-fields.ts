@@ -4,6 +4,7 @@
 // JSON path. Shared by checks-file.ts and the server's alerts route.
 
 import type { NewAlertChannel } from '../store/alerts.js';
+import { MAX_DEFINITION_DEPTH, pathPastDepth } from '../core/json-depth.js';
 
 export const ALERT_CHANNEL_TYPES = ['EMAIL', 'SLACK', 'WEBHOOK', 'SMS', 'PAGERDUTY', 'OPSGENIE', 'CALL'] as const;
 export type AlertChannelType = (typeof ALERT_CHANNEL_TYPES)[number];
@@ -86,8 +87,12 @@ export function parseAlertChannel(raw: unknown, path: string, problems: string[]
     problems.push(`${path}.type: is required: one of ${ALERT_CHANNEL_TYPES.join(', ')}`);
   }
   const config = record.config;
+  const tooDeep = pathPastDepth(config, MAX_DEFINITION_DEPTH, `${path}.config`);
   if (config === null || typeof config !== 'object' || Array.isArray(config)) {
     problems.push(`${path}.config: is required: an object (its fields depend on the type)`);
+  } else if (tooDeep) {
+    // Kept as given and stored as JSON: refused here, not by a stack overflow later.
+    problems.push(`${tooDeep}: is nested deeper than ${MAX_DEFINITION_DEPTH} levels`);
   } else if (typeof type === 'string') {
     configProblems(type, config as Record<string, unknown>, `${path}.config`, problems);
   }

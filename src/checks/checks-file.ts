@@ -16,6 +16,7 @@ import type { MaintenanceWindowDefinition } from '../core/maintenance-window.js'
 import type { IncidentDefinition } from '../core/dashboard.js';
 import { type ParsedDashboard, parseDashboards, parseIncidents } from './dashboard-fields.js';
 import type { EnvironmentVariable } from '../core/protocol.js';
+import { MAX_DEFINITION_DEPTH, nestedDeeperThan, pathPastDepth } from '../core/json-depth.js';
 
 export interface LocalCheck {
   check: CheckDefinition;
@@ -59,6 +60,8 @@ export interface ServerCheck extends LocalCheck {
 
 /** Private locations one server may have. */
 const MAX_PRIVATE_LOCATIONS = 1_000;
+/** Deepest nesting anywhere in a checks file: room for a check's values (MAX_DEFINITION_DEPTH) and the file around them. */
+export const MAX_CHECKS_FILE_DEPTH = 2 * MAX_DEFINITION_DEPTH;
 
 /** Locations one check may name (each run makes one job per location). */
 const MAX_LOCATIONS_PER_CHECK = 100;
@@ -102,6 +105,8 @@ export function parseServerChecksFile(
   } catch {
     throw new ChecksFileError(file, problems);
   }
+  // readChecks said so: nothing below may walk it.
+  if (nestedDeeperThan(json, MAX_CHECKS_FILE_DEPTH)) throw new ChecksFileError(file, problems);
   const root = Fields.root(json, '$');
   const privateLocations: PrivateLocation[] = [];
   const ids = new Set<string>();
@@ -192,6 +197,9 @@ function readChecks(text: string, file: string, registry: ExecutorRegistry, hear
   } catch (error) {
     throw new ChecksFileError(file, [`not valid JSON (${(error as Error).message})`]);
   }
+  // Before anything walks it: parts nobody reads (an unknown field) are stored and serialized too.
+  const tooDeep = pathPastDepth(json, MAX_CHECKS_FILE_DEPTH);
+  if (tooDeep) throw new ChecksFileError(file, [`${tooDeep}: is nested too deep (a checks file may nest ${MAX_CHECKS_FILE_DEPTH} levels)`]);
   const root = Fields.root(json, '$');
   const globals = parseEnvironmentVariables(root);
   if (!Array.isArray(root.raw('checks'))) {

@@ -34,3 +34,25 @@ export function nestedDeeperThan(value: unknown, limit: number): boolean {
   withinLimit.set(value, deepest);
   return false;
 }
+
+/**
+ * Where `value` first nests deeper than `limit`, as a path from `root`
+ * (`$.checks[0].extra[0][0]…`, its first `shown` steps and an ellipsis), or
+ * null when it does not. Iterative, like nestedDeeperThan: for a message
+ * that names the field instead of a stack overflow later.
+ */
+export function pathPastDepth(value: unknown, limit: number, root = '$', shown = 4): string | null {
+  if (!nestedDeeperThan(value, limit)) return null;
+  const stack: Array<{ node: unknown; depth: number; path: string[] }> = [{ node: value, depth: 0, path: [] }];
+  while (stack.length > 0) {
+    const { node, depth, path } = stack.pop() as { node: unknown; depth: number; path: string[] };
+    if (node === null || typeof node !== 'object') continue;
+    if (depth >= limit) return `${root}${path.join('')}${depth > shown ? '…' : ''}`;
+    const entries: Array<[string, unknown]> = Array.isArray(node) ? node.map((child, i) => [`[${i}]`, child]) : Object.entries(node).map(([key, child]) => [/^[A-Za-z_$][\w$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`, child]);
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [step, child] = entries[i] as [string, unknown];
+      if (child !== null && typeof child === 'object') stack.push({ node: child, depth: depth + 1, path: path.length < shown ? [...path, step] : path });
+    }
+  }
+  return null;
+}

@@ -166,6 +166,14 @@ describe('alerts', () => {
     expect((await call('POST', '/v1/alert-channels', {})).status).toBe(400);
     expect((await call('POST', '/v1/alert-channels', { type: 'WEBHOOK' })).status).toBe(400);
     expect((await call('POST', '/v1/alert-channels', { type: 'NOPE', config: {} })).status).toBe(400);
+    // Written out by hand: JSON.stringify itself cannot go 20,000 levels deep.
+    const deep = await fetch(`${apiUrl}/v1/alert-channels`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+      body: `{"type":"WEBHOOK","config":{"url":"http://h/","extra":${'['.repeat(20_000)}${']'.repeat(20_000)}}}`,
+    });
+    expect(deep.status).toBe(400);
+    expect(await deep.text()).toContain('config.extra[0][0][0]…: is nested deeper than 64 levels');
     const over = await call('POST', '/v1/alert-channels', { type: 'SLACK', config: { url: 'http://h/' }, sslExpiryThreshold: 31 });
     expect(over.status).toBe(400);
     expect(JSON.stringify(over.body)).toContain('sslExpiryThreshold');

@@ -162,6 +162,13 @@ describe('outpost CLI', () => {
     expect(proc.stderr()).not.toMatch(/\n\s+at /);
   });
 
+  it('a checks file nested 20,000 deep in a field nobody reads → exit 78 naming where, no stack trace', async () => {
+    const deep = `${'['.repeat(20_000)}${']'.repeat(20_000)}`;
+    const file = checksFile(`{"checks":[{"id":"a","checkType":"URL","request":{"url":"http://127.0.0.1:9/"},"unknownField":${deep}}]}`);
+    const line = await expectOneLineFailure(run(['once', file]), 78);
+    expect(line).toBe(`outpost: ${file}: $.checks[0].unknownField[0]…: is nested too deep (a checks file may nest 128 levels)`);
+  });
+
   it('invalid JSON in the checks file → exit 78', async () => {
     const file = checksFile('{ "checks": [ ');
     const line = await expectOneLineFailure(run(['once', file]), 78);

@@ -210,4 +210,29 @@ describe('alert channel fields', () => {
     expect(() => parseServerChecksFile(file({}, { alertAfter: 0 }), 'f.json', definitionRegistry())).toThrow('$.checks[0].alertAfter');
     expect(parseServerChecksFile(file({}, { alertAfter: 3 }), 'f.json', definitionRegistry()).checks).toHaveLength(1);
   });
+
+  it('a checks file nested 20,000 deep anywhere (a field nobody reads included) is refused naming where, not a stack overflow', () => {
+    // Files written out by hand around DEEP: JSON.stringify itself cannot go 20,000 levels deep.
+    const DEEP = `${'['.repeat(20_000)}${']'.repeat(20_000)}`;
+    const deep = JSON.parse(DEEP) as unknown;
+    const file = (extra: Record<string, string>, check: Record<string, string> = {}) => {
+      const fields = (record: Record<string, string>) => Object.entries(record).map(([key, text]) => `,${JSON.stringify(key)}:${text}`).join('');
+      return `{"privateLocations":[{"id":"lab","name":"Lab"}],"checks":[{"id":"c1","name":"c1","checkType":"URL","frequency":1,"request":{"url":"http://127.0.0.1:9/"}${fields(check)}}]${fields(extra)}}`;
+    };
+    const refused = (text: string) => {
+      try {
+        parseServerChecksFile(text, 'f.json', definitionRegistry());
+      } catch (error) {
+        return (error as Error).message;
+      }
+      return 'accepted';
+    };
+    expect(refused(file({}, { unknownField: DEEP }))).toContain('$.checks[0].unknownField[0]…: is nested too deep (a checks file may nest 128 levels)');
+    expect(refused(file({}, { request: `{"url":"http://127.0.0.1:9/","body":${DEEP}}` }))).toContain('$.checks[0].request.body…: is nested too deep');
+    expect(refused(file({ alertChannels: `[{"id":1,"type":"EMAIL","config":{"address":${DEEP}}}]` }))).toContain('$.alertChannels[0].config.address…: is nested too deep');
+    // The API's channel: its config alone is bounded by the definition limit.
+    const problems: string[] = [];
+    parseAlertChannels([{ id: 1, type: 'WEBHOOK', config: { url: 'http://h/', extra: deep } }], problems);
+    expect(problems).toEqual(['$.alertChannels[0].config.extra[0][0][0]…: is nested deeper than 64 levels']);
+  });
 });

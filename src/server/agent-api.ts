@@ -122,7 +122,8 @@ export const MAX_REPORTED_ADDRESSES = 32;
 function ipv6List(value: unknown, field: string): string[] {
   const items = stringArray(value, field, MAX_REPORTED_ADDRESSES);
   const canonical = items.map((item, i) => {
-    if (!isIPv6(item)) throw fieldError(`${field}[${i}]`, 'must be an IPv6 address');
+    // A zone (fe80::1%eth0) names an interface of the agent's host: no address another network can use.
+    if (!isIPv6(item) || item.includes('%')) throw fieldError(`${field}[${i}]`, 'must be an IPv6 address without a zone');
     return new URL(`http://[${item}]/`).hostname.slice(1, -1);
   });
   return [...new Set(canonical)];

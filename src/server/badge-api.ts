@@ -15,6 +15,7 @@ import type { Store } from '../store/store.js';
 import { BADGE_STYLES, BADGE_THEMES, type BadgeStatus, type BadgeStyle, type BadgeTheme, renderBadge } from './badge.js';
 import { badRequest, notFound } from './http/api-error.js';
 import type { Route } from './http/router.js';
+import { resultLocations } from '../store/heartbeats.js';
 
 export const BADGE_MAX_AGE_SECONDS = 30;
 
@@ -91,7 +92,7 @@ export function badgeRoutes(deps: BadgeApiDeps): Route[] {
         const check = await store.check(checkId);
         // A deleted check is no longer watched: a badge still saying "passing" would mislead.
         if (!check || check.removedAt !== null) throw notFound('check', checkId);
-        const latest = await latestFinals(store, checkId, check.locations);
+        const latest = await latestFinals(store, checkId, resultLocations(check));
         const newest = latest.reduce<CheckResultEntry | undefined>((a, b) => (a === undefined || b.stoppedAt > a.stoppedAt ? b : a), undefined);
         const badge = renderBadge({
           label: check.name,

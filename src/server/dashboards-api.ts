@@ -13,7 +13,7 @@ import { parseDashboard } from '../checks/dashboard-fields.js';
 import { DefinitionError, Fields } from '../checks/fields.js';
 import type { DashboardDefinition } from '../core/dashboard.js';
 import type { MaintenanceWindowStore } from '../store/maintenance-windows.js';
-import { HEARTBEAT_LOCATION } from '../store/heartbeats.js';
+import { resultLocations } from '../store/heartbeats.js';
 import { finalOutcome } from '../store/session-status.js';
 import type { DashboardKeyChange, DashboardRecord, DashboardStore, FileDashboard, IncidentRecord, ResultSample, StoredDashboardKey } from '../store/dashboards.js';
 import type { Store, StoredCheck } from '../store/store.js';
@@ -190,7 +190,7 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
     const at = now();
     const t = at.getTime();
     const rangeParam = query.get('range') ?? '24h';
-    if (!(rangeParam in CHART_RANGES)) throw badRequest(`range must be one of ${Object.keys(CHART_RANGES).join(', ')}, not ${JSON.stringify(rangeParam)}`, { parameter: 'range' });
+    if (!Object.hasOwn(CHART_RANGES, rangeParam)) throw badRequest(`range must be one of ${Object.keys(CHART_RANGES).join(', ')}, not ${JSON.stringify(rangeParam)}`, { parameter: 'range' });
     const range = rangeParam as ChartRange;
     const pageParam = query.get('page') ?? '1';
     if (!/^\d{1,6}$/.test(pageParam) || Number(pageParam) < 1) throw badRequest(`page must be a whole number from 1, not ${JSON.stringify(pageParam)}`, { parameter: 'page' });
@@ -218,8 +218,8 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
       await nextTurn();
       const samples: ResultSample[] = await dashboards.samples(check.id, from, at);
       const availability = await dashboards.availability(check.id, at, UPTIME_WINDOWS.map(([, ms]) => ms));
-      const newest = await latestFinals(store, check.id, locationsOf(check));
-      const locations = locationsOf(check).map((id) => {
+      const newest = await latestFinals(store, check.id, resultLocations(check));
+      const locations = resultLocations(check).map((id) => {
         const entry = newest.get(id);
         return { id, name: locationNames.get(id) ?? id, status: entry?.status ?? ('no data' as const), responseTime: entry?.responseTime ?? null };
       });
@@ -411,11 +411,6 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
       },
     },
   ];
-}
-
-/** Where a check's results come from: its locations, or the server itself for a heartbeat check (its pings). */
-function locationsOf(check: StoredCheck): string[] {
-  return check.checkType === 'HEARTBEAT' ? [HEARTBEAT_LOCATION] : check.locations;
 }
 
 /** The verdict and response time of the newest FINAL of each location, as the badge reads them. */

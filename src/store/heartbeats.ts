@@ -10,6 +10,11 @@ import type { CheckResultEntry } from '../core/result-entry.js';
 /** The run location of every heartbeat result: pings come to the server, not to a private location. */
 export const HEARTBEAT_LOCATION = 'heartbeat';
 
+/** Where a check's results are filed: its locations, or HEARTBEAT_LOCATION for a heartbeat check (whose pings come to the server). */
+export function resultLocations(check: { checkType: string; locations: readonly string[] }): readonly string[] {
+  return check.checkType === 'HEARTBEAT' ? [HEARTBEAT_LOCATION] : check.locations;
+}
+
 /** What a ping event records; `state` is RECEIVED for every ping this release stores. */
 export interface HeartbeatEvent {
   id: string;

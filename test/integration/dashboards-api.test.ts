@@ -350,6 +350,8 @@ describe('the pages', () => {
     expect((await page('/dashboards/nowhere')).status).toBe(404);
     expect((await page('/dashboards/shared?theme=pink')).status).toBe(400);
     expect((await page('/dashboards/shared?range=1y')).status).toBe(400);
+    // Names every object has are no ranges either (they were a 500).
+    for (const name of ['toString', 'constructor', '__proto__', 'hasOwnProperty']) expect((await page(`/dashboards/shared?range=${name}`)).status, name).toBe(400);
     expect((await page('/dashboards/shared?page=0')).status).toBe(400);
     expect((await page('/dashboards/shared?script=1')).status).toBe(400);
     // A page past the last shows the last.

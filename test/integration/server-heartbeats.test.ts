@@ -97,6 +97,8 @@ describe('heartbeat checks on the server', () => {
       200,
     );
     expect(failed, `hb-fast went FAILING (is ${seen})`).toBe(true);
+    // The badge reads the same results (filed under the server's heartbeat location, not a private one).
+    expect(await (await fetch(`http://127.0.0.1:${port}/v1/badges/checks/hb-fast`)).text()).toMatch(/<title>[^<]*: failing<\/title>/);
     const failing = (await finals('hb-fast'))[0] as CheckResultEntry & { heartbeatCheckResult: { error: string } };
     expect(failing).toMatchObject({ checkType: 'HEARTBEAT', runLocation: 'heartbeat', resultType: 'FINAL', hasFailures: true });
     expect(failing.heartbeatCheckResult.error).toMatch(/No ping received/);
@@ -105,6 +107,7 @@ describe('heartbeat checks on the server', () => {
     const again = await call(`/ping/${FAST_TOKEN}`, { method: 'POST', body: 'job output', headers: { 'user-agent': 'backup-script/1.0' } });
     expect(again.status).toBe(200);
     expect(await status('hb-fast')).toBe('PASSING');
+    expect(await (await fetch(`http://127.0.0.1:${port}/v1/badges/checks/hb-fast`)).text()).toMatch(/<title>[^<]*: passing<\/title>/);
     const event = await call(`/v1/checks/heartbeats/hb-fast/events/${(again.body as { id: string }).id}`, { headers: { authorization: `Bearer ${API_KEY}` } });
     expect(event.status, event.text).toBe(200);
     expect((event.body as { event: unknown }).event).toEqual({

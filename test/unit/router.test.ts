@@ -101,8 +101,40 @@ describe('router', () => {
     expect(missing.body).toEqual({ statusCode: 404, error: 'Not Found', message: 'no route GET /v1/nothing', attributes: {} });
     const wrong = await call(`${base}/v1/things/1`, { method: 'PUT', headers: pub });
     expect(wrong.status).toBe(405);
-    expect(wrong.headers.get('allow')).toBe('GET, DELETE');
-    expect(wrong.body).toMatchObject({ statusCode: 405, error: 'Method Not Allowed', attributes: { allowed: ['GET', 'DELETE'] } });
+    expect(wrong.headers.get('allow')).toBe('GET, DELETE, HEAD');
+    expect(wrong.body).toMatchObject({ statusCode: 405, error: 'Method Not Allowed', attributes: { allowed: ['GET', 'DELETE', 'HEAD'] } });
+  });
+
+  it('answers HEAD on a GET route with its status and headers, without a body', async () => {
+    const base = await serve();
+    const got = await fetch(`${base}/v1/things/7`, { headers: pub });
+    const head = await fetch(`${base}/v1/things/7`, { method: 'HEAD', headers: pub });
+    expect(head.status).toBe(got.status);
+    expect(head.headers.get('content-type')).toBe(got.headers.get('content-type'));
+    expect(head.headers.get('content-length')).toBe(got.headers.get('content-length'));
+    expect(await head.text()).toBe('');
+    expect((await fetch(`${base}/v1/things/7`, { method: 'HEAD' })).status).toBe(401);
+  });
+
+  it('reads a target starting with // as a path, and refuses one that is no URL with 400', async () => {
+    const base = new URL(await serve());
+    // //x/v1/things/1 is not /v1/things/1 on host x.
+    expect((await call(`${base.origin}//x/v1/things/1`, { headers: pub })).status).toBe(404);
+    const { connect } = await import('node:net');
+    const raw = (target: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(base.port), base.hostname);
+        let text = '';
+        socket.on('data', (chunk) => {
+          text += chunk;
+        });
+        socket.on('end', () => resolve(text));
+        socket.on('error', reject);
+        socket.write(`GET ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${PUBLIC_KEY}\r\nConnection: close\r\n\r\n`);
+      });
+    expect(await raw('//[')).toMatch(/^HTTP\/1\.1 404 /);
+    expect(await raw('//x/v1/things/1')).toMatch(/^HTTP\/1\.1 404 /);
+    expect(await raw('http://[/')).toMatch(/^HTTP\/1\.1 400 /);
   });
 
   it("refuses a missing or wrong key with the service's 401 'bad token' body, on public and agent routes", async () => {
@@ -243,6 +275,8 @@ describe('router', () => {
     const open = (drip: boolean) => {
       const socket = connect(Number(url.port), url.hostname);
       socket.on('error', () => undefined);
+      // Read what comes (node:http may answer 408 before closing): unread data would hold the 'close' back.
+      socket.resume();
       if (drip) socket.write('GET /v1/echo HTTP/1.1\r\nHost: x\r\nX-Drip: ');
       const timer = drip ? setInterval(() => socket.write('a'), 200) : undefined;
       const started = Date.now();

@@ -143,6 +143,18 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   res.end(text);
 }
 
+/**
+ * The request target as a URL. An origin-form target is a path even when it starts with `//` (which
+ * new URL(target, base) would read as a host: `//x/v2/…` served as `/v2/…`, and `//[` a thrown 500).
+ */
+function requestUrl(target: string): URL {
+  try {
+    return target.startsWith('/') ? new URL(`http://outpost.invalid${target}`) : new URL(target);
+  } catch {
+    throw new ApiError(400, `the request target is not valid: ${JSON.stringify(target.slice(0, 200))}`);
+  }
+}
+
 export class Router {
   private readonly routes: CompiledRoute[];
 
@@ -189,8 +201,18 @@ export class Router {
     }
   }
 
+  /** The route for `method` whose path matches, with its params. */
+  private find(parts: string[], method: string | undefined): { compiled: CompiledRoute; params: Record<string, string> } | undefined {
+    for (const compiled of this.routes) {
+      if (compiled.route.method !== method) continue;
+      const params = match(compiled, parts);
+      if (params) return { compiled, params };
+    }
+    return undefined;
+  }
+
   private async dispatch(req: IncomingMessage, res: ServerResponse, signal: AbortSignal): Promise<JsonAnswer | 'streamed'> {
-    const url = new URL(req.url ?? '/', 'http://outpost.invalid');
+    const url = requestUrl(req.url ?? '/');
     const parts = url.pathname.split('/').slice(1).map((part) => {
       try {
         return decodeURIComponent(part);
@@ -199,10 +221,12 @@ export class Router {
       }
     });
     let allowed: string[] = [];
-    for (const compiled of this.routes) {
-      const params = match(compiled, parts);
+    // HEAD is answered by the GET route where there is no HEAD route of its own (node:http sends no body for it).
+    const found = this.find(parts, req.method) ?? (req.method === 'HEAD' ? this.find(parts, 'GET') : undefined);
+    for (const compiled of found ? [found.compiled] : this.routes) {
+      const params = found?.params ?? match(compiled, parts);
       if (!params) continue;
-      if (compiled.route.method !== req.method) {
+      if (!found) {
         allowed.push(compiled.route.method);
         continue;
       }
@@ -211,6 +235,7 @@ export class Router {
       const host = req.headers.host ?? `${req.socket.localAddress}:${req.socket.localPort}`;
       return compiled.route.handle({ params, query: url.searchParams, body, principal, req, res, signal, origin: `http://${host}` });
     }
+    if (allowed.includes('GET')) allowed.push('HEAD');
     allowed = [...new Set(allowed)];
     if (allowed.length > 0) throw new ApiError(405, `${req.method} is not allowed on ${url.pathname}`, { allowed }, { allow: allowed.join(', ') });
     throw new ApiError(404, `no route ${req.method} ${url.pathname}`);

@@ -101,6 +101,9 @@ beforeAll(async () => {
   silent = await startFakeDnsServer(() => []);
   // Answers the way the test name asks: wrong ids and questions first, garbage, cut connections.
   tricky = await startFakeDnsServer((q) => {
+    if (q.name.startsWith('flood')) {
+      return [...Array.from({ length: 60 }, () => answerTo(q, { id: (q.id + 1) % 65536 })), answerTo(q, { answers: [{ name: q.name, type: 'A', ttl: 5, data: '192.0.2.9' }] })];
+    }
     if (q.name.startsWith('wrong-id')) return [answerTo(q, { id: (q.id + 1) % 65536 }), answerTo(q, { answers: [{ name: q.name, type: 'A', ttl: 5, data: '192.0.2.7' }] })];
     if (q.name.startsWith('wrong-question')) {
       return [answerTo(q, { name: 'other.test' }), answerTo(q, { answers: [{ name: q.name, type: 'A', ttl: 5, data: '192.0.2.8' }] })];
@@ -334,6 +337,20 @@ describe('DNS executor against scripted servers', () => {
     expect(o.error).toBeUndefined();
     expect(o.detail.response?.answer.map((r) => r.data)).toEqual(['192.0.2.7']);
     expect(o.detail.jobLog.some((l) => /^Ignored a datagram from 127\.0\.0\.1:\d+: id \d+ is not the query's id \d+$/.test(l))).toBe(true);
+  });
+
+  it('names the first ignored datagrams in the jobLog and counts the rest: a flood cannot grow it without bound', async () => {
+    const o = await direct({ ...at(), query: 'flood.test' });
+    expect(o.error).toBeUndefined();
+    expect(o.detail.response?.answer.map((r) => r.data)).toEqual(['192.0.2.9']);
+    const ignored = o.detail.jobLog.filter((l) => l.startsWith('Ignored a datagram'));
+    expect(ignored).toHaveLength(10);
+    // UDP on loopback may drop some of a burst of 60: the count says how many came.
+    const summary = o.detail.jobLog.find((l) => l.startsWith('Ignored ') && l.includes('more datagrams'));
+    expect(summary).toMatch(/^Ignored (\d+) more datagrams from 127\.0\.0\.1:\d+ \((\d+) in all\)$/);
+    const [, more, all] = /^Ignored (\d+) more datagrams .* \((\d+) in all\)$/.exec(summary ?? '') ?? [];
+    expect(Number(all) - Number(more)).toBe(10);
+    expect(o.detail.jobLog.length).toBeLessThan(30);
   });
 
   it('ignores answers to another question', async () => {

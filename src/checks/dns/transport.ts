@@ -60,6 +60,9 @@ function socketError(error: unknown, server: string, transport: 'UDP' | 'TCP'): 
  * matching arrives, at most `maxSends` times; datagrams the inspector ignores
  * (another id, another question) are logged and skipped.
  */
+/** Ignored datagrams a UDP exchange names in the jobLog, one line each; the rest are counted in one line. */
+export const MAX_IGNORED_LOGGED = 10;
+
 export function udpExchange<T>(options: ExchangeOptions<T> & { resendMs: number; maxSends: number }): Promise<ExchangeResult<T>> {
   const { address, family, port, query, signal, inspect, log } = options;
   const server = displayServer(address, port);
@@ -67,12 +70,14 @@ export function udpExchange<T>(options: ExchangeOptions<T> & { resendMs: number;
   return new Promise((resolve) => {
     const socket = dgram.createSocket(family === 6 ? 'udp6' : 'udp4');
     let sends = 0;
+    let ignored = 0;
     let resendTimer: NodeJS.Timeout | undefined;
     let settled = false;
     const finish = (result: ExchangeResult<T>) => {
       if (settled) return;
       settled = true;
       clearTimeout(resendTimer);
+      if (ignored > MAX_IGNORED_LOGGED) log(`Ignored ${ignored - MAX_IGNORED_LOGGED} more datagrams from ${server} (${ignored} in all)`);
       signal.removeEventListener('abort', onAbort);
       try {
         socket.close();
@@ -113,7 +118,9 @@ export function udpExchange<T>(options: ExchangeOptions<T> & { resendMs: number;
       if (settled) return;
       const verdict = inspect(message);
       if (verdict.kind === 'ignore') {
-        log(`Ignored a datagram from ${server}: ${verdict.reason}`);
+        // A peer may flood mismatched datagrams: the jobLog names the first few and counts the rest.
+        ignored++;
+        if (ignored <= MAX_IGNORED_LOGGED) log(`Ignored a datagram from ${server}: ${verdict.reason}`);
         return;
       }
       if (verdict.kind === 'fail') return fail(verdict.error, verdict.code);

@@ -109,6 +109,9 @@ beforeAll(async () => {
       assertions: [{ source: 'JSON_BODY', property: '$.headers.authorization', comparison: 'EQUALS', target: `Basic ${Buffer.from('ada:p@ss:word').toString('base64')}` }],
     },
     { id: 'unknown-variable', checkType: 'API', request: { url: `${echo}?k={{MISSING_ONE}}` } },
+    { id: 'invalid-url-api', checkType: 'API', environmentVariables: [{ key: 'HOST', value: 'a b' }], request: { url: 'http://{{HOST}}/' } },
+    { id: 'bad-header-variable', checkType: 'API', environmentVariables: [{ key: 'HK', value: 'bad key' }], request: { url: echo, headers: [{ key: '{{HK}}', value: 'x' }] } },
+    { id: 'invalid-url-url', checkType: 'URL', environmentVariables: [{ key: 'HOST', value: 'a b' }], request: { url: 'http://{{HOST}}/' } },
     // Redirects: method rules and credentials across origins.
     { id: 'redirect-303', checkType: 'API', request: { method: 'POST', url: `${target.url}/redirect-to?status=303&url=/echo`, bodyType: 'RAW', body: 'payload' } },
     { id: 'redirect-307', checkType: 'API', request: { method: 'POST', url: `${target.url}/redirect-to?status=307&url=/echo`, bodyType: 'RAW', body: 'payload' } },
@@ -222,6 +225,21 @@ describe('API requests', () => {
     const echoedAuth = echoed('basic-auth').headers.authorization;
     expect(echoedAuth).toMatch(/^Basic .*\*{5}/);
     expect(echoedAuth).not.toContain(Buffer.from('ada:p@ss:word').toString('base64'));
+  });
+
+  it('names request.url when it is no URL once variables are filled in, API as URL, and sends nothing', () => {
+    for (const id of ['invalid-url-api', 'invalid-url-url']) {
+      expect(final(id), id).toMatchObject({ hasErrors: true, hasFailures: true });
+      const detail = id === 'invalid-url-api' ? api(id) : (final(id) as unknown as { apiCheckResult: { requestError: string } }).apiCheckResult;
+      expect(detail.requestError, id).toBe('request.url is not a valid URL after variables were filled in');
+    }
+  });
+
+  it('names a header that cannot be sent once variables are filled in, and sends nothing', () => {
+    expect(final('bad-header-variable')).toMatchObject({ hasErrors: true, hasFailures: true });
+    expect(api('bad-header-variable').requestError).toBe(
+      `request.headers[0].key: must be a header name: letters, digits and !#$%&'*+-.^_\`|~, no spaces (got "bad key") (after variables were filled in)`,
+    );
   });
 
   it('names an unknown variable and sends nothing', () => {

@@ -60,3 +60,19 @@ describe('a PLAYWRIGHT file path over its limit', () => {
     expect(error.issues).toEqual([{ path: 'check.files[0].path', problem: 'must be at most 200 characters (got 300000)' }]);
   });
 });
+
+describe('API request headers', () => {
+  it('refuses a header name or value that cannot be sent, naming the field; one with {{variables}} waits until they are filled in', () => {
+    const api = (headers: unknown[]) => ({ id: 'x', checkType: 'API', request: { url: 'http://127.0.0.1/', headers } });
+    expect(definitionError(api([{ key: 'ok', value: '1' }, { key: 'bad key', value: '1' }])).message).toBe(
+      `check.request.headers[1].key: must be a header name: letters, digits and !#$%&'*+-.^_\`|~, no spaces (got "bad key")`,
+    );
+    for (const value of ['one\r\nx-injected: two', 'nul\u0000', '日本']) {
+      expect(definitionError(api([{ key: 'x-a', value }])).message).toBe(
+        'check.request.headers[0].value: must hold only tabs, printable ASCII and Latin-1 characters: no line break or other control character',
+      );
+    }
+    expect(() => parseCheck(api([{ key: 'x-a', value: 'tab\there, café' }]), 'check', registry)).not.toThrow();
+    expect(() => parseCheck(api([{ key: '{{NAME}}', value: '{{VALUE}}' }, { key: 'x-b', value: 'a b' }]), 'check', registry)).not.toThrow();
+  });
+});

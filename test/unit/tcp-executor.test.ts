@@ -150,6 +150,11 @@ describe('TCP request validation', () => {
     expect(problems({ hostname: 'h', port: '80' })).toEqual(['$.checks[0].request.port: must be an integer (got "80")']);
     expect(problems({ hostname: 'a'.repeat(254), port: 1 })).toEqual(['$.checks[0].request.hostname: must be at most 253 characters (got 254)']);
     expect(problems({ hostname: 'http://x/', port: 1 })[0]).toMatch(/^\$\.checks\[0\]\.request\.hostname: must be a host name or an IP address/);
+    // A port belongs in port, where DNS and TCP checks read it; a bare IPv6 address is a host.
+    for (const hostname of ['127.0.0.1:8080', 'db.internal:5432', '[::1]:25']) {
+      expect(problems({ hostname, port: 1 })).toEqual([`$.checks[0].request.hostname: must be a host name or an IP address without a port; put the port in request.port (got ${JSON.stringify(hostname)})`]);
+    }
+    expect(problems({ hostname: '::1', port: 1 })).toEqual([]);
     expect(problems({ hostname: 'h', port: 1, data: 5 })).toEqual(['$.checks[0].request.data: must be a string (got 5)']);
     expect(problems({ hostname: 'h', port: 1, ipFamily: 'IPv5' })).toEqual(['$.checks[0].request.ipFamily: must be one of IPv4, IPv6 (got "IPv5")']);
     expect(problems({ hostname: 'h', port: 1, readLimitBytes: 2_000_000 })).toEqual([

@@ -13,7 +13,9 @@ import {
   BODY_TYPES,
   type BodyType,
   buildBody,
+  headerProblem,
   type KeyValue,
+  parseHeaders,
   parseHttpUrl,
   parseKeyValues,
   parseMethod,
@@ -66,7 +68,7 @@ function parseApiRequest(fields: Fields, check: Fields): ApiRequest {
     ...(clientCertificates.length > 0 ? { clientCertificates } : {}),
     method: parseMethod(fields),
     url: parseHttpUrl(fields, 'url'),
-    headers: parseKeyValues(fields, 'headers'),
+    headers: parseHeaders(fields),
     queryParameters: parseKeyValues(fields, 'queryParameters'),
     body: fields.string('body', { default: '' }) ?? '',
     bodyType: fields.oneOf('bodyType', BODY_TYPES, { default: 'NONE' }),
@@ -132,10 +134,12 @@ async function runApi(check: CheckDefinition<ApiRequest>, ctx: ExecutionContext)
   let clientCertificates: ClientTls[] | undefined;
   try {
     let baseUrl = variables.interpolateUrl(spec.url, 'request.url');
-    headers = spec.headers.map((h, i) => [
-      variables.interpolate(h.key, `request.headers[${i}].key`),
-      variables.interpolate(h.value, `request.headers[${i}].value`),
-    ]);
+    headers = spec.headers.map((h, i) => {
+      const header: [string, string] = [variables.interpolate(h.key, `request.headers[${i}].key`), variables.interpolate(h.value, `request.headers[${i}].value`)];
+      const found = headerProblem(...header);
+      if (found) throw new RequestBuildError(`request.headers[${i}].${found.part}: ${found.problem} (after variables were filled in)`);
+      return header;
+    });
     let query: KeyValue[] = spec.queryParameters.map((q, i) => ({
       key: variables.interpolate(q.key, `request.queryParameters[${i}].key`),
       value: variables.interpolate(q.value, `request.queryParameters[${i}].value`),
@@ -167,11 +171,17 @@ async function runApi(check: CheckDefinition<ApiRequest>, ctx: ExecutionContext)
         method = changed.method.toUpperCase() as HttpMethod;
       }
       headers = fromRecord(changed.headers) ?? headers;
+      for (const [key, value] of headers) {
+        const found = headerProblem(key, value);
+        if (found) throw new RequestBuildError(`the setupScript's request.headers[${JSON.stringify(key.slice(0, 80))}]: the ${found.part} ${found.problem}`);
+      }
       query = (fromRecord(changed.queryParameters) ?? query.map((q) => [q.key, q.value])).map(([key, value]) => ({ key, value }));
       if (typeof changed.body === 'string') body = changed.body;
       else if (changed.body !== undefined && changed.body !== null) body = JSON.stringify(changed.body);
     }
     url = withQuery(baseUrl, query, variables);
+    // withQuery parses the URL only when there are parameters to add: checked here whatever it did (TypeError below).
+    new URL(url);
     for (const credential of urlCredentials(url)) ctx.secrets?.add(credential, 'request.url credentials');
     built = buildBody(spec.bodyType, body, 'request.body');
     if (spec.basicAuth) {

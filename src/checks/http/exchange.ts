@@ -338,7 +338,8 @@ export async function performExchange(spec: ExchangeSpec, ctx: ExecutionContext)
       url = next.toString();
     }
   } catch (caught) {
-    exchange.error = describeError(caught, ctx.signal, new URL(url).host);
+    // The failure's own message, whatever the URL: a throw here would turn a target's failure into an executor error.
+    exchange.error = describeError(caught, ctx.signal, URL.canParse(url) ? new URL(url).host : url);
     const reason = ctx.signal.reason;
     const code = reason instanceof JobAbortedError && reason.reason === 'timeout' ? 'ETIMEDOUT' : errorCode(caught);
     if (code) exchange.errorCode = code;

@@ -39,6 +39,29 @@ export function parseKeyValues(fields: Fields, name: string): KeyValue[] {
   }));
 }
 
+/** An HTTP field name (RFC 9110 token). */
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** Characters a header value may not hold: controls other than tab (a line break would end the header), and past Latin-1 (as undici refuses). */
+const HEADER_VALUE_BAD = /[^\t\x20-\x7e\x80-\xff]/;
+
+/** Why a header cannot be sent as it is: which part, and why; undefined when it can. */
+export function headerProblem(key: string, value: string): { part: 'key' | 'value'; problem: string } | undefined {
+  if (!HEADER_NAME.test(key)) return { part: 'key', problem: `must be a header name: letters, digits and !#$%&'*+-.^_\`|~, no spaces (got ${JSON.stringify(key.slice(0, 80))})` };
+  if (HEADER_VALUE_BAD.test(value)) return { part: 'value', problem: 'must hold only tabs, printable ASCII and Latin-1 characters: no line break or other control character' };
+  return undefined;
+}
+
+/** Request headers: key/value pairs whose names and values can be sent (checked again once variables are filled in). */
+export function parseHeaders(fields: Fields): KeyValue[] {
+  const headers = parseKeyValues(fields, 'headers');
+  headers.forEach(({ key, value }, i) => {
+    // A {{NAME}} is checked once it is filled in.
+    const found = headerProblem(key.includes('{{') ? 'x' : key, value.includes('{{') ? '' : value);
+    if (found) fields.fail(fields.at(`headers[${i}].${found.part}`), found.problem);
+  });
+  return headers;
+}
+
 export function parseMethod(fields: Fields): HttpMethod {
   const raw = fields.raw('method');
   if (typeof raw === 'string' && (HTTP_METHODS as readonly string[]).includes(raw.toUpperCase())) return raw.toUpperCase() as HttpMethod;

@@ -65,10 +65,17 @@ export function tcpTarget(host: string, port: number): string {
   return net.isIPv6(bare) ? `[${bare}]:${port}` : `${bare}:${port}`;
 }
 
+/** `host:port` or `[v6]:port`: a port where only a host belongs (a bare IPv6 address has several colons). */
+function hasPort(hostname: string): boolean {
+  return /^[^:]+:\d+$/.test(hostname) || /^\[.*\]:\d+$/.test(hostname);
+}
+
 function parseTcp(fields: Fields): TcpRequest {
   const hostname = fields.string('hostname', { required: true, minLength: 1, maxLength: MAX_HOSTNAME_LENGTH }) ?? '';
   if (/\s|\//.test(hostname)) {
     fields.fail(fields.at('hostname'), `must be a host name or an IP address, without scheme, path or spaces (got ${JSON.stringify(hostname.slice(0, 80))})`);
+  } else if (hasPort(hostname)) {
+    fields.fail(fields.at('hostname'), `must be a host name or an IP address without a port; put the port in request.port (got ${JSON.stringify(hostname.slice(0, 80))})`);
   }
   if (!fields.has('port')) fields.fail(fields.at('port'), 'is required (1-65535)');
   const port = fields.integer('port', { min: 1, max: 65_535, default: 0 });
@@ -226,7 +233,7 @@ async function runTcp(check: CheckDefinition<TcpRequest>, ctx: ExecutionContext)
   try {
     const hostname = ctx.variables.interpolate(check.request.hostname, 'request.hostname').trim();
     const data = check.request.data === undefined ? undefined : ctx.variables.interpolate(check.request.data, 'request.data');
-    if (!hostname || /\s|\//.test(hostname)) throw new Error(`request.hostname is not a host name after variables were filled in`);
+    if (!hostname || /\s|\//.test(hostname) || hasPort(hostname)) throw new Error(`request.hostname is not a host name after variables were filled in`);
     const { data: _template, ...rest } = check.request;
     spec = { ...rest, hostname, ...(data ? { data } : {}) };
   } catch (caught) {

@@ -11,6 +11,12 @@ export class JobAbortedError extends Error {
   }
 }
 
+/**
+ * undici's code for a response it refuses to read (an unsolicited `100 Continue`, bytes before the request)
+ * is UND_ERR_SOCKET, as for a closed connection: told apart here, as the server's protocol failure.
+ */
+export const BAD_RESPONSE_CODE = 'UND_ERR_BAD_RESPONSE';
+
 const CODES: Record<string, string> = {
   ECONNREFUSED: 'connection refused',
   ECONNRESET: 'connection reset by peer',
@@ -21,6 +27,7 @@ const CODES: Record<string, string> = {
   EAI_AGAIN: 'DNS lookup failed temporarily',
   EPIPE: 'connection closed while sending',
   UND_ERR_SOCKET: 'connection closed by peer',
+  [BAD_RESPONSE_CODE]: 'the server sent a response that cannot be read before its final one: an unsolicited 100 Continue, or bytes before the request was sent',
   UND_ERR_HEADERS_TIMEOUT: 'timed out waiting for response headers',
   UND_ERR_BODY_TIMEOUT: 'timed out reading the response body',
   CERT_HAS_EXPIRED: 'TLS certificate has expired',
@@ -33,10 +40,12 @@ const CODES: Record<string, string> = {
   ERR_SSL_TLSV1_ALERT_UNKNOWN_CA: "the server does not trust the client certificate's issuer",
 };
 
+
 export function errorCode(error: unknown): string | undefined {
   let current: unknown = error;
   for (let depth = 0; depth < 4 && current instanceof Error; depth++) {
     const code = (current as NodeJS.ErrnoException).code;
+    if (code === 'UND_ERR_SOCKET' && current.message === 'bad response') return BAD_RESPONSE_CODE;
     if (typeof code === 'string' && code !== 'UND_ERR_ABORTED' && code !== 'ABORT_ERR') return code;
     current = (current as Error & { cause?: unknown }).cause;
   }

@@ -3,6 +3,7 @@
 // node target for behaviour nginx cannot script (echo, stalls, redirects by status).
 
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer as createTcpServer, type Server as TcpServer } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
@@ -38,6 +39,8 @@ let expired: Nginx;
 let wrongName: Nginx;
 let proxy: Tinyproxy;
 let target: TargetServer;
+/** Answers every request with `100 Continue` before its 200, unasked (RFC 9110 says a client must read it; undici refuses). */
+let continuing: TcpServer;
 let pki: TestPki;
 const results = new Map<string, CheckResultEntry[]>();
 let stderr = '';
@@ -76,6 +79,12 @@ beforeAll(async () => {
     startTinyproxy(),
     startTargetServer(),
   ]);
+  continuing = createTcpServer((socket) => {
+    socket.on('error', () => undefined);
+    socket.once('data', () => socket.end('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok'));
+  });
+  await new Promise<void>((resolve) => continuing.listen(0, '127.0.0.1', resolve));
+  const continuingUrl = `http://127.0.0.1:${(continuing.address() as { port: number }).port}/`;
   const tlsHost = (n: Nginx) => `https://localhost:${n.port}`;
   const echo = `${target.url}/echo`;
   const otherOrigin = `http://localhost:${new URL(target.url).port}/echo`;
@@ -111,6 +120,7 @@ beforeAll(async () => {
     { id: 'unknown-variable', checkType: 'API', request: { url: `${echo}?k={{MISSING_ONE}}` } },
     { id: 'invalid-url-api', checkType: 'API', environmentVariables: [{ key: 'HOST', value: 'a b' }], request: { url: 'http://{{HOST}}/' } },
     { id: 'bad-header-variable', checkType: 'API', environmentVariables: [{ key: 'HK', value: 'bad key' }], request: { url: echo, headers: [{ key: '{{HK}}', value: 'x' }] } },
+    { id: 'unsolicited-100', checkType: 'URL', request: { url: continuingUrl } },
     { id: 'invalid-url-url', checkType: 'URL', environmentVariables: [{ key: 'HOST', value: 'a b' }], request: { url: 'http://{{HOST}}/' } },
     // Redirects: method rules and credentials across origins.
     { id: 'redirect-303', checkType: 'API', request: { method: 'POST', url: `${target.url}/redirect-to?status=303&url=/echo`, bodyType: 'RAW', body: 'payload' } },
@@ -186,6 +196,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all([plain?.stop(), valid?.stop(), expired?.stop(), wrongName?.stop(), proxy?.stop(), target?.close()]);
+  await new Promise((resolve) => (continuing ? continuing.close(resolve) : resolve(undefined)));
 });
 
 const echoed = (id: string) => JSON.parse(api(id).response?.body ?? '{}') as { method: string; url: string; headers: Record<string, string>; body: string };
@@ -239,6 +250,14 @@ describe('API requests', () => {
     expect(final('bad-header-variable')).toMatchObject({ hasErrors: true, hasFailures: true });
     expect(api('bad-header-variable').requestError).toBe(
       `request.headers[0].key: must be a header name: letters, digits and !#$%&'*+-.^_\`|~, no spaces (got "bad key") (after variables were filled in)`,
+    );
+  });
+
+  it("says what an unsolicited 100 Continue is, not 'connection closed by peer'", () => {
+    expect(final('unsolicited-100')).toMatchObject({ hasErrors: true });
+    const detail = (final('unsolicited-100') as unknown as { apiCheckResult: { requestError: string } }).apiCheckResult;
+    expect(detail.requestError).toMatch(
+      /^the server sent a response that cannot be read before its final one: an unsolicited 100 Continue, or bytes before the request was sent \(UND_ERR_BAD_RESPONSE\) at 127\.0\.0\.1:\d+$/,
     );
   });
 

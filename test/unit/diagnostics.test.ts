@@ -2,6 +2,7 @@
 // capture filter, artifact bundles (tar), pcap masking, local artifact
 // folders and their retention, and the DIAGNOSTICS settings.
 
+import { BAD_RESPONSE_CODE, errorCode } from '../../src/core/errors.js';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -31,6 +32,11 @@ describe('failure classes', () => {
     expect(classifyFailure('ECONNREFUSED')).toEqual({ class: 'network', kind: 'refused' });
     expect(classifyFailure('ECONNRESET')).toEqual({ class: 'network', kind: 'reset' });
     expect(classifyFailure('UND_ERR_SOCKET')).toEqual({ class: 'network', kind: 'reset' });
+    // A response undici will not read (an unsolicited 100 Continue) is the server's, not the network's.
+    expect(classifyFailure(BAD_RESPONSE_CODE)).toEqual({ class: 'http' });
+    const refused = Object.assign(new Error('bad response'), { code: 'UND_ERR_SOCKET' });
+    expect(errorCode(refused)).toBe(BAD_RESPONSE_CODE);
+    expect(errorCode(Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' }))).toBe('UND_ERR_SOCKET');
     expect(classifyFailure('ETIMEDOUT')).toEqual({ class: 'network', kind: 'timeout' });
     expect(classifyFailure('EHOSTUNREACH')).toEqual({ class: 'network', kind: 'unreachable' });
     expect(classifyFailure('ENETUNREACH')).toEqual({ class: 'network', kind: 'unreachable' });

@@ -36,7 +36,7 @@ export function heartbeatRoutes(deps: HeartbeatApiDeps): Route[] {
     if (outcome.previous === 'FAILING') deps.logger.info({ checkId: outcome.checkId, eventId: outcome.event.id }, 'heartbeat check pinged again: PASSING');
     return { status: 200, body: { id: outcome.event.id }, headers: { 'cache-control': 'no-store' } };
   };
-  const routes: Route[] = (['GET', 'POST', 'HEAD'] as const).map((method) => ({ method, path: '/ping/:token', auth: 'none', bodyLimit: 0, handle: ping }));
+  const routes: Route[] = (['GET', 'POST', 'HEAD'] as const).map((method) => ({ method, path: '/ping/:token', auth: 'none', budget: 'ping', bodyLimit: 0, handle: ping }));
   routes.push({
     method: 'GET',
     path: '/v1/checks/heartbeats/:checkId/events/:id',

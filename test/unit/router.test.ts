@@ -54,6 +54,8 @@ const routes: Route[] = [
     bodyLimit: 0,
     handle: async (ctx) => ({ status: 200, body: { token: ctx.params.token, principal: ctx.principal.kind } }),
   },
+  { method: 'GET', path: '/badge/:id', auth: 'none', bodyLimit: 0, handle: async () => ({ status: 200 }) },
+  { method: 'GET', path: '/own-budget/:id', auth: 'none', budget: 'own', bodyLimit: 0, handle: async () => ({ status: 200 }) },
   {
     method: 'GET',
     path: '/v1/broken',
@@ -267,6 +269,11 @@ describe('router', () => {
     expect(limited.headers.get('retry-after')).toMatch(/^\d+$/);
     // The limit of anonymous routes is their own: the public key's budget is untouched.
     expect((await call(`${url}/v1/things/1`, { headers: pub })).status).toBe(200);
+    // Routes without a budget of their own share the address's; one that names a budget spends only that.
+    expect((await call(`${url}/badge/1`)).status).toBe(429);
+    expect((await call(`${url}/own-budget/1`)).status).toBe(200);
+    expect((await call(`${url}/own-budget/1`)).status).toBe(200);
+    expect((await call(`${url}/own-budget/1`)).status).toBe(429);
   });
 
   it('closes a connection that sends no byte, or a head a byte at a time, once the head deadline passes', async () => {

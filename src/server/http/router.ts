@@ -48,6 +48,12 @@ export interface Route {
    * client address.
    */
   auth: 'public' | 'agent' | 'none';
+  /**
+   * Routes without credentials: the per-address budget this route spends (routes naming the same one share
+   * it; 'address' when absent). Heartbeat pings have one of their own, so that a status wall or badges
+   * behind the same NAT cannot use up a cron job's pings.
+   */
+  budget?: string;
   /** Largest JSON body in bytes; 0: the body is not read (a streaming handler reads `req` itself). */
   bodyLimit: number;
   /** A JSON answer, or 'streamed' when the handler wrote the response itself. */
@@ -245,7 +251,7 @@ export class Router {
     const token = bearerToken(req.headers.authorization);
     const now = this.options.now?.() ?? Date.now();
     if (route.auth === 'none') {
-      this.limit(this.options.anonymousLimiter ?? this.options.publicLimiter, `address:${req.socket.remoteAddress ?? 'unknown'}`, now);
+      this.limit(this.options.anonymousLimiter ?? this.options.publicLimiter, `${route.budget ?? 'address'}:${req.socket.remoteAddress ?? 'unknown'}`, now);
       return { kind: 'anonymous' };
     }
     if (route.auth === 'public') {

@@ -193,8 +193,57 @@ export function capSerializedResult(result: SerializedResult, maxBytes: number, 
   return cap(result.entry, maxBytes, lease) ? { entry: result.entry, line: JSON.stringify(result.entry) } : result;
 }
 
+/**
+ * JSON bytes of `value` with every long string and `cuttable` (the jobLog) counted as empty (cutting can make them so), counted only
+ * up to `limit`: a result whose parts share big subtrees (a JSONPath's nested `actual` values) may be
+ * hundreds of MB as JSON, and is not serialized to learn that no cut can make it fit.
+ */
+function structureBytes(value: unknown, limit: number, cuttable: unknown, depth = 0): number {
+  if (typeof value === 'string') return value.length >= LONG_STRING ? 2 : jsonStringBytes(value);
+  if (value === null) return 4;
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value).length;
+  if (typeof value !== 'object') return 0;
+  if (value instanceof Date) return 26;
+  if (value === cuttable) return 2;
+  if (depth > MAX_STRUCTURE_DEPTH) return Number.POSITIVE_INFINITY;
+  let total = 2;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length && total <= limit; i++) total += structureBytes(value[i], limit - total, cuttable, depth + 1) + 1;
+    return total;
+  }
+  for (const key in value) {
+    const item = (value as Record<string, unknown>)[key];
+    if (item === undefined || typeof item === 'function') continue;
+    total += jsonStringBytes(key) + 2 + structureBytes(item, limit - total, cuttable, depth + 1);
+    if (total > limit) return total;
+  }
+  return total;
+}
+
+/** Levels structureBytes follows: far past any document an assertion may report (MAX_DOCUMENT_DEPTH). */
+const MAX_STRUCTURE_DEPTH = 1_000;
+
+/** Replaces the check's detail by what says what happened: the error, and why the rest went. */
+function dropDetails(entry: CheckResultEntry, detail: Record<string, unknown> | undefined, maxBytes: number, was: string): void {
+  const member = MEMBERS.find((name) => entry[name] === detail) ?? 'apiCheckResult';
+  const error = typeof detail?.requestError === 'string' ? jsonPrefix(detail.requestError, 1024) : null;
+  entry[member] = {
+    requestError: error,
+    jobLog: [`result truncated to fit MAX_RESULT_BYTES (${maxBytes} bytes): it was ${was} as JSON; its details were dropped`],
+    resultTruncated: true,
+  };
+}
+
 /** Cuts `entry` in place as capResultSize says; true when anything was cut. */
 function cap(entry: CheckResultEntry, maxBytes: number, lease?: MemoryLease): boolean {
+  // The jobLog's lines may be dropped, long strings cut; if the rest does not fit, nothing can make it: its
+  // details go before anything serializes it whole.
+  const detailFirst = memberOf(entry);
+  if (structureBytes(entry, maxBytes, detailFirst?.jobLog) > maxBytes) {
+    dropDetails(entry, detailFirst, maxBytes, `more than ${maxBytes} bytes without its long strings`);
+    lease?.give(lease.bytes - chargedBytes(measure(entry).long));
+    return true;
+  }
   const { total, long } = measure(entry);
   let limit = maxBytes;
   let budgetShort = false;
@@ -256,15 +305,7 @@ function cap(entry: CheckResultEntry, maxBytes: number, lease?: MemoryLease): bo
     if (jobLog) jobLog.push(note);
   }
   // What is left is still too large (a huge number of small parts): keep only what says what happened.
-  if (!detail || Buffer.byteLength(JSON.stringify(entry)) > maxBytes) {
-    const member = MEMBERS.find((name) => entry[name] === detail) ?? 'apiCheckResult';
-    const error = typeof detail?.requestError === 'string' ? jsonPrefix(detail.requestError, 1024) : null;
-    entry[member] = {
-      requestError: error,
-      jobLog: [`result truncated to fit MAX_RESULT_BYTES (${maxBytes} bytes): it was ${total} bytes as JSON; its details were dropped`],
-      resultTruncated: true,
-    };
-  }
+  if (!detail || Buffer.byteLength(JSON.stringify(entry)) > maxBytes) dropDetails(entry, detail, maxBytes, `${total} bytes`);
   lease?.give(lease.bytes - chargedBytes(measure(entry).long));
   return true;
 }

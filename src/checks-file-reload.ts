@@ -112,7 +112,10 @@ export class ChecksFileReloader<Parsed> {
       logger.info({ trigger, file, checks }, 'checks file reloaded');
       return { ok: true, checks };
     } catch (error) {
-      logger.error({ err: error, trigger, file }, 'reloading the checks file failed: the running checks stay as they were');
+      // Applying takes several steps (locations, checks, heartbeats, channels…): some may have been applied. What is
+      // applied is no longer known, so the next event applies the file whole, even the very text applied before.
+      this.lastText = undefined;
+      logger.error({ err: error, trigger, file }, 'applying the checks file failed part way: the next change, SIGHUP or POST /-/reload applies it again');
       return { ok: false, status: 500, problems: [(error as Error).message] };
     }
   }

@@ -197,9 +197,6 @@ function readChecks(text: string, file: string, registry: ExecutorRegistry, hear
   } catch (error) {
     throw new ChecksFileError(file, [`not valid JSON (${(error as Error).message})`]);
   }
-  // Before anything walks it: parts nobody reads (an unknown field) are stored and serialized too.
-  const tooDeep = pathPastDepth(json, MAX_CHECKS_FILE_DEPTH);
-  if (tooDeep) throw new ChecksFileError(file, [`${tooDeep}: is nested too deep (a checks file may nest ${MAX_CHECKS_FILE_DEPTH} levels)`]);
   const root = Fields.root(json, '$');
   const globals = parseEnvironmentVariables(root);
   if (!Array.isArray(root.raw('checks'))) {
@@ -245,6 +242,10 @@ function readChecks(text: string, file: string, registry: ExecutorRegistry, hear
     }
   });
   if (problems.length > 0) throw new ChecksFileError(file, problems);
+  // The fields read say where a value is too deep (Fields bounds them); parts nobody reads (an unknown
+  // field, a channel's extra config key) are stored and serialized too, so the whole file is bounded as well.
+  const tooDeep = pathPastDepth(json, MAX_CHECKS_FILE_DEPTH);
+  if (tooDeep) throw new ChecksFileError(file, [`${tooDeep}: is nested too deep (a checks file may nest ${MAX_CHECKS_FILE_DEPTH} levels)`]);
   if (checks.length === 0 && (heartbeats?.length ?? 0) === 0) throw new ChecksFileError(file, ['$.checks is empty: nothing to run']);
   return { checks };
 }

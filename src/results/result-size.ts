@@ -198,23 +198,28 @@ export function capSerializedResult(result: SerializedResult, maxBytes: number, 
  * up to `limit`: a result whose parts share big subtrees (a JSONPath's nested `actual` values) may be
  * hundreds of MB as JSON, and is not serialized to learn that no cut can make it fit.
  */
-function structureBytes(value: unknown, limit: number, cuttable: unknown, depth = 0): number {
+export function structureBytes(value: unknown, limit: number, cuttable: unknown = undefined, depth = 0): number {
   if (typeof value === 'string') return value.length >= LONG_STRING ? 2 : jsonStringBytes(value);
   if (value === null) return 4;
-  if (typeof value === 'number' || typeof value === 'boolean') return String(value).length;
-  if (typeof value !== 'object') return 0;
+  if (typeof value === 'number') return Number.isFinite(value) ? String(value).length : 4;
+  if (typeof value === 'boolean') return value ? 4 : 5;
+  // Only as an array's item (an object's such keys are skipped below): JSON writes null.
+  if (typeof value !== 'object') return 4;
   if (value instanceof Date) return 26;
   if (value === cuttable) return 2;
   if (depth > MAX_STRUCTURE_DEPTH) return Number.POSITIVE_INFINITY;
+  // Brackets, and a comma between two items (none after the last): exactly what JSON.stringify writes.
   let total = 2;
   if (Array.isArray(value)) {
-    for (let i = 0; i < value.length && total <= limit; i++) total += structureBytes(value[i], limit - total, cuttable, depth + 1) + 1;
+    for (let i = 0; i < value.length && total <= limit; i++) total += (i > 0 ? 1 : 0) + structureBytes(value[i], limit - total, cuttable, depth + 1);
     return total;
   }
+  let first = true;
   for (const key in value) {
     const item = (value as Record<string, unknown>)[key];
-    if (item === undefined || typeof item === 'function') continue;
-    total += jsonStringBytes(key) + 2 + structureBytes(item, limit - total, cuttable, depth + 1);
+    if (item === undefined || typeof item === 'function' || typeof item === 'symbol') continue;
+    total += (first ? 0 : 1) + jsonStringBytes(key) + 1 + structureBytes(item, limit - total, cuttable, depth + 1);
+    first = false;
     if (total > limit) return total;
   }
   return total;

@@ -7,7 +7,8 @@ import type { Outcome } from '../../src/core/outcome.js';
 import { MemoryBudget } from '../../src/core/memory-budget.js';
 import { buildResult } from '../../src/results/result.js';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
-import { capResultSize, jsonPrefix, jsonStringBytes } from '../../src/results/result-size.js';
+import { capResultSize, jsonPrefix, jsonStringBytes, structureBytes } from '../../src/results/result-size.js';
+import { mulberry32 } from '../support/random.js';
 
 const MIB = 1024 * 1024;
 const identity = { checkRunId: 1, sequenceId: 'seq', runLocation: 'here' };
@@ -145,6 +146,29 @@ describe('capResultSize', () => {
       resultTruncated: true,
     });
     expect(entry.hasFailures).toBe(false);
+  });
+
+  it('counts a result without long strings exactly as JSON.stringify writes it, so one that fits keeps its details', () => {
+    const random = mulberry32(20261124);
+    const pick = <T>(items: T[]) => items[Math.floor(random() * items.length)] as T;
+    const value = (depth: number): unknown => {
+      const kind = random();
+      if (depth > 4 || kind < 0.3) return pick<unknown>(['', 'a', 'é"\\\n', '\u2028', '\ud83d\ude00', 0, -1.5, 1e21, Number.NaN, true, false, null, undefined]);
+      if (kind < 0.65) return Array.from({ length: Math.floor(random() * 5) }, () => value(depth + 1));
+      return Object.fromEntries(Array.from({ length: Math.floor(random() * 5) }, (_, i) => [pick(['k', 'ké', 'a"b', `${i}`]), value(depth + 1)]));
+    };
+    for (let n = 0; n < 2_000; n++) {
+      const v = value(0);
+      const json = JSON.stringify(v);
+      if (json === undefined) continue;
+      expect(structureBytes(v, Number.POSITIVE_INFINITY), json).toBe(Buffer.byteLength(json));
+    }
+    // The reviewer's case: 800 small arrays, 3,426 bytes as a result, fit 4,096 and keep their details.
+    const assertions = [{ source: 'JSON_BODY', property: '$[*]', comparison: 'NOT_NULL', target: '', actual: Array.from({ length: 800 }, () => [1]), passed: true }];
+    const entry = apiResult('', [], { assertions });
+    const bytes = size(entry);
+    expect(bytes).toBeLessThan(4_096);
+    expect(capResultSize(entry, 4_096).apiCheckResult).toMatchObject({ assertions });
   });
 
   it('drops the details of a result whose parts share subtrees, without serializing it: its JSON would pass V8’s longest string', () => {

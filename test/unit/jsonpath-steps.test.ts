@@ -53,6 +53,10 @@ describe('JSONPath work bound', () => {
     }
     // A query bounded by the document itself still reads a deep one whole.
     expect(queryJsonPath(deepAndWide(20, 10), '$..n')).toMatchObject({ ok: true });
+    // One `..` selects each node once: not counted, however large the document (4,000,000 values: 8 MB of JSON).
+    const large = { data: new Array<number>(4_000_000).fill(0), id: 7 };
+    expect(queryJsonPath(large, '$..[?@ > 5]')).toEqual({ ok: true, values: [7] });
+    expect(queryJsonPath(large, '$..id')).toEqual({ ok: true, values: [7] });
   });
 
   it('counts reads: a view stops past its budget and hands back the plain values', () => {

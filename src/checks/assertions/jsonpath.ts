@@ -35,11 +35,14 @@ export function queryJsonPath(document: unknown, expression: string): JsonPathRe
 }
 
 /**
- * Whether a query may select a node more than once, or read the document once per node: `..` or `,`
- * anywhere, or a second `$` (a filter's query from the root). Also inside a string: that only costs the count.
+ * Whether a query may select a node more than once, or read the whole document once per node: a second
+ * descendant segment `..` (each node once per ancestor), a `,` (a selector list), or a second `$` (a
+ * filter's query from the root). One `..` selects each node at most once, reading each a few times.
+ * Also inside a string: that only costs the count.
  */
 function mayRepeat(expression: string): boolean {
-  return expression.includes('..') || expression.includes(',') || expression.indexOf('$') !== expression.lastIndexOf('$');
+  const descendant = expression.indexOf('..');
+  return (descendant >= 0 && expression.indexOf('..', descendant + 2) >= 0) || expression.includes(',') || expression.indexOf('$') !== expression.lastIndexOf('$');
 }
 
 /**

@@ -53,7 +53,7 @@ export interface AgentApiDeps {
   logger: Logger;
   now?: () => Date;
   leaseMs?: number;
-  /** Told each result the store accepted, with the location it came from (the per-check metrics). */
+  /** Told each result the store newly stored, its checkId its job's, with the location it came from (the per-check metrics). */
   onAccepted?: (envelope: ResultEnvelope, location: string) => void;
   /** Keeps the IPv6 addresses a claim reports (agent-addresses.ts; GET /v1/static-ipv6s.txt). */
   addresses?: { report(location: string, agentId: string, addresses: readonly string[]): Promise<void> };
@@ -346,9 +346,14 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
         rejected.push({ resultId, statusCode: 400, message: `results[${i}]: ${problem}` });
       });
       const outcome = valid.length > 0 ? await store.acceptResults(agentId, key.locationId, valid, now()) : { accepted: [], rejected: [] };
-      if (deps.onAccepted && outcome.accepted.length > 0) {
-        const accepted = new Set(outcome.accepted);
-        for (const envelope of valid) if (accepted.has(envelope.resultId)) deps.onAccepted(envelope, key.locationId);
+      if (deps.onAccepted && outcome.stored && outcome.stored.length > 0) {
+        // Newly stored results only (a re-send changes nothing), each under its job's check whatever its body says.
+        const checkOf = new Map(outcome.stored.map((s) => [s.resultId, s.checkId]));
+        for (const envelope of valid) {
+          const checkId = checkOf.get(envelope.resultId);
+          checkOf.delete(envelope.resultId);
+          if (checkId !== undefined) deps.onAccepted({ ...envelope, result: { ...envelope.result, checkId } }, key.locationId);
+        }
       }
       return { status: 200, body: { accepted: outcome.accepted, rejected: [...outcome.rejected, ...rejected] } };
     },

@@ -105,6 +105,8 @@ export interface LeaseUpdate {
 export interface ResultsOutcome {
   accepted: string[];
   rejected: Array<{ resultId: string; statusCode: number; message: string }>;
+  /** The results stored by this call (not those stored before: a re-send), with the check of their job. */
+  stored?: Array<{ resultId: string; checkId: string }>;
 }
 
 export interface ResultQuery {

@@ -148,7 +148,9 @@ describe('the PostgreSQL store', () => {
     };
     const envelope: ResultEnvelope = { jobId: j.id, resultId: result.id, result };
     const outcomes = await Promise.all([a, b, c, a, b, c].map((stores) => stores.store.acceptResults('x', 'loc-a', [envelope], T0)));
-    for (const outcome of outcomes) expect(outcome).toEqual({ accepted: [result.id], rejected: [] });
+    for (const outcome of outcomes) expect(outcome).toMatchObject({ accepted: [result.id], rejected: [] });
+    // Stored once: by exactly one replica.
+    expect(outcomes.flatMap((o) => o.stored ?? [])).toHaveLength(1);
     const page = await b.store.listResults({ checkId: 'c1', limit: 10, resultType: 'ALL' });
     expect(page.entries.map((e) => e.id)).toEqual([result.id]);
     expect((await c.store.session(s.id))?.status).toBe('FAILED');

@@ -326,6 +326,7 @@ describe.each(BACKENDS)('the %s store', (which) => {
       const late = envelope(j2, { startedAt: at(1_000).toISOString() });
       expect(await store.acceptResults('agent-1', 'loc-a', [late], at(61_000))).toEqual({
         accepted: [],
+        stored: [],
         rejected: [{ resultId: late.resultId, statusCode: 409, message: `job ${j2} was handed to another agent after this result's run began` }],
       });
       expect((await store.extendLeases('agent-2', 'loc-a', [j2], LEASE, at(61_001))).extended.map((e) => e.jobId)).toEqual([j2]);
@@ -370,13 +371,22 @@ describe.each(BACKENDS)('the %s store', (which) => {
 
       const attempt = envelope(ja, { resultType: 'ATTEMPT', hasFailures: true });
       const final = envelope(ja, { hasFailures: true });
-      expect(await store.acceptResults('agent-1', 'loc-a', [attempt, final, final], at(100))).toEqual({ accepted: [attempt.resultId, final.resultId, final.resultId], rejected: [] });
-      expect(await store.acceptResults('agent-1', 'loc-a', [final], at(200))).toEqual({ accepted: [final.resultId], rejected: [] });
+      // `stored` names what this call stored, under its job's check: the FINAL once, however often it came.
+      expect(await store.acceptResults('agent-1', 'loc-a', [attempt, final, final], at(100))).toEqual({
+        accepted: [attempt.resultId, final.resultId, final.resultId],
+        rejected: [],
+        stored: [
+          { resultId: attempt.resultId, checkId: 'c1' },
+          { resultId: final.resultId, checkId: 'c1' },
+        ],
+      });
+      expect(await store.acceptResults('agent-1', 'loc-a', [final], at(200))).toEqual({ accepted: [final.resultId], rejected: [], stored: [] });
       const other = envelope(ja);
       const unknown = envelope('no-such-job');
       const elsewhere = envelope(s.jobs['loc-b'] as string);
       expect(await store.acceptResults('agent-1', 'loc-a', [other, unknown, elsewhere], at(300))).toEqual({
         accepted: [],
+        stored: [],
         rejected: [
           { resultId: other.resultId, statusCode: 409, message: expect.stringContaining('another FINAL') },
           { resultId: unknown.resultId, statusCode: 404, message: expect.stringContaining('does not exist') },
@@ -399,7 +409,7 @@ describe.each(BACKENDS)('the %s store', (which) => {
       const s = await startSession(store, c);
       await claimAll(store, 'loc-a', 'agent-1');
       const spooled = envelope(s.jobs['loc-a'] as string);
-      expect(await store.acceptResults('agent-2', 'loc-a', [spooled], at(1000))).toEqual({ accepted: [spooled.resultId], rejected: [] });
+      expect(await store.acceptResults('agent-2', 'loc-a', [spooled], at(1000))).toEqual({ accepted: [spooled.resultId], rejected: [], stored: [{ resultId: spooled.resultId, checkId: 'c1' }] });
       // The lease holder's own, later and different FINAL is the second one.
       const late = envelope(s.jobs['loc-a'] as string);
       expect((await store.acceptResults('agent-1', 'loc-a', [late], at(2000))).rejected).toEqual([
@@ -644,6 +654,10 @@ describe.each(BACKENDS)('the %s store', (which) => {
       const attempt = envelope(job, { resultType: 'ATTEMPT' });
       expect(await store.acceptResults('x', 'loc-a', [odd, final, attempt], at(10))).toEqual({
         accepted: [final.resultId, attempt.resultId],
+        stored: [
+          { resultId: final.resultId, checkId: 'c1' },
+          { resultId: attempt.resultId, checkId: 'c1' },
+        ],
         rejected: [{ resultId: odd.resultId, statusCode: 400, message: expect.stringContaining('resultType') }],
       });
       expect((await store.session(s.session.id))?.status).toBe('PASSED');

@@ -409,7 +409,7 @@ export class PgStore implements Store {
     const receivedAt = now.getTime();
     return this.db.tx(async (sql) => {
       // A retried transaction starts from nothing.
-      const outcome: ResultsOutcome = { accepted: [], rejected: [] };
+      const outcome: ResultsOutcome = { accepted: [], rejected: [], stored: [] };
       await sql.run('SELECT pg_advisory_xact_lock($1)', [RESULTS_LOCK_KEY]);
       const resultIds = [...new Set(results.map((r) => r.resultId))];
       const stored = new Set((await sql.rows('SELECT id FROM results WHERE id = ANY($1::text[])', [resultIds])).map((row) => str(row, 'id')));
@@ -480,6 +480,7 @@ export class PgStore implements Store {
         }
         touched.add(sessionId);
         outcome.accepted.push(resultId);
+        outcome.stored?.push({ resultId, checkId: str(job, 'check_id') });
       }
       if (rows.length > 0) {
         const columns = ['id', 'check_id', 'job_id', 'session_id', 'location', 'result_type', 'has_failures', 'started_at', 'check_type', 'received_at', 'body'];

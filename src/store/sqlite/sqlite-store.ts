@@ -573,7 +573,7 @@ export class SqliteStore implements Store {
   // Results
 
   async acceptResults(agentId: string, location: string, results: readonly ResultEnvelope[], now: Date): Promise<ResultsOutcome> {
-    const outcome: ResultsOutcome = { accepted: [], rejected: [] };
+    const outcome: ResultsOutcome = { accepted: [], rejected: [], stored: [] };
     if (results.length === 0) return outcome;
     const receivedAt = now.getTime();
     this.tx(() => {
@@ -643,6 +643,7 @@ export class SqliteStore implements Store {
         }
         touched.add(sessionId);
         outcome.accepted.push(resultId);
+        outcome.stored?.push({ resultId, checkId: str(job, 'check_id') });
       }
       for (const id of touched) this.recomputeSession(id, now);
     });

@@ -408,8 +408,9 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
           },
         });
         try {
-          // The request is read without handing it to the pipeline: a file that cannot be written (a full disk)
-          // must not destroy the connection before the 503 below is sent.
+          // Read through an async iterator rather than piped: a file that cannot be written (a full disk) then
+          // reaches the request only after the 503 below is on its way (piped, the request was destroyed at once
+          // and the agent saw a reset connection, not the answer).
           await pipeline(Readable.from(ctx.req.iterator({ destroyOnReturn: false })), count, createWriteStream(part, { mode: 0o600 }));
           if (received !== artifact.size) throw badRequest(`the upload has ${received} bytes, not the announced ${artifact.size}`);
         } catch (error) {

@@ -339,8 +339,8 @@ export class WorkerPool {
         const job = handle.jobs.get(message.jobId);
         if (!job) return;
         const error = fromWire(message.error);
-        // The worker counted the job in outpost_jobs_total already: not once more.
-        job.settle(this.crashResult(job.prepared, `its check worker could not hand over its result (${error.name}: ${error.message})`, false));
+        // A job that ran to its end is in outpost_jobs_total already (counted): not once more.
+        job.settle(this.crashResult(job.prepared, `its check worker could not hand over its result (${error.name}: ${error.message})`, message.counted !== true));
         return;
       }
       case 'executor-error':

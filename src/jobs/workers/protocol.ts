@@ -87,7 +87,8 @@ export type FromWorker =
   | { type: 'attempt'; jobId: string; seq: number; result: CheckResultEntry; line: string | undefined }
   | { type: 'done'; jobId: string; result: CheckResultEntry; line: string | undefined }
   | { type: 'done'; jobId: string; result: null }
-  | { type: 'failed'; jobId: string; error: WireError }
+  /** The job ended without a result the main thread can take; `counted`: it is in outpost_jobs_total already (it ran to its end). */
+  | { type: 'failed'; jobId: string; error: WireError; counted?: boolean }
   | { type: 'executor-error'; error: WireError; checkType: string; check: CheckDefinition; variables: EnvironmentVariable[] }
   | { type: 'publish'; callId: number; jobId: string; dir: string; files: ArtifactFile[] };
 

@@ -124,7 +124,7 @@ function unsendable(message: FromWorker, error: unknown): void {
       // The main thread makes the job's error result; what this result held is given back now, as no release will come.
       releases.get(message.jobId)?.();
       releases.delete(message.jobId);
-      post({ type: 'failed', jobId: message.jobId, error: wireError(error) });
+      post({ type: 'failed', jobId: message.jobId, error: wireError(error), counted: true });
       return;
     case 'attempt': {
       const key = `${message.jobId}\u0000${message.seq}`;

@@ -118,8 +118,8 @@ describe('the database on a full disk', () => {
     expect(((await refused.json()) as { message: string }).message).toBe(
       'the server cannot store this now: the database or its disk is full; retry later',
     );
-    // Three more seconds of sessions that cannot be created: still the one warning, and no error line.
-    await new Promise((r) => setTimeout(r, 3_000));
+    // Two more seconds of sessions that cannot be created (one a second): still the one warning, and no error line.
+    await new Promise((r) => setTimeout(r, 2_000));
     expect(proc.logs.filter((l) => WARNING.test(l.msg))).toHaveLength(1);
     expect(errorsAfter(proc, logsBefore)).toEqual([]);
     expect(await readiness(health)).toBe(503);
@@ -147,7 +147,7 @@ describe('the database on a full disk', () => {
     const filler = fill(stateDir);
     await until('readiness 503 on the full disk', proc, async () => (await readiness(health)) === 503);
     expect(await writableGauge(health)).toBe('0');
-    await new Promise((r) => setTimeout(r, 2_000));
+    await new Promise((r) => setTimeout(r, 1_500));
     expect(proc.logs.filter((l) => WARNING.test(l.msg))).toHaveLength(1);
     expect(errorsAfter(proc, logsBefore)).toEqual([]);
 

@@ -91,8 +91,8 @@ function fileCheckLabels(checks: readonly ServerCheck[]): Map<string, LabelledCh
 function recordFileCheck(metrics: Metrics, fileChecks: ReadonlyMap<string, LabelledCheck>, envelope: ResultEnvelope, location: string): void {
   const known = fileChecks.get(envelope.result.checkId ?? '');
   if (!known?.server.locations.includes(location)) return;
-  const { checkType, frequency } = known.server.check;
-  metrics.checks.record({ ...envelope.result, checkId: known.id, name: known.name, checkType, runLocation: location }, { frequencySeconds: frequency, location });
+  const { id, name, checkType, frequency } = known.server.check;
+  metrics.checks.record({ ...envelope.result, checkId: id, name, checkType, runLocation: location }, { frequencySeconds: frequency, location, shown: { checkId: known.id, name: known.name, location } });
 }
 
 /** The database of a STATE_DIR. */

@@ -234,8 +234,12 @@ export class JobRunner {
     this.metrics.jobDuration.observe({ check_type: checkType }, (performance.now() - started) / 1000);
     // The result is scrubbed later (run's leave); its series' labels are scrubbed here, as the result's fields will be.
     const { scrubber } = secrets;
-    const shown = { ...result, ...(result.name ? { name: scrubber.scrubText(result.name) } : {}), ...(result.checkId ? { checkId: scrubber.scrubText(result.checkId) } : {}), ...(result.runLocation ? { runLocation: scrubber.scrubText(result.runLocation) } : {}) };
-    this.metrics.checks.record(shown, { frequencySeconds: prepared.runnable?.check.frequency });
+    const shown = {
+      checkId: scrubber.scrubText(result.checkId ?? ''),
+      name: scrubber.scrubText(result.name ?? ''),
+      ...(result.runLocation ? { location: scrubber.scrubText(result.runLocation) } : {}),
+    };
+    this.metrics.checks.record(result, { frequencySeconds: prepared.runnable?.check.frequency, shown });
     prepared.logger.debug({ target: prepared.runnable?.target, outcome: label, responseTime: result.responseTime, attempts: result.attempts }, 'job finished');
     return { jobId: prepared.jobId, result, prepared };
   }

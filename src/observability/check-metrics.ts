@@ -71,6 +71,11 @@ export interface RecordOptions {
   frequencySeconds?: number;
   /** Where it ran, when the result does not say (local mode). */
   location?: string;
+  /**
+   * The labels' values when they differ from the result's (scrubbed of secrets): the series stays keyed by
+   * the check's own id, so that retain() and forget() with the ids of a checks file still find it.
+   */
+  shown?: { checkId: string; name: string; location?: string };
 }
 
 const NEEDS_ESCAPE = /[\\\n"]/;
@@ -183,9 +188,10 @@ export class CheckMetrics {
     if (entry.resultType !== 'FINAL' || !entry.checkId) return undefined;
     const location = entry.runLocation ?? options.location ?? '';
     const key = `${entry.checkId}\u0000${location}`;
+    const { shown } = options;
     const labels =
-      `check_id="${escapeLabel(entry.checkId)}",check_name="${escapeLabel(entry.name ?? '')}",` +
-      `check_type="${escapeLabel(entry.checkType ?? '')}",location="${escapeLabel(location)}"`;
+      `check_id="${escapeLabel(shown?.checkId ?? entry.checkId)}",check_name="${escapeLabel(shown?.name ?? entry.name ?? '')}",` +
+      `check_type="${escapeLabel(entry.checkType ?? '')}",location="${escapeLabel(shown?.location ?? location)}"`;
     const frequency = options.frequencySeconds;
     const staleAfterMs = (frequency && frequency > 0 ? Math.max(STALE_RUNS * frequency, this.minStaleSeconds) : Math.max(DEFAULT_STALE_SECONDS, this.minStaleSeconds)) * 1000;
     return { key, labels, samples: seriesOf(entry), staleAfterMs };

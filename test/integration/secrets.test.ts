@@ -481,6 +481,10 @@ describe('regex captures cannot read a secret back in pieces', () => {
       const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
       expect(metrics).toMatch(/^probe_success\{check_id="echo-\*\*\*\*\*",check_name="echo \*\*\*\*\*",/m);
       expect(metrics).not.toContain(secret);
+      // A reload keeps the series: it is kept by the check's own id, which the file still names.
+      proc.kill('SIGHUP');
+      await proc.waitForLog((l) => l.msg === 'checks file reloaded', 30_000, 'the reload');
+      expect(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()).toMatch(/^probe_success\{check_id="echo-\*\*\*\*\*",/m);
     } finally {
       proc.kill('SIGKILL');
       await proc.exit;

@@ -5,7 +5,6 @@
 // of it undone once there is room again. Mounting needs root, which the test
 // machine (and its containers) give.
 
-import { execFileSync } from 'node:child_process';
 import { closeSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -14,13 +13,13 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type AgentProcess, cleanEnv, probe, startAgent, tempDir } from '../support/agent-process.js';
 import { READY_DEADLINE_MS, retryUntil } from '../support/daemon.js';
 import { serverReady, startServerProcess } from '../support/server-process.js';
+import { useSmallDisks } from '../support/tmpfs.js';
 
 const DEADLINE_MS = 30_000;
 const HEARTBEAT_TOKEN = 'full-disk-heartbeat-token';
 const WARNING = /^the database cannot write \(the database or its disk is full\)/;
 const RECOVERED = 'the database takes writes again: ready';
 
-const mounts: string[] = [];
 const running: AgentProcess[] = [];
 let target: Server;
 let targetUrl: string;
@@ -37,19 +36,13 @@ afterEach(async () => {
   }
 });
 afterAll(async () => {
-  for (const at of mounts.splice(0)) execFileSync('umount', ['-l', at]);
   target.closeAllConnections();
   await new Promise((resolve) => target.close(resolve));
 });
 
+const mount = useSmallDisks();
 /** A 16 MB tmpfs: room for the database and its WAL until `fill` takes the rest. */
-function smallDisk(): string {
-  if (process.getuid?.() !== 0) throw new Error('these tests mount a tmpfs and must run as root');
-  const at = tempDir('outpost-dbdisk-');
-  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', at]);
-  mounts.push(at);
-  return at;
-}
+const smallDisk = () => mount('16m', 'outpost-dbdisk-');
 
 /** Writes a file until the disk is full; returns its path (remove it to make room). */
 function fill(dir: string): string {

@@ -5,26 +5,16 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ResultEnvelope } from '../../src/core/protocol.js';
 import { errorResult } from '../../src/results/result.js';
 import { probe, tempDir } from '../support/agent-process.js';
 import { useHarness } from '../support/harness.js';
+import { useSmallDisks } from '../support/tmpfs.js';
 
 const h = useHarness();
-const mounts: string[] = [];
-
-afterAll(() => {
-  for (const at of mounts.splice(0)) execFileSync('umount', ['-l', at]);
-});
-
-function smallDisk(): string {
-  if (process.getuid?.() !== 0) throw new Error('these tests mount a tmpfs and must run as root');
-  const at = tempDir('outpost-statedir-');
-  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', at]);
-  mounts.push(at);
-  return at;
-}
+const mount = useSmallDisks();
+const smallDisk = () => mount('4m', 'outpost-statedir-');
 
 /** Remounts read-only or read-write, retrying while a file open for writing keeps it busy. */
 async function remount(at: string, mode: 'ro' | 'rw'): Promise<void> {

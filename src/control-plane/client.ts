@@ -65,12 +65,44 @@ export interface ClientOptions {
   proxy: ProxyConfig;
 }
 
+/** Characters of a control plane's error message a log line or an error keeps: it is logged at every retry. */
+const ERROR_MESSAGE_CHARS = 500;
+
 function errorMessage(body: unknown, fallback: string): string {
   if (body && typeof body === 'object' && typeof (body as ErrorBody).message === 'string') {
     const { error, message } = body as ErrorBody;
-    return error ? `${error}: ${message}` : message;
+    const text = error ? `${error}: ${message}` : message;
+    return text.length > ERROR_MESSAGE_CHARS ? `${text.slice(0, ERROR_MESSAGE_CHARS)}… (${text.length} characters)` : text;
   }
   return fallback;
+}
+
+/** Bytes of any answer but a claim's (leases, results, events: ids and short messages). */
+export const ANSWER_MAX_BYTES = 4 * 1024 * 1024;
+/** A claim answer: this much, plus CLAIM_JOB_MAX_BYTES a job asked for, at most CLAIM_ANSWER_MAX_BYTES. */
+const CLAIM_ANSWER_BASE_BYTES = 1024 * 1024;
+/** A job's definition at most as a claim answer holds it: a 1 MB script (MAX_SCRIPT_LENGTH), escaped. */
+const CLAIM_JOB_MAX_BYTES = 2.5 * 1024 * 1024;
+const CLAIM_ANSWER_MAX_BYTES = 256 * 1024 * 1024;
+
+/** The largest answer a claim for `max` jobs may get. */
+export function claimAnswerMaxBytes(max: number): number {
+  return Math.min(CLAIM_ANSWER_MAX_BYTES, CLAIM_ANSWER_BASE_BYTES + Math.max(1, max) * CLAIM_JOB_MAX_BYTES);
+}
+
+/** The body as text, or a retryable error once it passes `maxBytes` (read no further: the rest is not held). */
+async function boundedText(body: Dispatcher.ResponseData['body'], maxBytes: number, route: RouteName, status: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    bytes += chunk.length;
+    if (bytes > maxBytes) {
+      body.destroy();
+      throw new ControlPlaneError(route, 'retryable', `${route}: the answer is larger than ${maxBytes} bytes: refused unread (HTTP ${status})`, status);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, bytes).toString('utf8');
 }
 
 export class ControlPlaneClient {
@@ -97,7 +129,7 @@ export class ControlPlaneClient {
     // A long poll is held open up to waitSeconds; allow that on top of the usual timeout.
     // An answer that is not JSON is read job by job: one bad job must not cost the others.
     const lenient = (text: string) => (parseClaimAnswerLeniently(text) as ClaimAnswer | null) ?? undefined;
-    return this.post<ClaimAnswer>('claim', body, this.options.timeoutMs + body.waitSeconds * 1000, signal, lenient).then((answer) => {
+    return this.post<ClaimAnswer>('claim', body, this.options.timeoutMs + body.waitSeconds * 1000, signal, lenient, claimAnswerMaxBytes(body.max)).then((answer) => {
       if (!answer || !Array.isArray(answer.jobs)) {
         // A 2xx whose body is not an answer: the status says it arrived (source.ts names the next try anew).
         throw new ControlPlaneError('claim', 'retryable', 'malformed claim answer: jobs is not an array', 200);
@@ -177,8 +209,8 @@ export class ControlPlaneClient {
         body,
       });
       statusLabel = String(response.statusCode);
-      const text = (await response.body.text()).slice(0, 1000);
       const status = response.statusCode;
+      const text = (await boundedText(response.body, ANSWER_MAX_BYTES, 'artifacts', status)).slice(0, 1000);
       if (status >= 200 && status < 300) return;
       let parsed: unknown;
       try {
@@ -210,6 +242,7 @@ export class ControlPlaneClient {
     timeoutMs: number,
     signal?: AbortSignal,
     lenient?: (text: string) => T | undefined,
+    maxBytes = ANSWER_MAX_BYTES,
   ): Promise<T> {
     await this.limiter.acquire(signal, route === 'claim');
     if (signal?.aborted) throw new ControlPlaneError(route, 'retryable', 'aborted');
@@ -234,7 +267,7 @@ export class ControlPlaneClient {
         body: body instanceof RawJson ? body.text : JSON.stringify(body),
       });
       statusLabel = String(response.statusCode);
-      const text = await response.body.text();
+      const text = await boundedText(response.body, maxBytes, route, response.statusCode);
       let parsed: unknown;
       let malformed = false;
       try {

@@ -166,8 +166,9 @@ export class ControlPlaneSink {
 
   /**
    * Sends a batch; one refused as a whole for its content is split in halves
-   * until the results at fault are alone, and those are quarantined. A 400 or
-   * 422 may also mean a control plane that refuses everything: its lone
+   * until the results at fault are alone, and those are quarantined. A 400,
+   * 413 or 422 may also mean a control plane (or a proxy before it) that
+   * refuses everything: its lone
    * results are quarantined only when some other request got through (in this
    * batch, or within a minute for a batch of one); otherwise they are sent
    * again later. Returns the results that must be sent again, and whether
@@ -180,12 +181,13 @@ export class ControlPlaneSink {
     const evidence = bisection.answered || (items.length === 1 && Date.now() - this.lastAnsweredAt < EVIDENCE_MS);
     const deferred: Bisection['refused'] = [];
     for (const refusal of bisection.refused) {
-      if (refusal.error.statusCode !== 413 && !evidence) {
+      // A 413 too: a proxy in front of the control plane with a small body limit refuses every result so.
+      if (!evidence) {
         deferred.push(refusal);
         continue;
       }
       // Once more alone, so that a control plane that recovered mid-batch does not cost a result.
-      const confirmed = refusal.error.statusCode === 413 ? refusal.error : await this.refusedAlone(refusal.item, signal, backoff, retry);
+      const confirmed = await this.refusedAlone(refusal.item, signal, backoff, retry);
       if (!confirmed) continue;
       this.watch.heartbeat.beat(this.watch.sendBoundMs);
       try {
@@ -271,7 +273,7 @@ export class ControlPlaneSink {
       const rejection = rejections.get(item.resultId);
       if (rejection && rejection.statusCode >= 400 && rejection.statusCode < 500 && rejection.statusCode !== 429) {
         this.logger.warn(
-          { jobId: item.jobId, resultId: item.resultId, status: rejection.statusCode, reason: rejection.message },
+          { jobId: item.jobId, resultId: item.resultId, status: rejection.statusCode, reason: String(rejection.message).slice(0, 500) },
           'control plane rejected a result for good; dropping it from the spool',
         );
         continue;

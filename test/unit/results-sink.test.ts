@@ -159,6 +159,18 @@ describe('ControlPlaneSink', () => {
     await cp.waitFor(() => cp.results.size === 8 && spool.results === 0, 60_000, 'all 8 delivered once the control plane accepts');
   }, 90_000);
 
+  it('quarantines nothing when every results request is refused with 413 (a proxy’s small body limit): the results stay in the spool', async () => {
+    const { cp, spool, sink, dir } = await setUp();
+    await Promise.all(Array.from({ length: 8 }, async () => spool.append(await resultFor(cp))));
+    cp.inject({ route: 'results', status: 413, count: 100_000 });
+    sink.start();
+    await cp.waitFor(() => cp.countRequests('results') >= 15, 30_000, 'a few rounds of results requests');
+    expect(quarantined(dir)).toEqual([]);
+    expect(spool.results).toBe(8);
+    cp.clearFaults();
+    await cp.waitFor(() => cp.results.size === 8 && spool.results === 0, 60_000, 'all 8 delivered once the control plane accepts');
+  }, 90_000);
+
   it('promises a beat for every request while splitting a refused batch, not one for the whole split', async () => {
     const heartbeat = recordingHeartbeat();
     const { cp, spool, sink } = await setUp({ heartbeat });

@@ -26,6 +26,8 @@ export const CLAIM_ID_REUSE_MS = 30_000;
 
 /** When fewer than half the slots are free, wait up to this long for half to be free, so one claim covers several. */
 const CLAIM_GATHER_MS = 50;
+/** Jobs of one claim answer named one log line each (not valid JSON, claimed twice); the rest are counted. */
+const LOGGED_PER_CLAIM = 10;
 
 export interface SourceOptions {
   queue: JobQueue;
@@ -168,8 +170,10 @@ export class ControlPlaneSource {
       }
       // A job that is not valid JSON but has a readable id gets an error result like any invalid job.
       const notParsed = new Map<Job, string>();
-      for (const bad of unreadable) {
-        logger.error({ jobId: bad.id, problem: bad.problem }, 'claimed job is not valid JSON; reporting it as an error');
+      for (const [i, bad] of unreadable.entries()) {
+        // Named one by one up to a few: a hostile answer must not turn into a log line per element.
+        if (i < LOGGED_PER_CLAIM) logger.error({ jobId: bad.id, problem: bad.problem }, 'claimed job is not valid JSON; reporting it as an error');
+        else if (i === LOGGED_PER_CLAIM) logger.error({ more: unreadable.length - LOGGED_PER_CLAIM }, 'more claimed jobs are not valid JSON; reporting each as an error');
         const placeholder: Job = { id: bad.id, leaseExpiresAt: bad.leaseExpiresAt ?? '', check: undefined };
         notParsed.set(placeholder, bad.problem);
         jobs.push(placeholder);
@@ -178,15 +182,22 @@ export class ControlPlaneSource {
         logger.warn({ max, received: jobs.length }, 'control plane sent more jobs than claimed; running them anyway');
       }
       let accepted = 0;
+      let withoutId = 0;
+      const twice: string[] = [];
       for (const job of jobs) {
         try {
-          if (this.accept(job, notParsed.get(job))) accepted++;
+          const taken = this.accept(job, notParsed.get(job));
+          if (taken === 'accepted') accepted++;
+          else if (taken === 'no-id') withoutId++;
+          else twice.push(job.id);
         } catch (error) {
           // Whatever one job does, the loop claims on: the job's lease is let go and expires at the service.
           logger.error({ err: error, jobId: (job as { id?: unknown } | null)?.id }, 'could not accept a claimed job; ignoring it');
           if (typeof job?.id === 'string') this.options.leases.release(job.id);
         }
       }
+      if (withoutId > 0) logger.error({ jobs: withoutId }, 'claimed jobs without an id; ignoring them (their leases expire at the service)');
+      if (twice.length > 0) logger.warn({ jobs: twice.length, jobIds: twice.slice(0, LOGGED_PER_CLAIM) }, 'jobs claimed again while running or waiting; ignoring the second copies');
       // Jobs ignored (no id, a second copy) are no work: counted, they would reset the pacer.
       const pause = this.pacer.next(accepted, Date.now() - claimedAt, askedWaitSeconds * 1000);
       heartbeat.beat(pause);
@@ -206,18 +217,12 @@ export class ControlPlaneSource {
     if (onAbort) signal.removeEventListener('abort', onAbort);
   }
 
-  /** `unreadable`: why the job could not even be parsed (its result is that error). True if the job went to the queue. */
-  private accept(job: Job, unreadable?: string): boolean {
+  /** `unreadable`: why the job could not even be parsed (its result is that error). Whether the job went to the queue, and if not why. */
+  private accept(job: Job, unreadable?: string): 'accepted' | 'no-id' | 'twice' {
     const { queue, leases, registry, logger } = this.options;
-    if (!job || typeof job !== 'object' || typeof job.id !== 'string' || job.id.length === 0) {
-      // Without an id no result can be reported; the lease will expire on the service's side.
-      logger.error({ job: typeof job === 'object' ? Object.keys(job ?? {}) : typeof job }, 'claimed job has no id; ignoring it');
-      return false;
-    }
-    if (queue.has(job.id)) {
-      logger.warn({ jobId: job.id }, 'job claimed twice while still running; ignoring the second copy');
-      return false;
-    }
+    // Without an id no result can be reported; the lease will expire on the service's side.
+    if (!job || typeof job !== 'object' || typeof job.id !== 'string' || job.id.length === 0) return 'no-id';
+    if (queue.has(job.id)) return 'twice';
     leases.track(job.id, job.leaseExpiresAt);
     const prepared = unreadable ? unpreparedJob(job.id, `Invalid job: ${unreadable}`, logger) : prepareJob(job, registry, logger);
     const done = queue
@@ -235,6 +240,6 @@ export class ControlPlaneSource {
         this.inProgress.delete(done);
       });
     this.inProgress.add(done);
-    return true;
+    return 'accepted';
   }
 }

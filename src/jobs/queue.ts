@@ -29,6 +29,10 @@ export class JobQueue {
   private readonly queue: PQueue;
   private readonly runner: JobRunner;
   private readonly running = new Map<string, AbortController>();
+  /** Jobs submitted and not yet started (a duplicate of one is not a new job). */
+  private readonly waiting = new Set<string>();
+  /** Jobs aborted while they waited: each starts aborted. */
+  private readonly abortedWaiting = new Map<string, JobAbortedError>();
   private abortedWith: JobAbortedError | undefined;
   /** One promise per submitted job, settled once its completion is released (its result handed on) or it failed. */
   private readonly unreported = new Set<Promise<void>>();
@@ -49,6 +53,11 @@ export class JobQueue {
       abortedWith: () => this.abortedWith,
       enter: (jobId) => {
         const controller = new AbortController();
+        // Aborted while it waited for a slot (its lease was lost): it starts aborted, and ends as such.
+        const early = this.abortedWaiting.get(jobId);
+        if (early) controller.abort(early);
+        this.abortedWaiting.delete(jobId);
+        this.waiting.delete(jobId);
         this.running.set(jobId, controller);
         return { signal: controller.signal, leave: () => this.running.delete(jobId) };
       },
@@ -75,7 +84,7 @@ export class JobQueue {
   }
 
   has(jobId: string): boolean {
-    return this.running.has(jobId);
+    return this.running.has(jobId) || this.waiting.has(jobId);
   }
 
   /** Resolves when a slot frees (at once if one is free), or when `signal` aborts. */
@@ -108,7 +117,9 @@ export class JobQueue {
 
   /** Aborts one job (lease lost). */
   abort(jobId: string, error: JobAbortedError): void {
-    this.running.get(jobId)?.abort(error);
+    const running = this.running.get(jobId);
+    if (running) running.abort(error);
+    else if (this.waiting.has(jobId)) this.abortedWaiting.set(jobId, error);
   }
 
   /**
@@ -134,9 +145,15 @@ export class JobQueue {
     });
     this.unreported.add(settled);
     void settled.then(() => this.unreported.delete(settled));
+    // Waiting until the runner enters the slot (or ends without: an invalid job): an abort meanwhile is kept for then.
+    this.waiting.add(prepared.jobId);
+    const forget = () => {
+      this.waiting.delete(prepared.jobId);
+      this.abortedWaiting.delete(prepared.jobId);
+    };
     const task = () =>
       this.workers?.canRun(prepared, this.slot) ? this.workers.run(prepared, this.slot, onAttempt) : this.runner.run(prepared, this.slot, onAttempt);
-    return (this.queue.add(task) as Promise<JobCompletion>).then(
+    return (this.queue.add(task) as Promise<JobCompletion>).finally(forget).then(
       (completion) => ({
         ...completion,
         release: () => {

@@ -169,6 +169,13 @@ export class JobRunner {
     const onThrow = (error: unknown) =>
       this.options.onExecutorError?.(error, { checkType: check.checkType, scrubber: secrets.scrubber, check, variables: jobVariables(prepared) });
     try {
+      const early = job.signal.reason;
+      if (job.signal.aborted && early instanceof JobAbortedError && early.reason === 'lease-lost') {
+        // Lost while it waited for a slot: not run at all (its result would be discarded).
+        logger.warn({ target }, 'job aborted before it started: lease lost');
+        this.metrics.jobsTotal.inc({ check_type: checkType, outcome: 'aborted' });
+        return { jobId, result: null, prepared, reason: 'lease-lost' };
+      }
       for (let attempt = 1; ; attempt++) {
         const result = await runAttempt({
           prepared,

@@ -176,6 +176,31 @@ describe('JobQueue abort', () => {
     queue.abort('victim', lost);
   });
 
+  it('a job whose lease is lost while it waits for a slot starts aborted: no run, no result; it counts as known meanwhile', async () => {
+    const queue = new JobQueue(1, createMetrics(), SETTINGS);
+    const g = gate();
+    const first = queue.submit(preparedJob(fakeExecutor(async () => (await g.promise, outcome())), { jobId: 'first' }));
+    let ran = false;
+    const waiting = queue.submit(
+      preparedJob(
+        fakeExecutor(async () => {
+          ran = true;
+          return outcome();
+        }),
+        { jobId: 'waiting' },
+      ),
+    );
+    await waitFor(() => queue.queued === 1, 'the second job waiting');
+    // A second copy of it (a claim answer naming it twice) is not a new job.
+    expect(queue.has('waiting')).toBe(true);
+    queue.abort('waiting', new JobAbortedError('lease-lost', 'Aborted: the job lease was lost'));
+    g.open();
+    expect((await first).result?.hasErrors).toBe(false);
+    expect(await waiting).toMatchObject({ jobId: 'waiting', result: null, reason: 'lease-lost' });
+    expect(ran).toBe(false);
+    expect(queue.has('waiting')).toBe(false);
+  });
+
   it('abortAll aborts running jobs and ends queued ones at once with the error, without running them', async () => {
     const queue = new JobQueue(1, createMetrics(), SETTINGS);
     let queuedRan = false;

@@ -36,6 +36,7 @@ async function setUp(options: {
   spoolMaxResults?: number;
   ipv6Addresses?: () => string[];
   claimIdReuseMs?: number;
+  log?: pino.Logger;
 }) {
   const cp = await ControlPlane.start();
   cleanup.push(() => cp.close());
@@ -67,7 +68,7 @@ async function setUp(options: {
     client,
     leases,
     registry: new ExecutorRegistry([options.executor]),
-    logger,
+    logger: options.log ?? logger,
     agent: {
       id: agentId,
       version: '0.0.0-test',
@@ -134,6 +135,39 @@ describe('ControlPlaneSource', () => {
     await waitFor(() => source.inProgress.size === 0, 'every job released');
     expect(leases.size).toBe(0);
     expect(spool.results).toBe(5);
+    await source.stop();
+  }, 20_000);
+
+  it('runs a job named twice in one answer once, and logs the ignored elements once per claim, not once each', async () => {
+    const g = gate();
+    let runs = 0;
+    const lines: Array<{ msg: string; jobs?: number }> = [];
+    const { cp, source, completions } = await setUp({
+      concurrency: 1,
+      executor: fakeExecutor(async () => {
+        runs++;
+        await g.promise;
+        return outcome();
+      }),
+      log: pino({ level: 'warn' }, { write: (line: string) => lines.push(JSON.parse(line) as { msg: string }) }),
+    });
+    // Each job comes twice, with 500 elements that have no id between: a hostile or broken answer.
+    cp.claimJobText = (job) => [JSON.stringify(job), ...Array.from({ length: 500 }, () => '0'), JSON.stringify(job)].join(',');
+    const first = await cp.addJob(check(1));
+    const second = await cp.addJob(check(2));
+    source.start();
+    await waitFor(() => runs === 1, 'the first job running');
+    g.open();
+    await waitFor(() => completions.length === 2, 'two completions', 10_000);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(runs).toBe(2);
+    expect(completions.map((c) => c.jobId).sort()).toEqual([first, second].sort());
+    // One line for the elements without an id and one for the second copies, per claim: not one per element.
+    const withoutId = lines.filter((l) => l.msg.startsWith('claimed jobs without an id'));
+    expect(withoutId.length).toBeGreaterThan(0);
+    expect(withoutId.every((l) => (l.jobs ?? 0) >= 500)).toBe(true);
+    expect(lines.some((l) => l.msg.startsWith('jobs claimed again while running or waiting'))).toBe(true);
+    expect(lines.length).toBeLessThan(20);
     await source.stop();
   }, 20_000);
 

@@ -77,6 +77,9 @@ function errorMessage(body: unknown, fallback: string): string {
   return fallback;
 }
 
+/** A difference between the clocks below this is the Date header's rounding, not skew. */
+const CLOCK_SKEW_IGNORED_MS = 2_000;
+
 /** Bytes of any answer but a claim's (leases, results, events: ids and short messages). */
 export const ANSWER_MAX_BYTES = 4 * 1024 * 1024;
 /** A claim answer: this much, plus CLAIM_JOB_MAX_BYTES a job asked for, at most CLAIM_ANSWER_MAX_BYTES. */
@@ -235,6 +238,20 @@ export class ControlPlaneClient {
     await this.dispatcher.destroy().catch(() => undefined);
   }
 
+  /**
+   * How far the control plane's clock is ahead of this host's (negative: behind), from the Date header of
+   * its last answer; 0 within CLOCK_SKEW_IGNORED_MS (the header has whole seconds). Lease expiries are the
+   * control plane's times: the lease keeper reads them on this host's clock through it.
+   */
+  clockSkewMs = 0;
+
+  private noteServerDate(header: string | string[] | undefined): void {
+    const at = typeof header === 'string' ? Date.parse(header) : Number.NaN;
+    if (Number.isNaN(at)) return;
+    const skew = at - Date.now();
+    this.clockSkewMs = Math.abs(skew) > CLOCK_SKEW_IGNORED_MS ? skew : 0;
+  }
+
   /** `lenient` reads a 2xx answer that is not valid JSON, if it can (undefined: malformed as a whole). */
   private async post<T>(
     route: RouteName,
@@ -267,6 +284,7 @@ export class ControlPlaneClient {
         body: body instanceof RawJson ? body.text : JSON.stringify(body),
       });
       statusLabel = String(response.statusCode);
+      this.noteServerDate(response.headers.date);
       const text = await boundedText(response.body, maxBytes, route, response.statusCode);
       let parsed: unknown;
       let malformed = false;

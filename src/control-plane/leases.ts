@@ -24,6 +24,7 @@ export class LeaseKeeper {
   /** When the sleeping loop wakes by itself (-Infinity while it runs), and how to wake it sooner. */
   private sleepingUntil = Number.NEGATIVE_INFINITY;
   private wakeUp: (() => void) | undefined;
+  private warnedPast = false;
 
   constructor(
     private readonly client: ControlPlaneClient,
@@ -35,7 +36,7 @@ export class LeaseKeeper {
 
   track(jobId: string, leaseExpiresAt: string): void {
     // Only a string is parsed: Date.parse would stringify anything else, and a deeply nested array throws doing so.
-    const expiresAt = typeof leaseExpiresAt === 'string' ? Date.parse(leaseExpiresAt) : Number.NaN;
+    const expiresAt = typeof leaseExpiresAt === 'string' ? Date.parse(leaseExpiresAt) - this.client.clockSkewMs : Number.NaN;
     const now = Date.now();
     // A missing or past expiry still gets extended at once rather than silently lost.
     const lease = { expiresAt: Number.isNaN(expiresAt) ? now : expiresAt, grantedAt: now };
@@ -84,9 +85,20 @@ export class LeaseKeeper {
     try {
       const answer = await this.client.extendLeases({ jobIds }, signal);
       const now = Date.now();
+      let pastAlready = 0;
       for (const { jobId, leaseExpiresAt } of answer.extended) {
-        const expiresAt = Date.parse(leaseExpiresAt);
-        if (this.leases.has(jobId) && !Number.isNaN(expiresAt)) this.leases.set(jobId, { expiresAt, grantedAt: now });
+        // The control plane's time, on this host's clock (client.clockSkewMs).
+        const expiresAt = Date.parse(leaseExpiresAt) - this.client.clockSkewMs;
+        if (!this.leases.has(jobId) || Number.isNaN(expiresAt)) continue;
+        // Extended to a time already past here: extending again at once would be a hot loop of calls.
+        if (expiresAt <= now + MIN_TICK_MS) {
+          pastAlready++;
+          this.leases.set(jobId, { expiresAt, grantedAt: now, notBefore: now + 1_000 });
+        } else this.leases.set(jobId, { expiresAt, grantedAt: now });
+      }
+      if (pastAlready > 0 && !this.warnedPast) {
+        this.warnedPast = true;
+        this.logger.warn({ jobs: pastAlready }, "the control plane extends leases to times already past by this host's clock (no Date header to correct by?); extending them once a second");
       }
       for (const jobId of answer.lost) {
         if (!this.leases.has(jobId)) continue;

@@ -84,7 +84,7 @@ export class WriteHealth {
     this.listener?.(undefined);
   }
 
-  /** A write transaction failed; true when it failed for the storage (storageFailure), which is then remembered until a commit. */
+  /** A write transaction failed; true when it failed for the storage (storageFailure), which is then remembered until a probe write succeeds (recovered). */
   failed(error: unknown): boolean {
     const reason = storageFailure(error);
     if (reason === undefined) return false;

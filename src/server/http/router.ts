@@ -195,7 +195,7 @@ export class Router {
         // The database's failures are logged once by its write watch (src/server/database-writes.ts), not per
         // request; a file's (an artifact upload) here. Either way the caller retries.
         const database = storageFailure(error);
-        if (database) this.options.logger.debug({ err: error }, 'api request failed: the database cannot write');
+        if (database !== undefined) this.options.logger.debug({ err: error }, 'api request failed: the database cannot write');
         else this.options.logger.warn({ err: error }, 'api request failed: the disk cannot take the file');
         sendJson(res, 503, errorBody(503, `the server cannot store this now: ${database ?? diskFailure(error)}; retry later`), { 'retry-after': String(STORAGE_RETRY_AFTER_SECONDS) });
       } else {

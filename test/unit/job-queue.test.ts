@@ -179,7 +179,15 @@ describe('JobQueue abort', () => {
   it('a job whose lease is lost while it waits for a slot starts aborted: no run, no result; it counts as known meanwhile', async () => {
     const queue = new JobQueue(1, createMetrics(), SETTINGS);
     const g = gate();
-    const first = queue.submit(preparedJob(fakeExecutor(async () => (await g.promise, outcome())), { jobId: 'first' }));
+    const first = queue.submit(
+      preparedJob(
+        fakeExecutor(async () => {
+          await g.promise;
+          return outcome();
+        }),
+        { jobId: 'first' },
+      ),
+    );
     let ran = false;
     const waiting = queue.submit(
       preparedJob(

@@ -3,13 +3,15 @@
 // Retry-After, until an answer in 2xx. Every attempt is recorded. A request
 // is bounded: a timeout, no redirects followed, and only the first bytes of
 // the answer kept for the attempt log. A restart finds the pending rows and
-// goes on. Each channel gets its notifications in order, one at a time.
+// goes on. Each channel gets its notifications in order, one at a time;
+// channels are served side by side, each on its own, so a slow or dead
+// receiver holds up only its own channel.
 
 import { Agent, fetch as undiciFetch } from 'undici';
 import { Backoff, parseRetryAfter } from '../core/backoff.js';
 import { type NetworkPolicy, NetworkPolicyError, policedConnector } from '../net/network-policy.js';
 import type { Logger } from '../observability/logger.js';
-import type { AlertStore, DeliveryAttempt, Notification } from '../store/alerts.js';
+import type { AlertStore, AttemptOutcome, DeliveryAttempt, Notification } from '../store/alerts.js';
 import { type AlertEvent, channelRequest, type OutgoingRequest, undeliveredReason } from './alert-payloads.js';
 import { storeFailureLevel } from '../store/write-health.js';
 
@@ -52,6 +54,15 @@ async function boundedText(response: Response, limit: number): Promise<string> {
   return Buffer.concat(chunks).subarray(0, limit).toString('utf8');
 }
 
+/** Channels whose requests may be in flight at once; more wait for one of them to end. */
+const MAX_CHANNELS_IN_FLIGHT = 20;
+
+/** Retry-After is honoured up to this; a receiver asking for longer is retried after an hour. */
+const RETRY_AFTER_CAP_MS = 3_600_000;
+
+/** Answers sent but not yet written down (the database could not write), at most this many kept. */
+const MAX_UNRECORDED = 1_000;
+
 export class AlertDeliverer {
   private running: Promise<void> | undefined;
   private readonly stopping = new AbortController();
@@ -60,6 +71,17 @@ export class AlertDeliverer {
   private readonly now: () => Date;
   /** The dispatcher under a network policy, made on first use. */
   private policed: Agent | null | undefined;
+  /** One delivery per channel at a time: a slow receiver holds up only its own channel. */
+  private readonly inFlight = new Map<number, Promise<void>>();
+  /**
+   * Attempts made but not recorded because the database failed: the next
+   * turn of such a notification records this instead of sending again, so a
+   * database that cannot write does not make a receiver hear the same
+   * notification at every turn of the loop.
+   */
+  private readonly unrecorded = new Map<number, { attempt: DeliveryAttempt | null; outcome: AttemptOutcome }>();
+  /** Store failures in a row (the loop's or a delivery's): the loop waits longer after each. */
+  private failures = 0;
 
   constructor(private readonly options: AlertDelivererOptions) {
     this.now = options.now ?? (() => new Date());
@@ -74,6 +96,7 @@ export class AlertDeliverer {
     this.stopping.abort(new Error('the server is stopping'));
     this.wakeUp?.();
     await this.running;
+    await Promise.all(this.inFlight.values());
     await this.policed?.close().catch(() => undefined);
   }
 
@@ -87,17 +110,22 @@ export class AlertDeliverer {
     const pollMs = this.options.pollMs ?? 5_000;
     while (!this.stopping.signal.aborted) {
       this.woken = false;
+      let started = 0;
       try {
-        // One per channel (the store keeps each channel's order): channels are served side by side, so a slow one holds up only itself.
-        const due = await alerts.dueNotifications(this.now(), BATCH);
-        await Promise.all(due.map((notification) => this.deliver(notification)));
-        if (due.length > 0) continue;
+        // The store answers each channel's oldest pending notification (a channel's order is kept); one whose channel is busy waits for it.
+        const due = await alerts.dueNotifications(this.now(), BATCH + this.inFlight.size);
+        for (const notification of due) {
+          if (this.inFlight.has(notification.channelId) || this.inFlight.size >= MAX_CHANNELS_IN_FLIGHT) continue;
+          this.startDelivery(notification);
+          started++;
+        }
       } catch (error) {
+        this.failures++;
         logger[storeFailureLevel(error)]({ err: error }, 'alert delivery failed; retrying at the next poll');
       }
+      if (started > 0) continue;
       if (this.woken || this.stopping.signal.aborted) continue;
-      const next = await alerts.nextDue().catch(() => undefined);
-      const wait = Math.max(10, Math.min(pollMs, next ? next.getTime() - this.now().getTime() : pollMs));
+      const wait = this.failures > 0 ? Math.min(pollMs, 500 * 2 ** Math.min(this.failures, 10)) : await this.idleWait(pollMs);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, wait);
         function done() {
@@ -110,9 +138,41 @@ export class AlertDeliverer {
     }
   }
 
+  /** Until the next notification is due; one already due belongs to a busy channel, whose end wakes the loop. */
+  private async idleWait(pollMs: number): Promise<number> {
+    const next = await this.options.alerts.nextDue().catch(() => undefined);
+    if (!next) return pollMs;
+    const until = next.getTime() - this.now().getTime();
+    return until <= 0 ? pollMs : Math.max(10, Math.min(pollMs, until));
+  }
+
+  private startDelivery(notification: Notification): void {
+    const channelId = notification.channelId;
+    const delivery = this.deliver(notification).then(
+      () => {
+        this.failures = 0;
+        this.inFlight.delete(channelId);
+        this.wake();
+      },
+      (error: unknown) => {
+        // No wake: the loop's wait after a failure is the backoff.
+        this.failures++;
+        this.inFlight.delete(channelId);
+        this.options.logger[storeFailureLevel(error)]({ err: error, notificationId: notification.id }, 'alert delivery failed; retrying at the next poll');
+      },
+    );
+    this.inFlight.set(channelId, delivery);
+  }
+
   /** One attempt at one notification. */
   async deliver(notification: Notification): Promise<void> {
     const { alerts, logger } = this.options;
+    const unrecorded = this.unrecorded.get(notification.id);
+    if (unrecorded) {
+      await alerts.recordAttempt(notification.id, unrecorded.attempt, unrecorded.outcome);
+      this.unrecorded.delete(notification.id);
+      return;
+    }
     const channel = await alerts.channel(notification.channelId);
     const started = this.now();
     const fields = { notificationId: notification.id, channelId: notification.channelId, kind: notification.kind, checkId: notification.checkId };
@@ -141,7 +201,7 @@ export class AlertDeliverer {
     const attempt: DeliveryAttempt = { at: started.toISOString(), status, error, durationMs: Math.max(0, this.now().getTime() - started.getTime()) };
     if (this.stopping.signal.aborted && status === null) return;
     if (status !== null && status >= 200 && status < 300) {
-      await alerts.recordAttempt(notification.id, attempt, { kind: 'delivered' });
+      await this.record(notification.id, attempt, { kind: 'delivered' });
       logger.info({ ...fields, attempts: notification.attempts + 1 }, 'alert notification delivered');
       return;
     }
@@ -150,8 +210,19 @@ export class AlertDeliverer {
     for (let i = 0; i <= Math.min(notification.attempts, 30); i++) delay = backoff.next();
     delay = Math.max(delay, retryAfterMs ?? 0);
     const nextAt = new Date(this.now().getTime() + delay);
-    await alerts.recordAttempt(notification.id, attempt, { kind: 'retry', nextAt });
+    await this.record(notification.id, attempt, { kind: 'retry', nextAt });
     logger.warn({ ...fields, attempts: notification.attempts + 1, status, error, nextAttemptAt: nextAt.toISOString() }, 'alert notification not delivered; it will be retried');
+  }
+
+  /** Records an attempt whose request was sent; if the database cannot take it, the next turn records it instead of sending again. */
+  private async record(id: number, attempt: DeliveryAttempt, outcome: AttemptOutcome): Promise<void> {
+    try {
+      await this.options.alerts.recordAttempt(id, attempt, outcome);
+    } catch (error) {
+      if (this.unrecorded.size >= MAX_UNRECORDED) this.unrecorded.delete(this.unrecorded.keys().next().value as number);
+      this.unrecorded.set(id, { attempt, outcome });
+      throw error;
+    }
   }
 
   private async send(request: OutgoingRequest): Promise<{ status: number | null; error: string | null; retryAfterMs?: number; refused?: string }> {
@@ -173,9 +244,13 @@ export class AlertDeliverer {
         redirect: 'manual',
         signal: AbortSignal.any([AbortSignal.timeout(timeoutMs), this.stopping.signal]),
       });
+      // A 2xx is the answer; its body is not waited for (a receiver trickling it would hold the channel until the timeout).
+      if (response.status >= 200 && response.status < 300) {
+        await response.body?.cancel().catch(() => undefined);
+        return { status: response.status, error: null };
+      }
       const text = await boundedText(response, limit).catch(() => '');
-      if (response.status >= 200 && response.status < 300) return { status: response.status, error: null };
-      const retryAfterMs = parseRetryAfter(response.headers.get('retry-after') ?? undefined);
+      const retryAfterMs = parseRetryAfter(response.headers.get('retry-after') ?? undefined, RETRY_AFTER_CAP_MS);
       return { status: response.status, error: `HTTP ${response.status}${text ? `: ${text.slice(0, 200)}` : ''}`, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
     } catch (error) {
       const cause = (error as { cause?: { code?: string; message?: string } }).cause;

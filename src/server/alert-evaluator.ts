@@ -12,7 +12,7 @@ import type { Scrubber } from '../secrets/scrubber.js';
 import type { AlertChannel, AlertStore, LocationStatus, NewNotification, TailedResult } from '../store/alerts.js';
 import type { Store } from '../store/store.js';
 import { type AlertEvent, errorMessage, resultLink, tlsOf, undeliveredReason } from './alert-payloads.js';
-import { notifies, overallStatus, resultStatus, step } from './alert-status.js';
+import { notice, overallStatus, resultStatus, step, type Transition } from './alert-status.js';
 import { storeFailureLevel } from '../store/write-health.js';
 
 export const EVALUATOR_CURSOR = 'alerts';
@@ -144,17 +144,36 @@ export class AlertEvaluator {
       const subscribed = channels.filter((c) => c.autoSubscribe || c.subscriptions.includes(row.checkId));
       const tls = tlsOf(entry);
       const wantsCertificate = tls ? subscribed.filter((c) => c.sslExpiry && tls.daysToExpiry <= c.sslExpiryThreshold) : [];
-      const wantsTransition = transition ? subscribed.filter((c) => notifies(c, transition)) : [];
-      if (wantsCertificate.length === 0 && wantsTransition.length === 0) continue;
-      if (this.options.suppressed && (await this.options.suppressed(row.checkId, new Date(at)))) {
-        this.options.logger.info({ checkId: row.checkId, location: row.location, resultId: row.id }, 'alert suppressed: a maintenance window is in effect');
+      // Told from what the channels last heard, not from the last status: a change a window held back is told at the first result after it.
+      const untold: Transition | undefined = next.status === next.announced ? undefined : { from: next.announced, to: next.status };
+      const told = untold
+        ? subscribed.flatMap((channel) => {
+            const event = notice(channel, untold);
+            return event ? [{ channel, event }] : [];
+          })
+        : [];
+      if (wantsCertificate.length === 0 && told.length === 0) {
+        next.announced = next.status;
         continue;
       }
+      if (this.options.suppressed && (await this.options.suppressed(row.checkId, new Date(at)))) {
+        // Once per change, not once per result while the window lasts.
+        if (transition || wantsCertificate.length > 0) {
+          this.options.logger.info({ checkId: row.checkId, location: row.location, resultId: row.id }, 'alert suppressed: a maintenance window is in effect');
+        }
+        continue;
+      }
+      next.announced = next.status;
       const read = { ...row, entry };
       const overall = overallStatus([...states.values()].filter((s) => s.checkId === row.checkId));
-      if (transition) {
-        const event = this.event(read, check, overall, { event: transition.to === 'FAILING' ? 'FAILURE' : transition.to === 'DEGRADED' ? 'DEGRADED' : 'RECOVERY', status: { previous: transition.from, current: transition.to } });
-        for (const channel of wantsTransition) notifications.push(this.notification(channel, row, event));
+      if (untold) {
+        const status = { previous: untold.from, current: untold.to };
+        const events = new Map<AlertEvent['event'], AlertEvent>();
+        for (const { channel, event } of told) {
+          let payload = events.get(event);
+          if (!payload) events.set(event, (payload = this.event(read, check, overall, { event, status })));
+          notifications.push(this.notification(channel, row, payload));
+        }
       }
       if (tls) {
         const event = this.event(read, check, overall, { event: 'SSL_EXPIRY', status: null, certificate: tls });

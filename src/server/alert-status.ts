@@ -38,7 +38,7 @@ export function step(
   alertAfter: number,
   at: number,
 ): { next: LocationStatus; transition?: Transition } {
-  const current: LocationStatus = previous ?? { ...key, status: 'PASSING', since: at, candidate: null, streak: 0, updatedAt: at };
+  const current: LocationStatus = previous ?? { ...key, status: 'PASSING', since: at, candidate: null, streak: 0, updatedAt: at, announced: 'PASSING' };
   if (observed === current.status) return { next: { ...current, candidate: null, streak: 0, updatedAt: at } };
   const streak = current.candidate === observed ? current.streak + 1 : 1;
   if (streak >= Math.max(1, alertAfter)) {
@@ -50,14 +50,35 @@ export function step(
   return { next: { ...current, candidate: observed, streak, updatedAt: at } };
 }
 
+export interface ChannelFlags {
+  sendFailure: boolean;
+  sendRecovery: boolean;
+  sendDegraded: boolean;
+}
+
 /**
- * Whether a channel with these flags is told about `transition`. A recovery
- * is sent only to a channel that was told about the status it ends (a
- * channel without sendDegraded hears nothing of DEGRADED → PASSING).
+ * A status as a channel with these flags sees it. Without sendDegraded,
+ * DEGRADED looks like PASSING, so a failure that ends in DEGRADED is its
+ * recovery; without sendFailure, FAILING looks like DEGRADED (at least
+ * degraded), so a channel told of DEGRADED hears the recovery that follows
+ * even when the check failed in between.
  */
-export function notifies(channel: { sendFailure: boolean; sendRecovery: boolean; sendDegraded: boolean }, transition: Transition): boolean {
-  if (transition.to === 'FAILING') return channel.sendFailure;
-  if (transition.to === 'DEGRADED') return channel.sendDegraded;
-  if (!channel.sendRecovery) return false;
-  return transition.from === 'FAILING' ? channel.sendFailure : channel.sendDegraded;
+function seenBy(channel: ChannelFlags, status: CheckStatus): CheckStatus {
+  if (status === 'FAILING' && !channel.sendFailure) return seenBy(channel, 'DEGRADED');
+  if (status === 'DEGRADED' && !channel.sendDegraded) return 'PASSING';
+  return status;
+}
+
+/**
+ * What a channel with these flags is told of `transition`: the event, or
+ * nothing when the change does not show in what it sees (or it is a
+ * recovery and the channel takes none).
+ */
+export function notice(channel: ChannelFlags, transition: Transition): 'FAILURE' | 'DEGRADED' | 'RECOVERY' | undefined {
+  const from = seenBy(channel, transition.from);
+  const to = seenBy(channel, transition.to);
+  if (from === to) return undefined;
+  if (to === 'FAILING') return 'FAILURE';
+  if (to === 'DEGRADED') return 'DEGRADED';
+  return channel.sendRecovery ? 'RECOVERY' : undefined;
 }

@@ -40,6 +40,12 @@ export interface LocationStatus {
   candidate: CheckStatus | null;
   streak: number;
   updatedAt: number;
+  /**
+   * The status channels were last told of. It trails `status` while a
+   * maintenance window holds the telling back; the check's next result
+   * after the window tells the difference (alert-evaluator.ts).
+   */
+  announced: CheckStatus;
 }
 
 /** One row of the results table, as the evaluator reads it. */

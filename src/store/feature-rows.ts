@@ -41,6 +41,8 @@ export function statusOf(row: Row): LocationStatus {
     candidate: strOrNull(row, 'candidate') as CheckStatus | null,
     streak: num(row, 'streak'),
     updatedAt: num(row, 'updated_at'),
+    // Rows written before migration 10 had every status told.
+    announced: (strOrNull(row, 'announced') ?? str(row, 'status')) as CheckStatus,
   };
 }
 

@@ -7,7 +7,7 @@
 // a certificate near expiry is told once a day; payloads are scrubbed.
 
 import { createHmac } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -46,6 +46,9 @@ let apiUrl: string;
 const received: Received[] = [];
 /** Statuses a receiver path answers first, one per request, before it answers 200. */
 const plan = new Map<string, number[]>();
+/** Answers /hang and /trickle keep open until the test ends them (and answers at once after that). */
+const held: ServerResponse[] = [];
+let holding = true;
 
 const checks: Record<string, StoredCheck> = {
   shop: storedCheck({ id: 'shop', locations: ['lab'] }),
@@ -58,6 +61,7 @@ const checks: Record<string, StoredCheck> = {
   tls: storedCheck({ id: 'tls', locations: ['lab'] }),
   order: storedCheck({ id: 'order', locations: ['lab'] }),
   paged: storedCheck({ id: 'paged', locations: ['lab'] }),
+  side: storedCheck({ id: 'side', locations: ['lab'] }),
 };
 
 type Outcome = 'PASS' | 'FAIL' | 'DEGRADED';
@@ -115,6 +119,16 @@ beforeAll(async () => {
     req.on('end', () => {
       const path = req.url ?? '/';
       received.push({ path, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+      if (path === '/hang' && holding) {
+        held.push(res);
+        return;
+      }
+      if (path === '/trickle' && holding) {
+        // 200 and a first byte, then nothing: the body never ends.
+        res.writeHead(200, { 'content-type': 'text/plain' }).write('o');
+        held.push(res);
+        return;
+      }
       const status = plan.get(path)?.shift() ?? 200;
       res.writeHead(status, { 'content-type': 'text/plain' }).end(status === 200 ? 'ok' : 'receiver failing');
     });
@@ -139,7 +153,8 @@ beforeAll(async () => {
   });
   api = await startApiServer(router, { host: '127.0.0.1', port: 0 });
   apiUrl = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
-  deliverer = new AlertDeliverer({ alerts, logger, baseMs: 100, capMs: 500, pollMs: 100, timeoutMs: 5_000 });
+  // A long request timeout: a held answer must stay open while the test looks at the other channels.
+  deliverer = new AlertDeliverer({ alerts, logger, baseMs: 100, capMs: 500, pollMs: 100, timeoutMs: 60_000 });
   evaluator = new AlertEvaluator({
     store,
     alerts,
@@ -154,6 +169,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  for (const res of held) res.end();
   await evaluator?.stop();
   await deliverer?.stop();
   if (api) await closeApiServer(api, 1_000);
@@ -268,6 +284,29 @@ describe('alerts', () => {
     expect(events('/order')).toEqual(['FAILURE', 'FAILURE', 'FAILURE', 'RECOVERY']);
   });
 
+  it('serves channels side by side: a receiver that never answers, or trickles its 2xx body, holds up no channel', { timeout: 120_000 }, async () => {
+    await createChannel({ type: 'WEBHOOK', config: { url: `${receiverUrl}/hang` }, subscriptions: ['side'] });
+    const trickle = await createChannel({ type: 'WEBHOOK', config: { url: `${receiverUrl}/trickle` }, subscriptions: ['side'] });
+    await createChannel({ type: 'WEBHOOK', config: { url: `${receiverUrl}/quick` }, subscriptions: ['side'] });
+    const side = checks.side as StoredCheck;
+    for (const outcome of ['FAIL', 'PASS', 'FAIL', 'PASS'] as const) await report(side, outcome);
+    const quick = await retryUntil(60_000, async () => events('/quick').length === 4, 50);
+    expect(quick, 'the quick channel got its four notifications').toBe(true);
+    expect(events('/quick')).toEqual(['FAILURE', 'RECOVERY', 'FAILURE', 'RECOVERY']);
+    // Meanwhile the hanging receiver still holds its first request open, and has had no other.
+    expect(at('/hang')).toHaveLength(1);
+    expect(held.some((res) => !res.writableEnded)).toBe(true);
+    // A 2xx counts when its status arrives: the trickling receiver had all four, in order, its bodies never ended.
+    const trickled = await retryUntil(60_000, async () => events('/trickle').length === 4, 50);
+    expect(trickled, 'the trickling channel got its four notifications').toBe(true);
+    const listed = await call('GET', `/v1/alert-channels/${trickle}/notifications`);
+    expect((listed.body as { state: string }[]).map((n) => n.state)).toEqual(['DELIVERED', 'DELIVERED', 'DELIVERED', 'DELIVERED']);
+    holding = false;
+    for (const res of held.splice(0)) res.end();
+    await settle();
+    expect(events('/hang')).toEqual(['FAILURE', 'RECOVERY', 'FAILURE', 'RECOVERY']);
+  });
+
   it('sends PagerDuty events (trigger, then resolve with the same dedup key) and Slack messages', { timeout: 120_000 }, async () => {
     const pd = await createChannel({ type: 'PAGERDUTY', config: { routingKey: 'routing-key-0123', url: `${receiverUrl}/pd` }, subscriptions: ['paged'] });
     await createChannel({ type: 'SLACK', config: { url: `${receiverUrl}/slack` }, subscriptions: ['paged'] });
@@ -308,7 +347,7 @@ describe('alerts', () => {
 });
 
 describe('the evaluator', () => {
-  it('queues nothing while suppressed(), and still keeps the results and the status', { timeout: 60_000 }, async () => {
+  it('queues nothing while suppressed(), keeps the results and the status, and tells the difference after the window', { timeout: 60_000 }, async () => {
     const own = await SqliteStore.open(`${tempDir('outpost-alerts-suppressed-')}/outpost.db`);
     try {
       const check = storedCheck({ id: 'window', locations: ['lab'] });
@@ -332,22 +371,51 @@ describe('the evaluator', () => {
         },
       });
       expect(await ownAlerts.cursor(EVALUATOR_CURSOR)).toBe(0);
-      const fail = async () => {
+      const reportOwn = async (hasFailures: boolean) => {
         await queueSessions(own, check, ['lab'], 1);
         const [job] = await claimAll(own, 'lab', ['API']);
-        await own.acceptResults('agent-lab', 'lab', [envelopeFor(job as never, check, { hasFailures: true })], new Date());
+        await own.acceptResults('agent-lab', 'lab', [envelopeFor(job as never, check, { hasFailures })], new Date());
       };
+      const fail = () => reportOwn(true);
+      const pass = () => reportOwn(false);
       await fail();
       await ownEvaluator.tick();
       expect(asked).toEqual(['window']);
       expect(await ownAlerts.nextDue()).toBeUndefined();
       expect((await ownAlerts.statuses('window')).map((s) => s.status)).toEqual(['FAILING']);
       expect((await own.listResults({ checkId: 'window', limit: 10, resultType: 'FINAL' })).entries).toHaveLength(1);
-      // Out of the window the status is already FAILING: no change, nothing to send.
-      inWindow = false;
+      // Still failing in the window: nothing, and the log says so once per change, not per result.
       await fail();
       await ownEvaluator.tick();
       expect(await ownAlerts.nextDue()).toBeUndefined();
+      // The first result after the window tells what the window held back: the channel never heard of this failure.
+      inWindow = false;
+      await fail();
+      await ownEvaluator.tick();
+      const [told] = await ownAlerts.notifications(1, 10);
+      expect(told).toMatchObject({ kind: 'FAILURE', state: 'PENDING', body: { event: 'FAILURE', status: { previous: 'PASSING', current: 'FAILING' } } });
+      expect((await ownAlerts.statuses('window'))[0]).toMatchObject({ status: 'FAILING', announced: 'FAILING' });
+      // A recovery in a later window is held back too, and told after it; a failure that came and went inside a window is not told at all.
+      await ownAlerts.recordAttempt(told?.id as number, null, { kind: 'cancelled', reason: 'the test read it' });
+      inWindow = true;
+      await pass();
+      await ownEvaluator.tick();
+      await fail();
+      await ownEvaluator.tick();
+      await pass();
+      await ownEvaluator.tick();
+      expect(await ownAlerts.nextDue()).toBeUndefined();
+      expect((await ownAlerts.statuses('window'))[0]).toMatchObject({ status: 'PASSING', announced: 'FAILING' });
+      inWindow = false;
+      await pass();
+      await ownEvaluator.tick();
+      expect((await ownAlerts.notifications(1, 10)).map((n) => [n.kind, n.state])).toEqual([
+        ['RECOVERY', 'PENDING'],
+        ['FAILURE', 'CANCELLED'],
+      ]);
+      await pass();
+      await ownEvaluator.tick();
+      expect(await ownAlerts.notifications(1, 10)).toHaveLength(2);
     } finally {
       await own.close();
     }

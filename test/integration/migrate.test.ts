@@ -100,7 +100,7 @@ beforeAll(async () => {
     await source.alerts.commitEvaluation(
       'alerts',
       5,
-      [{ checkId: 'api', location: 'loc-a', status: 'FAILING', since: T0.getTime(), candidate: null, streak: 0, updatedAt: T0.getTime() }],
+      [{ checkId: 'api', location: 'loc-a', status: 'FAILING', since: T0.getTime(), candidate: null, streak: 0, updatedAt: T0.getTime(), announced: 'PASSING' }],
       [
         { channelId: 3, kind: 'FAILURE', checkId: 'api', location: 'loc-a', resultId: null, body: { a: 1 } },
         { channelId: 3, kind: 'SSL_EXPIRY', checkId: 'api', location: null, resultId: null, body: {}, sslNotice: { certificate: 'c', day: '2026-11-24' } },

@@ -18,7 +18,7 @@ import {
   slackPayload,
   tlsOf,
 } from '../../src/server/alert-payloads.js';
-import { notifies, overallStatus, resultStatus, step } from '../../src/server/alert-status.js';
+import { notice, overallStatus, resultStatus, step } from '../../src/server/alert-status.js';
 import type { AlertChannel, CheckStatus, LocationStatus } from '../../src/store/alerts.js';
 
 const KEY = { checkId: 'c1', location: 'lab' };
@@ -70,15 +70,34 @@ describe('check status', () => {
     expect(overallStatus([{ status: 'FAILING' }, { status: 'DEGRADED' }])).toBe('FAILING');
   });
 
-  it('notifies per the channel flags; a recovery only of a status the channel was told of', () => {
+  it('tells each channel what changed in what its flags let it see', () => {
     const all = { sendFailure: true, sendRecovery: true, sendDegraded: true };
     const noDegraded = { sendFailure: true, sendRecovery: true, sendDegraded: false };
-    expect(notifies(all, { from: 'PASSING', to: 'DEGRADED' })).toBe(true);
-    expect(notifies(noDegraded, { from: 'PASSING', to: 'DEGRADED' })).toBe(false);
-    expect(notifies(noDegraded, { from: 'DEGRADED', to: 'PASSING' })).toBe(false);
-    expect(notifies(noDegraded, { from: 'FAILING', to: 'PASSING' })).toBe(true);
-    expect(notifies({ ...all, sendRecovery: false }, { from: 'FAILING', to: 'PASSING' })).toBe(false);
-    expect(notifies({ ...all, sendFailure: false }, { from: 'PASSING', to: 'FAILING' })).toBe(false);
+    const degradedOnly = { sendFailure: false, sendRecovery: true, sendDegraded: true };
+    const cases: Array<[typeof all, CheckStatus, CheckStatus, string | undefined]> = [
+      [all, 'PASSING', 'FAILING', 'FAILURE'],
+      [all, 'PASSING', 'DEGRADED', 'DEGRADED'],
+      [all, 'FAILING', 'DEGRADED', 'DEGRADED'],
+      [all, 'DEGRADED', 'FAILING', 'FAILURE'],
+      [all, 'FAILING', 'PASSING', 'RECOVERY'],
+      [all, 'DEGRADED', 'PASSING', 'RECOVERY'],
+      [noDegraded, 'PASSING', 'DEGRADED', undefined],
+      [noDegraded, 'DEGRADED', 'PASSING', undefined],
+      [noDegraded, 'DEGRADED', 'FAILING', 'FAILURE'],
+      [noDegraded, 'FAILING', 'PASSING', 'RECOVERY'],
+      // The failure it was told of ends, though the check is only degraded: without this its incident never closes.
+      [noDegraded, 'FAILING', 'DEGRADED', 'RECOVERY'],
+      [{ ...all, sendRecovery: false }, 'FAILING', 'PASSING', undefined],
+      [{ ...all, sendRecovery: false }, 'FAILING', 'DEGRADED', 'DEGRADED'],
+      // Without sendFailure, failing counts as at least degraded, so the recovery after it is told.
+      [degradedOnly, 'PASSING', 'FAILING', 'DEGRADED'],
+      [degradedOnly, 'DEGRADED', 'FAILING', undefined],
+      [degradedOnly, 'FAILING', 'PASSING', 'RECOVERY'],
+      [degradedOnly, 'FAILING', 'DEGRADED', undefined],
+      [{ sendFailure: false, sendRecovery: true, sendDegraded: false }, 'PASSING', 'FAILING', undefined],
+      [{ sendFailure: false, sendRecovery: true, sendDegraded: false }, 'FAILING', 'PASSING', undefined],
+    ];
+    for (const [channel, from, to, expected] of cases) expect(notice(channel, { from, to }), `${JSON.stringify(channel)} ${from} → ${to}`).toBe(expected);
   });
 });
 

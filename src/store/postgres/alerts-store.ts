@@ -36,6 +36,12 @@ export class PgAlertStore implements AlertStore {
         if (!keep.has(id)) await this.removeChannel(sql, id, now);
       }
       for (const channel of channels) {
+        // The API channel's queued notifications were for its receiver and its subscriptions, not the file channel's.
+        await sql.run(
+          `UPDATE notifications SET state = 'CANCELLED', last_error = $1
+           WHERE channel_id = $2 AND state = 'PENDING' AND EXISTS (SELECT 1 FROM alert_channels WHERE id = $2 AND source = 'api')`,
+          [`the channel was replaced by the checks file's channel ${channel.id} at ${at}`, channel.id],
+        );
         await sql.run(
           `INSERT INTO alert_channels (id, source, type, record, created_at, updated_at) VALUES ($1, 'file', $2, $3, $4, NULL)
            ON CONFLICT (id) DO UPDATE SET source = 'file', type = excluded.type, record = excluded.record, updated_at = $4
@@ -116,10 +122,10 @@ export class PgAlertStore implements AlertStore {
     return this.db.tx(async (sql) => {
       for (const s of statuses) {
         await sql.run(
-          `INSERT INTO check_status (check_id, location, status, since, candidate, streak, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
+          `INSERT INTO check_status (check_id, location, status, since, candidate, streak, updated_at, announced) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
            ON CONFLICT (check_id, location) DO UPDATE SET status = excluded.status, since = excluded.since, candidate = excluded.candidate,
-             streak = excluded.streak, updated_at = excluded.updated_at`,
-          [s.checkId, s.location, s.status, s.since, s.candidate, s.streak, s.updatedAt],
+             streak = excluded.streak, updated_at = excluded.updated_at, announced = excluded.announced`,
+          [s.checkId, s.location, s.status, s.since, s.candidate, s.streak, s.updatedAt, s.announced],
         );
       }
       let queued = 0;

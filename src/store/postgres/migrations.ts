@@ -332,6 +332,13 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
       CREATE INDEX jobs_by_claim ON jobs (agent_id, claim_id) WHERE status = 'LEASED';
     `,
   },
+  {
+    version: 10,
+    description: 'alerts: the status channels were last told of, which a maintenance window holds back',
+    sql: `
+      ALTER TABLE check_status ADD COLUMN announced TEXT;
+    `,
+  },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.reduce((max, step) => Math.max(max, step.version), 0);

@@ -42,6 +42,8 @@ export class SqliteAlertStore implements AlertStore {
         if (!existing) {
           this.db.run("INSERT INTO alert_channels (id, source, type, record, created_at, updated_at) VALUES (?, 'file', ?, ?, ?, NULL)", channel.id, channel.type, record, at);
         } else if (str(existing, 'record') !== record || str(existing, 'type') !== channel.type || str(existing, 'source') !== 'file') {
+          // The API channel's queued notifications were for its receiver and its subscriptions, not the file channel's.
+          if (str(existing, 'source') === 'api') this.cancelPending(channel.id, `the channel was replaced by the checks file's channel ${channel.id} at ${at}`);
           this.db.run("UPDATE alert_channels SET source = 'file', type = ?, record = ?, updated_at = ? WHERE id = ?", channel.type, record, at, channel.id);
         }
       }
@@ -60,8 +62,12 @@ export class SqliteAlertStore implements AlertStore {
 
   private removeChannel(id: number, now: Date): boolean {
     const removed = this.db.run('DELETE FROM alert_channels WHERE id = ?', id) > 0;
-    this.db.run("UPDATE notifications SET state = 'CANCELLED', last_error = ? WHERE channel_id = ? AND state = 'PENDING'", `the channel was deleted at ${now.toISOString()}`, id);
+    this.cancelPending(id, `the channel was deleted at ${now.toISOString()}`);
     return removed;
+  }
+
+  private cancelPending(channelId: number, reason: string): void {
+    this.db.run("UPDATE notifications SET state = 'CANCELLED', last_error = ? WHERE channel_id = ? AND state = 'PENDING'", reason, channelId);
   }
 
   async deleteChannel(id: number, now: Date): Promise<boolean> {
@@ -115,9 +121,9 @@ export class SqliteAlertStore implements AlertStore {
     return this.db.tx(() => {
       for (const s of statuses) {
         this.db.run(
-          `INSERT INTO check_status (check_id, location, status, since, candidate, streak, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+          `INSERT INTO check_status (check_id, location, status, since, candidate, streak, updated_at, announced) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
            ON CONFLICT (check_id, location) DO UPDATE SET status = excluded.status, since = excluded.since, candidate = excluded.candidate,
-             streak = excluded.streak, updated_at = excluded.updated_at`,
+             streak = excluded.streak, updated_at = excluded.updated_at, announced = excluded.announced`,
           s.checkId,
           s.location,
           s.status,
@@ -125,6 +131,7 @@ export class SqliteAlertStore implements AlertStore {
           s.candidate,
           s.streak,
           s.updatedAt,
+          s.announced,
         );
       }
       let queued = 0;

@@ -328,6 +328,13 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX jobs_by_claim ON jobs (agent_id, claim_id) WHERE status = 'LEASED';
     `,
   },
+  {
+    version: 10,
+    description: 'alerts: the status channels were last told of, which a maintenance window holds back',
+    sql: `
+      ALTER TABLE check_status ADD COLUMN announced TEXT;
+    `,
+  },
 ];
 
 /** The schema version this build knows: the last step's. */

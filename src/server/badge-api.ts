@@ -16,6 +16,7 @@ import { BADGE_STYLES, BADGE_THEMES, type BadgeStatus, type BadgeStyle, type Bad
 import { badRequest, notFound } from './http/api-error.js';
 import type { Route } from './http/router.js';
 import { resultLocations } from '../store/heartbeats.js';
+import { latestFinals } from './latest-finals.js';
 
 export const BADGE_MAX_AGE_SECONDS = 30;
 
@@ -64,12 +65,6 @@ export function badgeStatus(latest: readonly CheckResultEntry[]): BadgeStatus {
   return 'passing';
 }
 
-/** The latest FINAL result of each of the check's locations that has one. */
-async function latestFinals(store: Store, checkId: string, locations: readonly string[]): Promise<CheckResultEntry[]> {
-  const pages = await Promise.all(locations.map((location) => store.listResults({ checkId, limit: 1, resultType: 'FINAL', location })));
-  return pages.flatMap((page) => page.entries.slice(0, 1));
-}
-
 function etagMatches(header: string | undefined, etag: string): boolean {
   if (header === undefined) return false;
   return header.split(',').some((tag) => {
@@ -92,7 +87,7 @@ export function badgeRoutes(deps: BadgeApiDeps): Route[] {
         const check = await store.check(checkId);
         // A deleted check is no longer watched: a badge still saying "passing" would mislead.
         if (!check || check.removedAt !== null) throw notFound('check', checkId);
-        const latest = await latestFinals(store, checkId, resultLocations(check));
+        const latest = [...(await latestFinals(store, checkId, resultLocations(check))).values()];
         const newest = latest.reduce<CheckResultEntry | undefined>((a, b) => (a === undefined || b.stoppedAt > a.stoppedAt ? b : a), undefined);
         const badge = renderBadge({
           label: check.name,

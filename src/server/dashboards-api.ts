@@ -12,6 +12,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { parseDashboard } from '../checks/dashboard-fields.js';
 import { DefinitionError, Fields } from '../checks/fields.js';
 import type { DashboardDefinition } from '../core/dashboard.js';
+import type { CheckResultEntry } from '../core/result-entry.js';
 import type { MaintenanceWindowStore } from '../store/maintenance-windows.js';
 import { resultLocations } from '../store/heartbeats.js';
 import { finalOutcome } from '../store/session-status.js';
@@ -21,6 +22,7 @@ import { CHART_RANGES, type ChartRange, checkFigures, UPTIME_WINDOWS } from './d
 import { type CheckStatus, type PageCheck, type PageGroup, pageHeaders, renderDashboardPage, renderLoginPage, THEMES, type Theme } from './dashboard-page.js';
 import { ApiError, badRequest, notFound } from './http/api-error.js';
 import { keyHash } from './http/credentials.js';
+import { latestFinals } from './latest-finals.js';
 import { RateLimiter } from './http/rate-limit.js';
 import type { Route } from './http/router.js';
 import { activeWindows, tagsOf, windowInEffect } from './maintenance.js';
@@ -156,6 +158,12 @@ function worst(statuses: readonly CheckStatus[]): CheckStatus {
   return 'passing';
 }
 
+/** One location's status from its newest FINAL, as the badge reads it. */
+function locationStatus(entry: CheckResultEntry): CheckStatus {
+  const outcome = finalOutcome(entry);
+  return outcome === 'passed' ? 'passing' : outcome === 'degraded' ? 'degraded' : 'failing';
+}
+
 /** Which checks a dashboard shows: any of its tags (all of them with useTagsAndOperator); every check when it has none. */
 export function dashboardChecks(definition: DashboardDefinition, checks: readonly StoredCheck[]): StoredCheck[] {
   const { tags } = definition;
@@ -221,7 +229,7 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
       const newest = await latestFinals(store, check.id, resultLocations(check));
       const locations = resultLocations(check).map((id) => {
         const entry = newest.get(id);
-        return { id, name: locationNames.get(id) ?? id, status: entry?.status ?? ('no data' as const), responseTime: entry?.responseTime ?? null };
+        return { id, name: locationNames.get(id) ?? id, status: entry ? locationStatus(entry) : ('no data' as const), responseTime: entry?.responseTime ?? null };
       });
       const tags = tagsOf(check.definition);
       checks.push({
@@ -411,17 +419,4 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
       },
     },
   ];
-}
-
-/** The verdict and response time of the newest FINAL of each location, as the badge reads them. */
-async function latestFinals(store: Store, checkId: string, locations: readonly string[]): Promise<Map<string, { status: CheckStatus; responseTime: number }>> {
-  const out = new Map<string, { status: CheckStatus; responseTime: number }>();
-  for (const location of locations) {
-    const page = await store.listResults({ checkId, limit: 1, resultType: 'FINAL', location });
-    const entry = page.entries[0];
-    if (!entry) continue;
-    const outcome = finalOutcome(entry);
-    out.set(location, { status: outcome === 'passed' ? 'passing' : outcome === 'degraded' ? 'degraded' : 'failing', responseTime: entry.responseTime });
-  }
-  return out;
 }

@@ -5,7 +5,8 @@
 // one of many concurrent claimers (SKIP LOCKED); a result sent to several
 // replicas at once stored once; a slot made once; the leader lease; the
 // outbox claimed by one deliverer; the alert store's ids and notices;
-// migration 7's backfill of result_metrics; a customUrl PUT on several
+// migration 7's backfill of result_metrics; migration 9's index for a
+// location's newest FINAL; a customUrl PUT on several
 // replicas at once kept on one dashboard.
 // The Store contract both stores keep is store-conformance.test.ts.
 
@@ -15,6 +16,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ResultEnvelope } from '../../src/core/protocol.js';
 import { CLAIM_MS } from '../../src/store/postgres/alerts-store.js';
 import { migratePg, PG_MIGRATIONS, PG_SCHEMA_VERSION } from '../../src/store/postgres/migrations.js';
+import { pgListSql } from '../../src/store/postgres/pg-store.js';
 import { openServerStores, type ServerStores } from '../../src/store/server-stores.js';
 import type { SessionRecord, StoredCheck } from '../../src/store/store.js';
 import { retryUntil } from '../support/daemon.js';
@@ -254,6 +256,29 @@ describe('the PostgreSQL store', () => {
     expect([...(columns?.responseTime ?? [])]).toEqual([13, -1, 7]);
     expect([...(columns?.flags ?? [])]).toEqual([2, 1, 0]);
     expect([...(columns?.attempts ?? [])]).toEqual([3, 1000, 1]);
+  });
+
+  it("looks a location's newest FINAL up in results_by_location (migration 9), also for a location without results", async () => {
+    const url = await postgres.createDatabase('latest');
+    await open(url);
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      // Enough rows in two locations that the planner weighs the indexes by their statistics.
+      await client.query(
+        `INSERT INTO results (id, check_id, job_id, session_id, location, result_type, has_failures, started_at, check_type, received_at, body)
+         SELECT 'r' || i, 'web', 'j', 's', CASE WHEN i % 2 = 0 THEN 'lab' ELSE 'dmz' END, 'FINAL', 0, i, 'API', i, '{}'
+         FROM generate_series(1, 20000) AS i`,
+      );
+      await client.query('ANALYZE results');
+      const { sql, params } = pgListSql({ checkId: 'web', limit: 1, resultType: 'FINAL', location: 'edge' });
+      const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`, params);
+      const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+      expect(plan).toMatch(/Index (Only )?Scan using results_by_location on results/);
+      expect(plan).not.toMatch(/Seq Scan|Sort/);
+    } finally {
+      await client.end();
+    }
   });
 
   it('keeps a customUrl on one dashboard when replicas PUT it at once', async () => {

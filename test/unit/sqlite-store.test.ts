@@ -152,6 +152,33 @@ describe('hardening', () => {
     }
   });
 
+  it("a location's newest FINAL (badges, dashboards' status) is one lookup in results_by_location, also for a location without results", async () => {
+    const store = await openStore();
+    const c = check('c1', { locations: ['lab', 'dmz'] });
+    await store.syncChecks([c], T0);
+    for (const location of ['lab', 'dmz']) {
+      const { jobs } = await startSession(store, c, 0, [location]);
+      await store.acceptResults('x', location, [envelope(jobs[location] as string, { checkId: 'c1', runLocation: location })], at(200));
+    }
+    const { DatabaseSync } = await import('node:sqlite');
+    const db = new DatabaseSync(store.file, { readOnly: true });
+    try {
+      const { sql, params } = listSql({ checkId: 'c1', limit: 1, resultType: 'FINAL', location: 'edge' });
+      const detail = db
+        .prepare(`EXPLAIN QUERY PLAN ${sql}`)
+        .all(...(params as Array<string | number>))
+        .map((row) => String(row.detail))
+        .join('\n');
+      // Through results_list_by_type the planner would walk every FINAL of the check looking for 'edge'.
+      expect(detail).toMatch(/SEARCH results USING INDEX results_by_location \(check_id=\? AND location=\? AND result_type=\?\)/);
+      expect(detail).not.toMatch(/TEMP B-TREE/);
+    } finally {
+      db.close();
+    }
+    expect((await store.listResults({ checkId: 'c1', limit: 1, resultType: 'FINAL', location: 'edge' })).entries).toEqual([]);
+    expect((await store.listResults({ checkId: 'c1', limit: 1, resultType: 'FINAL', location: 'dmz' })).entries.map((e) => e.runLocation)).toEqual(['dmz']);
+  });
+
   it('two stores on one file (as two server processes) write in turn without losing anything', async () => {
     const file = tempFile();
     const one = await openStore(file);

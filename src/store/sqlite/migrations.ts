@@ -329,6 +329,15 @@ export const MIGRATIONS: readonly Migration[] = [
     `,
   },
   {
+    version: 9,
+    description: "results: a location's newest results of a type are one index lookup (badges, dashboards' status, listResults by location)",
+    // Without it a location with no result (a new one) made the newest-FINAL lookup walk every result of the
+    // check through results_list_by_type (src/server/latest-finals.ts, docs/server.md "Badges").
+    sql: `
+      CREATE INDEX results_by_location ON results (check_id, location, result_type, seq DESC);
+    `,
+  },
+  {
     version: 10,
     description: 'alerts: the status channels were last told of, which a maintenance window holds back',
     sql: `

@@ -1,0 +1,20 @@
+// The newest FINAL result of each of a check's locations: what a badge and a
+// dashboard's per-location status read (docs/server.md "Badges",
+// docs/dashboards.md "Figures"). Each is one listResults page of one entry
+// filtered by location, which the index results_by_location (migration 9,
+// src/store/sqlite/migrations.ts and src/store/postgres/migrations.ts)
+// answers with one lookup, also for a location that has no result yet.
+
+import type { CheckResultEntry } from '../core/result-entry.js';
+import type { Store } from '../store/store.js';
+
+/** The newest FINAL result of each of `locations` that has one, by location. */
+export async function latestFinals(store: Store, checkId: string, locations: readonly string[]): Promise<Map<string, CheckResultEntry>> {
+  const pages = await Promise.all(locations.map((location) => store.listResults({ checkId, limit: 1, resultType: 'FINAL', location })));
+  const out = new Map<string, CheckResultEntry>();
+  pages.forEach((page, i) => {
+    const entry = page.entries[0];
+    if (entry) out.set(locations[i] as string, entry);
+  });
+  return out;
+}

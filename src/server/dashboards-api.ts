@@ -188,9 +188,21 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
   const now = deps.now ?? (() => new Date());
   const keyLimiter = deps.keyLimiter ?? new RateLimiter(KEY_ATTEMPTS_PER_MINUTE, 60);
 
+  const keyAddress = (req: IncomingMessage) => `address:${req.socket.remoteAddress ?? 'unknown'}`;
+  const tooMany = (retryAfterSeconds: number) => new ApiError(429, 'Too Many Requests', {}, { 'retry-after': String(retryAfterSeconds) });
   const wrongKey = (req: IncomingMessage) => {
-    const decision = keyLimiter.take(`address:${req.socket.remoteAddress ?? 'unknown'}`, now().getTime());
-    if (!decision.allowed) throw new ApiError(429, 'Too Many Requests', {}, { 'retry-after': String(decision.retryAfterSeconds) });
+    const decision = keyLimiter.take(keyAddress(req), now().getTime());
+    if (!decision.allowed) throw tooMany(decision.retryAfterSeconds);
+  };
+  /**
+   * Called before any key (form, `?key=` or cookie) is compared: while an
+   * address is limited none is, so that a right key answers the same 429 as
+   * a wrong one and the limit is no oracle. A cookie is a key the client
+   * sends like any other, so it waits too (docs/dashboards.md, Private dashboards).
+   */
+  const keysAllowed = (req: IncomingMessage) => {
+    const decision = keyLimiter.peek(keyAddress(req), now().getTime());
+    if (!decision.allowed) throw tooMany(decision.retryAfterSeconds);
   };
 
   async function renderPage(record: DashboardRecord, query: URLSearchParams, theme: Theme, nonce: string, keyInQuery: string | undefined): Promise<string> {
@@ -287,6 +299,7 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
     if (record.definition.isPrivate) {
       const fromQuery = query.get('key') ?? undefined;
       const fromCookie = cookie(req, keyCookieName(record.id));
+      if (fromQuery !== undefined || fromCookie !== undefined) keysAllowed(req);
       const opened = (fromQuery !== undefined && keyOpens(record.keys, fromQuery)) || (fromQuery === undefined && keyOpens(record.keys, fromCookie));
       if (!opened) {
         if (fromQuery !== undefined || fromCookie !== undefined) wrongKey(req);
@@ -403,9 +416,16 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
         const record = await dashboards.dashboardByRef(ref);
         if (!record) throw notFound('dashboard', ref);
         const given = await formKey(req);
-        if (!record.definition.isPrivate || !keyOpens(record.keys, given)) {
-          if (record.definition.isPrivate) wrongKey(req);
-          return dashboardPage(ref, new URLSearchParams(), req, res, true);
+        if (!record.definition.isPrivate) return dashboardPage(ref, new URLSearchParams(), req, res, true);
+        keysAllowed(req);
+        if (!keyOpens(record.keys, given)) {
+          wrongKey(req);
+          // The form again, without looking at a cookie: one request, one key compared.
+          const nonce = randomBytes(18).toString('base64');
+          const html = renderLoginPage({ action: `/dashboards/${encodeURIComponent(ref)}/login`, nonce, theme: 'auto', failed: true });
+          res.writeHead(401, pageHeaders(nonce, html, true));
+          res.end(html);
+          return 'streamed';
         }
         // One cookie per dashboard; Strict: a link from another site does not carry it.
         res.writeHead(303, {

@@ -4,7 +4,8 @@
 // (parseServerChecksFile, then the store's sync) and from PUT. Covers the
 // PUT field set and its error bodies, keys answered once and masked after,
 // the file winning over the API, GET /v1/incidents/{id}, private pages (login
-// form, cookie, ?key=, wrong keys limited per address), the page's headers
+// form, cookie, ?key=, wrong keys limited per address and no key compared
+// while limited), the page's headers
 // and the escaping of hostile names.
 
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -412,6 +413,36 @@ describe('the pages', () => {
       expect(refused.status).toBe(429);
       expect(refused.headers.get('retry-after')).toMatch(/^\d+$/);
       // Without any key: the form, which is not an attempt.
+      expect((await page('/dashboards/inside', {}, limited.base)).status).toBe(401);
+    } finally {
+      await closeApiServer(limited.server, 1_000);
+    }
+  });
+
+  it('while an address is limited no key is compared: the right key, by ?key=, form or cookie, gets the same 429 as a wrong one', async () => {
+    const limited = await listen(router(2));
+    const inside = (await api('GET', '/v1/dashboards/inside')).body;
+    const form = (key: string) =>
+      fetch(`${limited.base}/dashboards/inside/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ key }).toString(),
+        redirect: 'manual',
+      });
+    try {
+      expect((await form('wrong-form-0000000000')).status).toBe(401);
+      expect((await page('/dashboards/inside?key=wrong-query-000000', {}, limited.base)).status).toBe(401);
+      expect((await page('/dashboards/inside?key=wrong-query-111111', {}, limited.base)).status).toBe(429);
+      // Were the right key let through here, 200 against 429 would tell a guesser which of its guesses was right.
+      const right = await page(`/dashboards/inside?key=${FILE_KEY}`, {}, limited.base);
+      expect(right.status).toBe(429);
+      expect(right.headers.get('retry-after')).toMatch(/^\d+$/);
+      expect(right.html).not.toContain('Secret payroll');
+      const login = await form(FILE_KEY);
+      expect(login.status).toBe(429);
+      expect(login.headers.get('set-cookie')).toBeNull();
+      expect((await page('/dashboards/inside', { cookie: `outpost_dashboard_${inside.id}=${FILE_KEY}` }, limited.base)).status).toBe(429);
+      // Without a key there is nothing to compare: the form.
       expect((await page('/dashboards/inside', {}, limited.base)).status).toBe(401);
     } finally {
       await closeApiServer(limited.server, 1_000);

@@ -39,6 +39,18 @@ describe('RateLimiter', () => {
     expect(limiter.take('k', t + 5 * S).allowed).toBe(true);
   });
 
+  it('peek says what take would, without counting a request', () => {
+    const limiter = new RateLimiter(2, 10);
+    const t = 3_500_000 * S;
+    expect(limiter.peek('k', t)).toEqual({ allowed: true, retryAfterSeconds: 0 });
+    for (let i = 0; i < 5; i++) expect(limiter.peek('k', t).allowed).toBe(true);
+    expect(limiter.take('k', t).allowed).toBe(true);
+    expect(limiter.take('k', t + 2 * S).allowed).toBe(true);
+    expect(limiter.peek('k', t + 3 * S)).toEqual({ allowed: false, retryAfterSeconds: 7 });
+    expect(limiter.peek('k', t + 10 * S).allowed).toBe(true);
+    expect(limiter.take('k', t + 10 * S).allowed).toBe(true);
+  });
+
   it('keeps one budget per key', () => {
     const limiter = new RateLimiter(1, 60);
     const t = 4_000_000 * S;

@@ -42,6 +42,17 @@ export class RateLimiter {
     return { allowed: true, retryAfterSeconds: 0 };
   }
 
+  /** Whether `take` would refuse `key` now, without counting a request. */
+  peek(key: string, nowMs: number): RateDecision {
+    const window = this.windows.get(key);
+    if (!window) return { allowed: true, retryAfterSeconds: 0 };
+    const second = Math.floor(nowMs / 1000);
+    this.expire(window, second);
+    if (window.total < this.limit) return { allowed: true, retryAfterSeconds: 0 };
+    const oldest = Math.min(...window.buckets.keys());
+    return { allowed: false, retryAfterSeconds: Math.max(1, oldest + this.windowSeconds - second) };
+  }
+
   private expire(window: Window, second: number): void {
     for (const [bucket, count] of window.buckets) {
       if (bucket > second - this.windowSeconds) continue;

@@ -5,7 +5,7 @@
 // PUT field set and its error bodies, keys answered once and masked after,
 // the file winning over the API, GET /v1/incidents/{id}, private pages (login
 // form, cookie, ?key=, wrong keys limited per address and no key compared
-// while limited), the page's headers
+// while limited), repeated parameters refused, the page's headers
 // and the escaping of hostile names.
 
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -355,6 +355,13 @@ describe('the pages', () => {
     for (const name of ['toString', 'constructor', '__proto__', 'hasOwnProperty']) expect((await page(`/dashboards/shared?range=${name}`)).status, name).toBe(400);
     expect((await page('/dashboards/shared?page=0')).status).toBe(400);
     expect((await page('/dashboards/shared?script=1')).status).toBe(400);
+    // A parameter given twice is refused as on every other route, not read as its first value.
+    for (const query of ['page=1&page=2', 'theme=dark&theme=zzz', 'range=24h&range=7d', `key=${FILE_KEY}&key=x`]) {
+      const twice = await fetch(`${base}/dashboards/shared?${query}`);
+      const name = query.split('=')[0] as string;
+      expect(twice.status, query).toBe(400);
+      expect(await twice.json(), query).toMatchObject({ message: `query parameter ${name} is given more than once`, attributes: { parameter: name } });
+    }
     // A page past the last shows the last.
     expect((await page('/dashboards/shared?page=99')).html).toContain('data-page="1"');
   });

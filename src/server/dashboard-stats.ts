@@ -23,7 +23,7 @@ export const UPTIME_WINDOWS = [
 export interface Bucket {
   /** Start of the bucket, ms. */
   from: number;
-  /** Results in it; 0: no point is drawn. */
+  /** Results with a response time in it; 0: no point is drawn. */
   count: number;
   /** Mean response time of its results, ms. */
   mean: number;
@@ -37,7 +37,7 @@ export interface CheckFigures {
   buckets: Bucket[];
   p95: number | null;
   p99: number | null;
-  /** Results the P95/P99 are over (the chart's range). */
+  /** Results the P95/P99 are over (the chart's range, those with a response time). */
   samples: number;
 }
 
@@ -93,7 +93,8 @@ export function checkFigures(samples: readonly ResultSample[], now: number, rang
   // P95/P99 are over the chart's window: [now − range, now).
   const values: number[] = [];
   for (const s of samples) {
-    if (s.at < first || s.at >= now) continue;
+    // A result without a response time counts for uptime only, as in the analytics routes.
+    if (s.responseTime === null || s.at < first || s.at >= now) continue;
     const index = Math.floor((s.at - first) / bucketMs);
     if (index < 0 || index >= starts.length) continue;
     sums[index] = (sums[index] as number) + s.responseTime;

@@ -63,7 +63,12 @@ export interface FileDashboard {
 export interface ResultSample {
   /** startedAt, ms since the epoch. */
   at: number;
-  responseTime: number;
+  /**
+   * Whole ms as the analytics routes count it (result_metrics.response_time, filled by the triggers of
+   * src/store/sqlite/analytics-schema.ts and src/store/postgres/analytics-schema.ts: rounded, at least 0);
+   * null when the result has no numeric responseTime, which leaves it out of the chart and the P95/P99.
+   */
+  responseTime: number | null;
   /** Not failed (hasFailures false; an error is always a failure in Outpost's results): counts as up. */
   up: boolean;
   location: string;

@@ -17,6 +17,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { IncidentDefinition } from '../../src/core/dashboard.js';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { resultOutcome } from '../../src/results/result.js';
+import { checkFigures } from '../../src/server/dashboard-stats.js';
 import { FLAG_DEGRADED, FLAG_FAILED, type LocationColumns, WindowTooLargeError } from '../../src/store/analytics.js';
 import { openServerStores, type ServerStores } from '../../src/store/server-stores.js';
 import { finalOutcome } from '../../src/store/session-status.js';
@@ -747,6 +748,34 @@ describe.each(BACKENDS)('the %s store', (which) => {
         { total: 4, up: 3 },
       ]);
       expect(await dashboards.availability('c1', at(240_000), [])).toEqual([]);
+    });
+
+    it("samples' response times are the analytics routes': rounded, at least 0, none when not a number; the figures leave those out", async () => {
+      const { store, dashboards, analytics } = await openStores();
+      const c = check('c1', { locations: ['loc-a'] });
+      await store.syncChecks([c], T0);
+      const odd: unknown[] = [-5000, 12.7, '12345', undefined, null, 102];
+      for (const [i, responseTime] of odd.entries()) {
+        const s = await startSession(store, c, i * 60_000);
+        const result = envelope(s.jobs['loc-a'] as string, { startedAt: at(i * 60_000).toISOString() });
+        const body: Record<string, unknown> = { ...result.result, responseTime };
+        if (responseTime === undefined) delete body.responseTime;
+        await store.acceptResults('x', 'loc-a', [{ ...result, result: body as unknown as CheckResultEntry }], at(i * 60_000 + 1));
+      }
+      const now = at(3_600_000).getTime();
+      const samples = await dashboards.samples('c1', new Date(now - 86_400_000), new Date(now));
+      expect(samples.map((sample) => sample.responseTime)).toEqual([0, 13, null, null, null, 102]);
+      // The analytics routes' own values for the same results.
+      const [columns] = await analytics.window('c1', now - 86_400_000, now, 100);
+      expect([...(columns?.responseTime ?? [])]).toEqual([0, 13, -1, -1, -1, 102]);
+      const figures = checkFigures(samples, now, '24h', await dashboards.availability('c1', new Date(now), [86_400_000, 7 * 86_400_000, 30 * 86_400_000]));
+      // percentile_cont over 0, 13, 102: 13 + 0.9 × 89 (before, "12345", missing and null counted as 0 and −5000 stayed: 79.675).
+      expect(figures.p95).toBeCloseTo(93.1, 9);
+      expect(figures.samples).toBe(3);
+      expect(figures.counts['24h']).toBe(6);
+      const bucket = figures.buckets.find((b) => b.count > 0);
+      expect(bucket?.count).toBe(3);
+      expect(bucket?.mean).toBeCloseTo(115 / 3, 9);
     });
   });
 

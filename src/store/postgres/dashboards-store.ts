@@ -231,12 +231,13 @@ export class PgDashboardStore implements DashboardStore {
   }
 
   async samples(checkId: string, from: Date, to: Date): Promise<ResultSample[]> {
-    // responseTime as SQLite's json_extract gives it: a number, or nothing (0 below).
+    // The response time is the analytics routes' own (result_metrics), so that the 24 h P95/P99 is their
+    // last24Hours figure however odd the stored value (negative, fractional, a string, missing).
     const rows = await this.db.rows(
-      `SELECT started_at, location, has_failures,
-         CASE WHEN json_typeof(body::json -> 'responseTime') = 'number' THEN (body::json ->> 'responseTime')::float8 END AS response_time
-       FROM results WHERE check_id = $1 AND result_type = 'FINAL' AND started_at >= $2 AND started_at < $3
-       ORDER BY started_at DESC LIMIT $4`,
+      `SELECT r.started_at, r.location, r.has_failures, m.response_time::float8 AS response_time
+       FROM results r LEFT JOIN result_metrics m ON m.check_id = r.check_id AND m.location = r.location AND m.started_at = r.started_at AND m.seq = r.seq
+       WHERE r.check_id = $1 AND r.result_type = 'FINAL' AND r.started_at >= $2 AND r.started_at < $3
+       ORDER BY r.started_at DESC LIMIT $4`,
       [checkId, from.getTime(), to.getTime(), MAX_SAMPLES],
     );
     const samples: ResultSample[] = new Array(rows.length);
@@ -245,7 +246,7 @@ export class PgDashboardStore implements DashboardStore {
       const responseTime = row.response_time;
       samples[i] = {
         at: num(row, 'started_at'),
-        responseTime: typeof responseTime === 'number' && Number.isFinite(responseTime) ? responseTime : 0,
+        responseTime: typeof responseTime === 'number' && responseTime >= 0 ? responseTime : null,
         up: num(row, 'has_failures') === 0,
         location: str(row, 'location'),
       };

@@ -1,7 +1,7 @@
 // Dashboards, their keys and incidents on SQLite (the model is
-// ../dashboards.ts). The SQL is plain (no upsert syntax); the one SQLite
-// function used is json_extract, in samples(), where PostgreSQL has `->>`;
-// availability() reads only indexed columns.
+// ../dashboards.ts). The SQL is plain (no upsert syntax, no JSON function):
+// samples() takes response times from the analytics table result_metrics
+// (analytics-schema.ts); availability() reads only indexed columns.
 
 import type { DashboardDefinition, IncidentDefinition, } from '../../core/dashboard.js';
 import type {
@@ -234,10 +234,13 @@ export class SqliteDashboardStore implements DashboardStore {
   }
 
   async samples(checkId: string, from: Date, to: Date): Promise<ResultSample[]> {
+    // The response time is the analytics routes' own (result_metrics), so that the 24 h P95/P99 is their
+    // last24Hours figure however odd the stored value (negative, fractional, a string, missing).
     const rows = this.db.all(
-      `SELECT started_at, location, has_failures, json_extract(body, '$.responseTime') AS response_time
-       FROM results WHERE check_id = ? AND result_type = 'FINAL' AND started_at >= ? AND started_at < ?
-       ORDER BY started_at DESC LIMIT ?`,
+      `SELECT r.started_at, r.location, r.has_failures, m.response_time
+       FROM results r LEFT JOIN result_metrics m ON m.check_id = r.check_id AND m.location = r.location AND m.started_at = r.started_at AND m.seq = r.seq
+       WHERE r.check_id = ? AND r.result_type = 'FINAL' AND r.started_at >= ? AND r.started_at < ?
+       ORDER BY r.started_at DESC LIMIT ?`,
       checkId,
       from.getTime(),
       to.getTime(),
@@ -249,7 +252,7 @@ export class SqliteDashboardStore implements DashboardStore {
       const responseTime = row.response_time;
       samples[i] = {
         at: num(row, 'started_at'),
-        responseTime: typeof responseTime === 'number' && Number.isFinite(responseTime) ? responseTime : 0,
+        responseTime: typeof responseTime === 'number' && responseTime >= 0 ? responseTime : null,
         up: num(row, 'has_failures') === 0,
         location: str(row, 'location'),
       };

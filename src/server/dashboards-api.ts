@@ -18,14 +18,21 @@ import { resultLocations } from '../store/heartbeats.js';
 import { finalOutcome } from '../store/session-status.js';
 import type { DashboardKeyChange, DashboardRecord, DashboardStore, FileDashboard, IncidentRecord, ResultSample, StoredDashboardKey } from '../store/dashboards.js';
 import type { Store, StoredCheck } from '../store/store.js';
-import { CHART_RANGES, type ChartRange, checkFigures, UPTIME_WINDOWS } from './dashboard-stats.js';
+import { CHART_RANGES, type ChartRange, type CheckFigures, checkFigures, UPTIME_WINDOWS } from './dashboard-stats.js';
 import { type CheckStatus, type PageCheck, type PageGroup, pageHeaders, renderDashboardPage, renderLoginPage, THEMES, type Theme } from './dashboard-page.js';
 import { ApiError, badRequest, notFound } from './http/api-error.js';
+import { FiguresCache } from './figures-cache.js';
 import { keyHash } from './http/credentials.js';
 import { latestFinals } from './latest-finals.js';
 import { RateLimiter } from './http/rate-limit.js';
 import type { Route } from './http/router.js';
 import { activeWindows, tagsOf, windowInEffect } from './maintenance.js';
+
+/** A check's figures and per-location status, as computed for a page and cached. */
+export interface CheckComputed {
+  figures: CheckFigures;
+  locations: Array<{ id: string; status: CheckStatus; responseTime: number | null }>;
+}
 
 export interface DashboardsApiDeps {
   store: Store;
@@ -34,6 +41,8 @@ export interface DashboardsApiDeps {
   /** Wrong keys (form or `?key=`) per client address; 10 a minute unless a test gives its own. */
   keyLimiter?: RateLimiter;
   now?: () => Date;
+  /** Per-check figures shared by every page for FIGURES_TTL_MS; a test may give its own. */
+  figuresCache?: FiguresCache<CheckComputed>;
 }
 
 /** Wrong access keys a client address may try per minute. */
@@ -205,6 +214,24 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
     if (!decision.allowed) throw tooMany(decision.retryAfterSeconds);
   };
 
+  const figuresCache = deps.figuresCache ?? new FiguresCache<CheckComputed>();
+
+  /** What a page shows of one check that costs reads of its results: cached for FIGURES_TTL_MS (figures-cache.ts). */
+  async function computeCheck(checkId: string, locationIds: readonly string[], range: ChartRange, at: Date): Promise<CheckComputed> {
+    // The store's reads are synchronous: between checks, agents' requests get their turn.
+    await nextTurn();
+    const samples: ResultSample[] = await dashboards.samples(checkId, new Date(at.getTime() - CHART_RANGES[range].ms), at);
+    const availability = await dashboards.availability(checkId, at, UPTIME_WINDOWS.map(([, ms]) => ms));
+    const newest = await latestFinals(store, checkId, locationIds);
+    return {
+      figures: checkFigures(samples, at.getTime(), range, availability),
+      locations: locationIds.map((id) => {
+        const entry = newest.get(id);
+        return { id, status: entry ? locationStatus(entry) : ('no data' as const), responseTime: entry?.responseTime ?? null };
+      }),
+    };
+  }
+
   async function renderPage(record: DashboardRecord, query: URLSearchParams, theme: Theme, nonce: string, keyInQuery: string | undefined): Promise<string> {
     const definition = record.definition;
     const at = now();
@@ -231,18 +258,11 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
     const shown = ordered.slice((page - 1) * perPage, page * perPage);
     const locationNames = new Map((await store.locations()).map((l) => [l.id, l.name]));
     const allWindows = (await windows.all()).filter((w) => windowInEffect(w, at));
-    const from = new Date(t - CHART_RANGES[range].ms);
     const checks: PageCheck[] = [];
     for (const check of shown) {
-      // The store's reads are synchronous: between checks, agents' requests get their turn.
-      await nextTurn();
-      const samples: ResultSample[] = await dashboards.samples(check.id, from, at);
-      const availability = await dashboards.availability(check.id, at, UPTIME_WINDOWS.map(([, ms]) => ms));
-      const newest = await latestFinals(store, check.id, resultLocations(check));
-      const locations = resultLocations(check).map((id) => {
-        const entry = newest.get(id);
-        return { id, name: locationNames.get(id) ?? id, status: entry ? locationStatus(entry) : ('no data' as const), responseTime: entry?.responseTime ?? null };
-      });
+      const ids = resultLocations(check);
+      const computed = await figuresCache.get(`${check.id}\n${range}\n${ids.join('\n')}`, t, () => computeCheck(check.id, ids, range, at));
+      const locations = computed.locations.map((l) => ({ ...l, name: locationNames.get(l.id) ?? l.id }));
       const tags = tagsOf(check.definition);
       checks.push({
         id: check.id,
@@ -251,7 +271,7 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
         tags,
         status: worst(locations.map((l) => l.status)),
         locations,
-        figures: checkFigures(samples, t, range, availability),
+        figures: computed.figures,
         inMaintenance: activeWindows(allWindows, { id: check.id, name: check.name, tags }, at).length > 0,
       });
     }

@@ -5,7 +5,8 @@
 // PUT field set and its error bodies, keys answered once and masked after,
 // the file winning over the API, GET /v1/incidents/{id}, private pages (login
 // form, cookie, ?key=, wrong keys limited per address and no key compared
-// while limited), repeated parameters refused, the page's headers
+// while limited), repeated parameters refused, figures computed once per
+// FIGURES_TTL_MS however many requests, the page's headers
 // and the escaping of hostile names.
 
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -19,6 +20,7 @@ import { ChecksFileError, parseServerChecksFile } from '../../src/checks/checks-
 import { definitionRegistry } from '../../src/checks/registry.js';
 import { AGENT_ROUTE_LIMIT_PER_MINUTE } from '../../src/core/protocol.js';
 import { dashboardRoutes, fileDashboards } from '../../src/server/dashboards-api.js';
+import { FIGURES_TTL_MS } from '../../src/server/figures-cache.js';
 import { RateLimiter } from '../../src/server/http/rate-limit.js';
 import { closeApiServer, Router, startApiServer } from '../../src/server/http/router.js';
 import type { DashboardStore } from '../../src/store/dashboards.js';
@@ -364,6 +366,52 @@ describe('the pages', () => {
     }
     // A page past the last shows the last.
     expect((await page('/dashboards/shared?page=99')).html).toContain('data-page="1"');
+  });
+
+  it("computes a check's figures once per FIGURES_TTL_MS, shared by concurrent and later requests of any theme, page or dashboard", async () => {
+    let sampleReads = 0;
+    const counting = new Proxy(dashboards, {
+      get(target, name) {
+        const value: unknown = Reflect.get(target, name, target);
+        if (typeof value !== 'function') return value;
+        return (...args: unknown[]) => {
+          if (name === 'samples') sampleReads++;
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    let clock = Date.now();
+    const cached = new Router(dashboardRoutes({ store, dashboards: counting, windows: stores.windows, now: () => new Date(clock) }), {
+      publicKey: API_KEY,
+      agentKey: async () => undefined,
+      publicLimiter: new RateLimiter(600, 60),
+      agentLimiter: new RateLimiter(AGENT_ROUTE_LIMIT_PER_MINUTE, 60),
+      anonymousLimiter: new RateLimiter(600, 60),
+      logger,
+    });
+    const started = await listen(cached);
+    try {
+      // 'shared' shows the checks tagged web: Web and the hostile one.
+      const answers = await Promise.all(Array.from({ length: 8 }, () => page('/dashboards/shared?range=30d', {}, started.base)));
+      expect(answers.map((a) => a.status)).toEqual(Array(8).fill(200));
+      expect(sampleReads).toBe(2);
+      expect((await page('/dashboards/shared?range=30d&theme=dark', {}, started.base)).status).toBe(200);
+      expect((await page('/dashboards/filed?range=30d', {}, started.base)).status).toBe(200);
+      clock += FIGURES_TTL_MS - 1;
+      expect((await page('/dashboards/shared?range=30d', {}, started.base)).status).toBe(200);
+      expect(sampleReads).toBe(2);
+      // Another range is other figures.
+      expect((await page('/dashboards/shared?range=7d', {}, started.base)).status).toBe(200);
+      expect(sampleReads).toBe(4);
+      // Once the TTL has passed since they were computed, they are computed again.
+      clock += 1;
+      const fresh = await page('/dashboards/shared?range=30d', {}, started.base);
+      expect(fresh.status).toBe(200);
+      expect(fresh.html).toContain('Web');
+      expect(sampleReads).toBe(6);
+    } finally {
+      await closeApiServer(started.server, 1_000);
+    }
   });
 
   it('a private page: the login form without a key, never the checks, header or CSS', async () => {

@@ -3,15 +3,13 @@
 // by its JSON path, as the rest of the file's.
 
 import { type MaintenanceWindowDefinition, REPEAT_UNITS, type RepeatUnit } from '../core/maintenance-window.js';
+import { parseDateTime } from '../core/date-time.js';
 import type { Fields } from './fields.js';
 
 const MAX_WINDOWS = 1_000;
 const MAX_TAGS = 100;
 const MAX_TAG_LENGTH = 200;
 const MAX_REPEAT_INTERVAL = 1_000;
-
-/** ISO 8601: a date (midnight UTC) or a date-time; one without an offset is UTC. */
-const ISO_TIME = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})?)?$/;
 
 /** The time as an ISO string in UTC, or undefined (the problem recorded) when it is not one. */
 function isoTime(fields: Fields, name: string, required: boolean): string | undefined {
@@ -20,11 +18,11 @@ function isoTime(fields: Fields, name: string, required: boolean): string | unde
     if (required) fields.fail(fields.at(name), 'is required: an ISO 8601 date or date-time (UTC unless it has an offset)');
     return undefined;
   }
-  const match = typeof value === 'string' ? ISO_TIME.exec(value) : null;
-  const text = typeof value === 'string' && value.length > 10 && match && match[1] === undefined ? `${value}Z` : String(value);
-  const ms = match ? Date.parse(text) : Number.NaN;
-  if (!Number.isFinite(ms)) {
-    fields.fail(fields.at(name), `must be an ISO 8601 date or date-time such as "2026-12-24T22:00:00Z" (got ${JSON.stringify(value)})`);
+  // A date or date-time whose every field is in range (src/core/date-time.ts): `2026-02-30` or `T24:00` is a
+  // mistake to report, not a time to roll over into the next month or day.
+  const ms = typeof value === 'string' ? parseDateTime(value, { relaxed: true }) : undefined;
+  if (ms === undefined) {
+    fields.fail(fields.at(name), `must be an ISO 8601 date or date-time such as "2026-12-24T22:00:00Z", each field in its range (got ${JSON.stringify(value)})`);
     return undefined;
   }
   return new Date(ms).toISOString();

@@ -194,6 +194,27 @@ describe('the checks file', () => {
     expect(problems(FILE({}))).toEqual([]);
   });
 
+  it('refuses impossible dates and times instead of rolling them over, naming the field', () => {
+    const found = problems(
+      FILE({
+        maintenanceWindows: [
+          { id: 1, name: 'a', startsAt: '2026-02-30T01:00:00Z', endsAt: '2026-03-05T00:00:00Z' },
+          { id: 2, name: 'b', startsAt: '2026-01-01T00:00:00Z', endsAt: '2026-01-01T24:00:00Z' },
+          { id: 3, name: 'c', startsAt: '2026-01-01T00:00:00Z', endsAt: '2026-01-02T00:00:00+24:00', repeatUnit: 'DAY', repeatEndsAt: '2026-13-01' },
+        ],
+      }),
+    );
+    expect(found.map((p) => p.split(':')[0])).toEqual([
+      '$.maintenanceWindows[0].startsAt',
+      '$.maintenanceWindows[1].endsAt',
+      '$.maintenanceWindows[2].endsAt',
+      '$.maintenanceWindows[2].repeatEndsAt',
+    ]);
+    expect(found[0]).toContain('2026-02-30T01:00:00Z');
+    // Leap days are real dates.
+    expect(problems(FILE({ maintenanceWindows: [{ id: 1, name: 'a', startsAt: '2028-02-29T23:00', endsAt: '2028-02-29T23:59:59.5Z' }] }))).toEqual([]);
+  });
+
   it('names every problem by its JSON path', () => {
     const found = problems(
       FILE(

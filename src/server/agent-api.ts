@@ -4,7 +4,9 @@
 // store decides what a result, a lease or a claim does; these routes check
 // the bodies, hold the claim long poll, and move artifact bytes to disk.
 
+import { parseDateTime } from '../core/date-time.js';
 import { MAX_DOCUMENT_DEPTH, nestedDeeperThan } from '../core/json-depth.js';
+import { hasNul } from '../core/nul.js';
 import { randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
@@ -89,6 +91,8 @@ function nonEmptyString(value: unknown, field: string, maxLength = 256): string 
   if (typeof value !== 'string' || value.length === 0 || value.length > maxLength) {
     throw fieldError(field, `must be a string of 1 to ${maxLength} characters`);
   }
+  // Names and ids are looked up or stored as they are; PostgreSQL's TEXT cannot hold U+0000 (src/core/nul.ts).
+  if (hasNul(value)) throw fieldError(field, 'must not contain U+0000');
   return value;
 }
 
@@ -155,11 +159,22 @@ export function envelopeProblem(envelope: unknown): string | undefined {
   if (!isObject(envelope)) return 'the envelope must be an object {jobId, resultId, result}';
   if (typeof envelope.jobId !== 'string' || envelope.jobId === '') return 'jobId must be a non-empty string';
   if (typeof envelope.resultId !== 'string' || envelope.resultId === '') return 'resultId must be a non-empty string';
+  // Both are looked up and stored as they are; PostgreSQL's TEXT cannot hold U+0000 (src/core/nul.ts).
+  if (hasNul(envelope.jobId)) return 'jobId must not contain U+0000';
+  if (hasNul(envelope.resultId)) return 'resultId must not contain U+0000';
   const result = envelope.result;
   if (!isObject(result)) return 'result must be an object';
   if (result.id !== envelope.resultId) return 'result.id must equal resultId';
   if (result.resultType !== 'FINAL' && result.resultType !== 'ATTEMPT') return 'result.resultType must be FINAL or ATTEMPT';
-  if (typeof result.startedAt !== 'string' || Number.isNaN(Date.parse(result.startedAt))) return 'result.startedAt must be a date-time';
+  // Strict RFC 3339: Date.parse took `2026` as 2026-01-01 and filed the result there.
+  if (typeof result.startedAt !== 'string' || parseDateTime(result.startedAt) === undefined) {
+    return 'result.startedAt must be an RFC 3339 date-time such as 2026-11-24T01:18:11.123Z';
+  }
+  // The verdict's flags are read in the database (src/store/postgres/pg-store.ts recomputeSessions casts them
+  // to boolean): a string there would fail the whole batch on every try.
+  for (const flag of ['hasFailures', 'hasErrors', 'isDegraded'] as const) {
+    if (result[flag] !== undefined && typeof result[flag] !== 'boolean') return `result.${flag} must be a boolean`;
+  }
   // Storing and serving a result walks it recursively: a value nested thousands deep would fail the whole
   // batch (a 500 the agent retries for ever) instead of this one result.
   if (nestedDeeperThan(result, MAX_DOCUMENT_DEPTH)) return `result is nested deeper than ${MAX_DOCUMENT_DEPTH} levels`;

@@ -6,6 +6,7 @@
 
 import { createHash } from 'node:crypto';
 import { isIPv4, isIPv6 } from 'node:net';
+import { withoutNul } from '../core/nul.js';
 import type { CheckResultEntry } from '../core/result-entry.js';
 
 /** The service's error group record, plus `archivedForEver` (docs/server.md). */
@@ -41,6 +42,14 @@ export interface ErrorGroupStore {
 export const MAX_ERROR_MESSAGE_LENGTH = 2_000;
 /** Groups one result may belong to (one per distinct failed assertion, at most). */
 export const MAX_GROUPS_PER_RESULT = 10;
+/**
+ * Distinct messages of one result that are cleaned, at most: a result may list thousands of failed
+ * assertions (one upload of 7,000 identical 2,000-character ones held the server for ~38 s), and each
+ * clean costs up to a few tenths of a millisecond. Beyond this, a result's messages join no more groups.
+ */
+export const MAX_MESSAGES_CLEANED_PER_RESULT = 2 * MAX_GROUPS_PER_RESULT;
+/** Failed assertions read from one result, at most (errorMessagesOf). */
+export const MAX_ASSERTIONS_READ = 1_000;
 
 const MONTHS = 'Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec';
 const DAYS = 'Mon|Tue|Wed|Thu|Fri|Sat|Sun';
@@ -66,7 +75,10 @@ const RULES: ReadonlyArray<readonly [RegExp, string | ((match: string, ...groups
   // IPv4 addresses (validated: 1.2.3.4 but not 999.1.1.1 or a version 1.2.3.4.5).
   [/(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.]*\d)/g, (match) => (isIPv4(match) ? '<ip>' : match)],
   // Ports: after an address, a host name with a dot, localhost, or a URL's host.
-  [/(<ip>|\]|\blocalhost|\b[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+|\/\/[A-Za-z0-9.-]+):\d{1,5}(?!\d)/g, '$1:<port>'],
+  // A host name starts where a run of host characters does, not at each word boundary inside one: from every
+  // boundary of `a-a-a-…` the run was scanned to its end again, quadratic (2,000 characters took ~5 ms).
+  // The one difference: a host whose first label is only dashes (`-.c:80`) now has its port replaced too.
+  [/(<ip>|\]|\blocalhost|(?<![A-Za-z0-9-]|[A-Za-z0-9-]\.)[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+|\/\/[A-Za-z0-9.-]+):\d{1,5}(?!\d)/g, '$1:<port>'],
   // Hex: 0x-prefixed, and runs of 8 or more hex digits holding both a digit and a letter (hashes, object ids).
   [/\b0x[0-9a-fA-F]+\b/g, '<hex>'],
   [/\b(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{8,}\b/g, '<hex>'],
@@ -123,9 +135,11 @@ export function errorMessagesOf(result: CheckResultEntry): string[] {
     if (typeof detail.requestError === 'string' && detail.requestError.trim() !== '') return [detail.requestError];
   }
   const failed: string[] = [];
+  let read = 0;
   for (const detail of details) {
     if (!Array.isArray(detail.assertions)) continue;
     for (const assertion of detail.assertions) {
+      if (++read > MAX_ASSERTIONS_READ) return failed;
       if (assertion && typeof assertion === 'object' && (assertion as { passed?: unknown }).passed === false) {
         failed.push(assertionMessage(assertion as Record<string, unknown>));
       }
@@ -134,4 +148,38 @@ export function errorMessagesOf(result: CheckResultEntry): string[] {
   if (failed.length > 0) return failed;
   if (result.overMaxResponseTime) return ['Response time over maxResponseTime'];
   return ['The run failed without an error message'];
+}
+
+/** One group a failing result joins: the message as kept, its cleaned text and its hash. */
+export interface FailureGroup {
+  raw: string;
+  cleaned: string;
+  hash: string;
+}
+
+/**
+ * The groups a result joins, for both stores' recordFailures: at most
+ * MAX_GROUPS_PER_RESULT, each hash once. The work is bounded per result
+ * whatever it holds: a message is cut to MAX_ERROR_MESSAGE_LENGTH and a
+ * repeat of one already seen is dropped before any cleaning, and at most
+ * MAX_MESSAGES_CLEANED_PER_RESULT distinct ones are cleaned. U+0000 becomes
+ * U+FFFD in the kept and cleaned text (src/core/nul.ts: PostgreSQL's TEXT
+ * cannot hold it), so the same message is one group on either store.
+ */
+export function failureGroups(result: CheckResultEntry): FailureGroup[] {
+  const groups: FailureGroup[] = [];
+  const seenRaw = new Set<string>();
+  const hashes = new Set<string>();
+  for (const message of errorMessagesOf(result)) {
+    if (groups.length >= MAX_GROUPS_PER_RESULT || seenRaw.size >= MAX_MESSAGES_CLEANED_PER_RESULT) break;
+    const raw = withoutNul(message.slice(0, MAX_ERROR_MESSAGE_LENGTH));
+    if (seenRaw.has(raw)) continue;
+    seenRaw.add(raw);
+    const cleaned = cleanErrorMessage(raw);
+    const hash = errorHash(cleaned);
+    if (hashes.has(hash)) continue;
+    hashes.add(hash);
+    groups.push({ raw, cleaned, hash });
+  }
+  return groups;
 }

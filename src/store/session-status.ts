@@ -22,6 +22,15 @@ export function finalOutcome(entry: Pick<CheckResultEntry, 'hasErrors' | 'hasFai
   return entry.isDegraded ? 'degraded' : 'passed';
 }
 
+/**
+ * The results table's `has_failures` column: whether the result is down. A result with errors is (finalOutcome
+ * says `error`), so badges and check status, which follow finalOutcome, and availability and uptime, which
+ * count this column, agree. Results stored before it was so keep the column they were written with.
+ */
+export function downFlag(entry: Pick<CheckResultEntry, 'hasErrors' | 'hasFailures'>): 0 | 1 {
+  return entry.hasFailures === true || entry.hasErrors === true ? 1 : 0;
+}
+
 export const FINISHED_STATUSES: ReadonlySet<SessionStatus> = new Set(['PASSED', 'FAILED', 'DEGRADED', 'TIMED_OUT', 'CANCELLED']);
 
 /**

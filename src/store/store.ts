@@ -102,6 +102,14 @@ export interface LeaseUpdate {
   lost: string[];
 }
 
+/**
+ * ATTEMPT results kept per job. A run retries at most 10 times (src/checks/retry.ts maxRetries), 11 attempts,
+ * and a job whose lease ran out runs again on another agent: this leaves room for several such runs. A further
+ * ATTEMPT is rejected with 409 (the agent drops it from its spool, docs/protocol.md "Rejections"); the FINAL
+ * is always taken. It also bounds what GET /v1/check-sessions/{id} answers (session()).
+ */
+export const MAX_ATTEMPTS_PER_JOB = 50;
+
 export interface ResultsOutcome {
   accepted: string[];
   rejected: Array<{ resultId: string; statusCode: number; message: string }>;
@@ -197,6 +205,7 @@ export interface Store {
    * already are left out, and false says none was left (nothing was made).
    */
   createSession(session: SessionRecord, jobs: readonly NewJob[], check: StoredCheck, slotMs?: number): Promise<boolean>;
+  /** The session with its results in the order stored: every FINAL and at most MAX_ATTEMPTS_PER_JOB ATTEMPTs of each job, the first ones. */
   session(id: string): Promise<(SessionRecord & { results: CheckResultEntry[] }) | undefined>;
   /** Whether the check has a job in this location that is QUEUED or LEASED (a run never overlaps itself). */
   hasOpenJob(checkId: string, location: string): Promise<boolean>;

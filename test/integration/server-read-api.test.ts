@@ -284,6 +284,22 @@ describe('GET /v1/check-sessions/:id', () => {
   });
 });
 
+describe('U+0000 in a path id or a query parameter', () => {
+  it('is 404 in an id and 400 naming the parameter in a query, on either store, with no 500', async () => {
+    for (const route of ['/v2/check-results/%00', '/v1/check-results/paged/%00', '/v1/check-sessions/%00', '/v1/check-sessions/a%00b']) {
+      const answer = await api('GET', route);
+      expect(answer.status, route).toBe(404);
+      expect(answer.body).toMatchObject({ statusCode: 404, error: 'Not Found', attributes: { parameter: expect.any(String) } });
+    }
+    expect((await api('DELETE', '/v1/checks/%00')).status).toBe(404);
+    expect((await api('POST', '/v1/private-locations/%00/keys')).status).toBe(404);
+    const query = await api('GET', '/v2/check-results/paged?location=%00');
+    expect(query.status).toBe(400);
+    expect(query.body).toMatchObject({ statusCode: 400, attributes: { parameter: 'location' } });
+    expect(deleted).not.toContain('\u0000');
+  });
+});
+
 describe('GET /v1/runtimes/:id', () => {
   it('answers the runtime record the project ships for 2026-04', async () => {
     const answer = await api('GET', '/v1/runtimes/2026-04');

@@ -4,7 +4,7 @@
 // it gives and how long it holds, and refuses only what no agent sends.
 
 import { describe, expect, it } from 'vitest';
-import { MAX_CLAIM, MAX_WAIT_SECONDS, parseClaimBody } from '../../src/server/agent-api.js';
+import { envelopeProblem, MAX_CLAIM, MAX_WAIT_SECONDS, parseClaimBody } from '../../src/server/agent-api.js';
 import { ApiError } from '../../src/server/http/api-error.js';
 
 const agent = { id: 'a1', version: '1.0.0', checkTypes: ['API'], runtimes: [] };
@@ -48,5 +48,28 @@ describe('claim bodies', () => {
     for (const bad of ['', 'x'.repeat(101), 'a b', 'é', 42, null]) {
       expect(refusal({ max: 1, waitSeconds: 1, agent, claimId: bad })).toEqual({ statusCode: 400, field: 'claimId' });
     }
+  });
+});
+
+describe('result envelopes', () => {
+  const good = { jobId: 'j1', resultId: 'r1', result: { id: 'r1', resultType: 'FINAL', startedAt: '2026-11-24T01:18:11.123Z', hasFailures: false, hasErrors: false } };
+  const withResult = (result: Record<string, unknown>) => ({ ...good, result: { ...good.result, ...result } });
+
+  it('takes only an RFC 3339 startedAt, naming the field', () => {
+    expect(envelopeProblem(good)).toBeUndefined();
+    expect(envelopeProblem(withResult({ startedAt: '2026-11-24T02:18:11+01:00' }))).toBeUndefined();
+    for (const startedAt of ['2026', '2026-11-24', 'Nov 24 2026', '2026-02-30T01:00:00Z', '2026-11-24T24:00:00Z', '2026-11-24T01:18:11']) {
+      expect(envelopeProblem(withResult({ startedAt })), startedAt).toMatch(/^result\.startedAt must be an RFC 3339 date-time/);
+    }
+  });
+
+  it('refuses U+0000 in jobId and resultId, and verdict flags that are not booleans, naming the field', () => {
+    expect(envelopeProblem({ ...good, jobId: 'j\u00001' })).toBe('jobId must not contain U+0000');
+    expect(envelopeProblem({ ...good, resultId: 'r\u00001', result: { ...good.result, id: 'r\u00001' } })).toBe('resultId must not contain U+0000');
+    expect(envelopeProblem(withResult({ hasErrors: 'yes' }))).toBe('result.hasErrors must be a boolean');
+  });
+
+  it('refuses U+0000 in the strings of a claim, naming the field', () => {
+    expect(refusal({ max: 1, waitSeconds: 0, agent: { ...agent, checkTypes: ['API\u0000'] } })).toEqual({ statusCode: 400, field: 'agent.checkTypes[0]' });
   });
 });

@@ -12,6 +12,7 @@ import { ApiError, errorBody, unauthorized } from './api-error.js';
 import { bearerToken, sameKey } from './credentials.js';
 import type { RateLimiter } from './rate-limit.js';
 import { diskFailure, storageFailure } from '../../store/write-health.js';
+import { hasNul } from '../../core/nul.js';
 
 /** Retry-After of a 503 while the database cannot write: the write probe's period (src/server/database-writes.ts). */
 export const STORAGE_RETRY_AFTER_SECONDS = 5;
@@ -161,6 +162,20 @@ function requestUrl(target: string): URL {
   }
 }
 
+/**
+ * No id or value the server keeps holds U+0000 (src/core/nul.ts), and PostgreSQL cannot even be asked for
+ * one (SQLite could, and found nothing): a path segment holding it names nothing, a 404, and a query
+ * parameter holding it is a 400 naming the parameter, the same on both stores, before any route runs.
+ */
+function refuseNul(params: Readonly<Record<string, string>>, query: URLSearchParams): void {
+  for (const [name, value] of Object.entries(params)) {
+    if (hasNul(value)) throw new ApiError(404, `no ${name} ${JSON.stringify(value.slice(0, 200))} exists: an id never holds U+0000`, { parameter: name });
+  }
+  for (const [name, value] of query) {
+    if (hasNul(name) || hasNul(value)) throw new ApiError(400, `query parameter ${JSON.stringify(name.slice(0, 200))} must not contain U+0000`, { parameter: name });
+  }
+}
+
 export class Router {
   private readonly routes: CompiledRoute[];
 
@@ -237,6 +252,7 @@ export class Router {
         continue;
       }
       const principal = await this.authenticate(compiled.route, req);
+      refuseNul(params, url.searchParams);
       const body = compiled.route.bodyLimit > 0 ? await readJsonBody(req, compiled.route.bodyLimit, this.options.bodyDeadlineMs) : undefined;
       const host = req.headers.host ?? `${req.socket.localAddress}:${req.socket.localPort}`;
       return compiled.route.handle({ params, query: url.searchParams, body, principal, req, res, signal, origin: `http://${host}` });

@@ -5,16 +5,7 @@
 
 import { randomUUID } from 'node:crypto';
 import type { CheckResultEntry } from '../../core/result-entry.js';
-import {
-  cleanErrorMessage,
-  type ErrorGroupPatch,
-  type ErrorGroupRecord,
-  type ErrorGroupStore,
-  errorHash,
-  errorMessagesOf,
-  MAX_ERROR_MESSAGE_LENGTH,
-  MAX_GROUPS_PER_RESULT,
-} from '../error-groups.js';
+import { type ErrorGroupPatch, type ErrorGroupRecord, type ErrorGroupStore, failureGroups } from '../error-groups.js';
 import type { PgDatabase, Sql } from './db.js';
 import { type ArchiveState, errorGroupOf, nextArchiveState } from '../feature-rows.js';
 
@@ -23,18 +14,12 @@ export class PgErrorGroupStore implements ErrorGroupStore {
 
   /** On the caller's transaction: joins a failing result to its check's groups and returns their ids; a passing result gets []. */
   async recordFailures(sql: Sql, checkId: string, result: CheckResultEntry, now: Date): Promise<string[]> {
-    const messages = errorMessagesOf(result);
-    if (messages.length === 0) return [];
+    const groups = failureGroups(result);
+    if (groups.length === 0) return [];
     const startedMs = Date.parse(result.startedAt);
     const seen = Number.isFinite(startedMs) ? startedMs : now.getTime();
     const ids: string[] = [];
-    const hashes = new Set<string>();
-    for (const raw of messages) {
-      if (ids.length >= MAX_GROUPS_PER_RESULT) break;
-      const cleaned = cleanErrorMessage(raw);
-      const hash = errorHash(cleaned);
-      if (hashes.has(hash)) continue;
-      hashes.add(hash);
+    for (const { raw, cleaned, hash } of groups) {
       const row = await sql.row(
         `INSERT INTO error_groups (id, check_id, error_hash, raw_message, cleaned_message, first_seen, last_seen, archive_state)
          VALUES ($1, $2, $3, $4, $5, $6, $6, 'OPEN')
@@ -42,7 +27,7 @@ export class PgErrorGroupStore implements ErrorGroupStore {
            first_seen = LEAST(error_groups.first_seen, excluded.first_seen), last_seen = GREATEST(error_groups.last_seen, excluded.last_seen),
            archive_state = CASE error_groups.archive_state WHEN 'UNTIL_NEXT_EVENT' THEN 'OPEN' ELSE error_groups.archive_state END
          RETURNING id`,
-        [randomUUID(), checkId, hash, raw.slice(0, MAX_ERROR_MESSAGE_LENGTH), cleaned, seen],
+        [randomUUID(), checkId, hash, raw, cleaned, seen],
       );
       if (row) ids.push(String(row.id));
     }

@@ -11,9 +11,10 @@
 //   - a session is made once per (check, location, slot time)
 //     (schedule_slots), whichever replica's scheduler asks.
 
+import { jsonWithoutNul } from '../../core/nul.js';
 import type { AgentEvent, Job, ResultEnvelope } from '../../core/protocol.js';
 import type { CheckResultEntry } from '../../core/result-entry.js';
-import { FINISHED_STATUSES, type FinalOutcome, finalOutcome, sessionStatus } from '../session-status.js';
+import { downFlag, FINISHED_STATUSES, type FinalOutcome, finalOutcome, sessionStatus } from '../session-status.js';
 import { decodeCursor, encodeCursor } from '../sqlite/sqlite-store.js';
 import {
   type ArtifactRecord,
@@ -23,6 +24,7 @@ import {
   type KeyRecord,
   type LeaseUpdate,
   type LocationRecord,
+  MAX_ATTEMPTS_PER_JOB,
   type NewJob,
   NotFoundError,
   type ResultPage,
@@ -292,7 +294,13 @@ export class PgStore implements Store {
   async session(id: string): Promise<(SessionRecord & { results: CheckResultEntry[] }) | undefined> {
     const row = await this.db.row('SELECT * FROM sessions WHERE id = $1', [id]);
     if (!row) return undefined;
-    const results = (await this.db.rows('SELECT body FROM results WHERE session_id = $1 ORDER BY seq', [id])).map((r) => json<CheckResultEntry>(r, 'body'));
+    // Bounded as on SQLite (MAX_ATTEMPTS_PER_JOB).
+    const rows = await this.db.rows(
+      `SELECT body FROM (SELECT body, seq, result_type, ROW_NUMBER() OVER (PARTITION BY job_id, result_type ORDER BY seq) AS n FROM results WHERE session_id = $1) r
+       WHERE result_type = 'FINAL' OR n <= $2 ORDER BY seq`,
+      [id, MAX_ATTEMPTS_PER_JOB],
+    );
+    const results = rows.map((r) => json<CheckResultEntry>(r, 'body'));
     return {
       id: str(row, 'id'),
       checkId: str(row, 'check_id'),
@@ -416,6 +424,15 @@ export class PgStore implements Store {
       const jobIds = [...new Set(results.map((r) => r.jobId))].sort();
       // In id order, so two replicas locking overlapping batches never deadlock.
       const jobs = new Map((await sql.rows('SELECT * FROM jobs WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE', [jobIds])).map((row) => [str(row, 'id'), row]));
+      // ATTEMPTs each job has already (MAX_ATTEMPTS_PER_JOB), counted on under the jobs' locks as the batch goes.
+      const attempts = new Map(
+        (
+          await sql.rows(
+            "SELECT r.job_id, count(*)::int AS n FROM results r JOIN jobs j ON j.id = r.job_id AND j.session_id = r.session_id WHERE j.id = ANY($1::text[]) AND r.result_type = 'ATTEMPT' GROUP BY r.job_id",
+            [jobIds],
+          )
+        ).map((row) => [str(row, 'job_id'), num(row, 'n')]),
+      );
       const rows: unknown[][] = [];
       const finals: Array<[string, string]> = [];
       const touched = new Set<string>();
@@ -455,6 +472,14 @@ export class PgStore implements Store {
           reject(409, `job ${jobId} has another FINAL result`);
           continue;
         }
+        if (!isFinal) {
+          const kept = attempts.get(jobId) ?? 0;
+          if (kept >= MAX_ATTEMPTS_PER_JOB) {
+            reject(409, `job ${jobId} has ${MAX_ATTEMPTS_PER_JOB} ATTEMPT results already: no more are kept`);
+            continue;
+          }
+          attempts.set(jobId, kept + 1);
+        }
         const sessionId = str(job, 'session_id');
         const errorGroupIds = await this.errorGroups.recordFailures(sql, str(job, 'check_id'), result, now);
         rows.push([
@@ -464,12 +489,13 @@ export class PgStore implements Store {
           sessionId,
           location,
           isFinal ? 'FINAL' : 'ATTEMPT',
-          result.hasFailures ? 1 : 0,
+          downFlag(result),
           msOf(result.startedAt, receivedAt),
           str(job, 'check_type'),
           receivedAt,
           // The check, type and location are the job's: an agent's result body cannot file itself under another.
-          JSON.stringify({ ...result, checkId: str(job, 'check_id'), checkType: str(job, 'check_type'), runLocation: location, errorGroupIds }),
+          // U+0000 is kept as U+FFFD, as PostgreSQL can read it (src/core/nul.ts), the same on both stores.
+          jsonWithoutNul(JSON.stringify({ ...result, checkId: str(job, 'check_id'), checkType: str(job, 'check_type'), runLocation: location, errorGroupIds })),
         ]);
         // Later envelopes of this batch see what this one did.
         stored.add(resultId);

@@ -5,16 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { SQLInputValue } from 'node:sqlite';
 import type { CheckResultEntry } from '../../core/result-entry.js';
-import {
-  cleanErrorMessage,
-  type ErrorGroupPatch,
-  type ErrorGroupRecord,
-  type ErrorGroupStore,
-  errorHash,
-  errorMessagesOf,
-  MAX_ERROR_MESSAGE_LENGTH,
-  MAX_GROUPS_PER_RESULT,
-} from '../error-groups.js';
+import { type ErrorGroupPatch, type ErrorGroupRecord, type ErrorGroupStore, failureGroups } from '../error-groups.js';
 import type { Row } from '../rows.js';
 import { type ArchiveState, errorGroupOf, nextArchiveState } from '../feature-rows.js';
 
@@ -38,18 +29,12 @@ export class SqliteErrorGroupStore implements ErrorGroupStore {
    * group reopened) and returns their ids; a passing result gets [].
    */
   recordFailures(checkId: string, result: CheckResultEntry, now: Date): string[] {
-    const messages = errorMessagesOf(result);
-    if (messages.length === 0) return [];
+    const groups = failureGroups(result);
+    if (groups.length === 0) return [];
     const startedMs = Date.parse(result.startedAt);
     const seen = Number.isFinite(startedMs) ? startedMs : now.getTime();
     const ids: string[] = [];
-    const hashes = new Set<string>();
-    for (const raw of messages) {
-      if (ids.length >= MAX_GROUPS_PER_RESULT) break;
-      const cleaned = cleanErrorMessage(raw);
-      const hash = errorHash(cleaned);
-      if (hashes.has(hash)) continue;
-      hashes.add(hash);
+    for (const { raw, cleaned, hash } of groups) {
       const existing = this.db.get('SELECT id FROM error_groups WHERE check_id = ? AND error_hash = ?', checkId, hash);
       if (existing) {
         // The latest raw message is kept: the one a reader most likely wants to compare with.
@@ -57,7 +42,7 @@ export class SqliteErrorGroupStore implements ErrorGroupStore {
           `UPDATE error_groups SET raw_message = ?, first_seen = MIN(first_seen, ?), last_seen = MAX(last_seen, ?),
              archive_state = CASE archive_state WHEN 'UNTIL_NEXT_EVENT' THEN 'OPEN' ELSE archive_state END
            WHERE id = ?`,
-          raw.slice(0, MAX_ERROR_MESSAGE_LENGTH),
+          raw,
           seen,
           seen,
           String(existing.id),
@@ -71,7 +56,7 @@ export class SqliteErrorGroupStore implements ErrorGroupStore {
           id,
           checkId,
           hash,
-          raw.slice(0, MAX_ERROR_MESSAGE_LENGTH),
+          raw,
           cleaned,
           seen,
           seen,

@@ -7,9 +7,10 @@
 
 import { closeSync, existsSync, openSync } from 'node:fs';
 import type { DatabaseSync, SQLInputValue, StatementSync } from 'node:sqlite';
+import { jsonWithoutNul } from '../../core/nul.js';
 import type { AgentEvent, Job, ResultEnvelope } from '../../core/protocol.js';
 import type { CheckResultEntry } from '../../core/result-entry.js';
-import { FINISHED_STATUSES, type FinalOutcome, finalOutcome, sessionStatus } from '../session-status.js';
+import { downFlag, FINISHED_STATUSES, type FinalOutcome, finalOutcome, sessionStatus } from '../session-status.js';
 import {
   type ArtifactRecord,
   type ClaimAgainQuery,
@@ -18,6 +19,7 @@ import {
   type KeyRecord,
   type LeaseUpdate,
   type LocationRecord,
+  MAX_ATTEMPTS_PER_JOB,
   type NewJob,
   NotFoundError,
   type ResultPage,
@@ -451,7 +453,13 @@ export class SqliteStore implements Store {
   async session(id: string): Promise<(SessionRecord & { results: CheckResultEntry[] }) | undefined> {
     const row = this.get('SELECT * FROM sessions WHERE id = ?', id);
     if (!row) return undefined;
-    const results = this.all('SELECT body FROM results WHERE session_id = ? ORDER BY seq', id).map((r) => json<CheckResultEntry>(r, 'body'));
+    // Bounded (MAX_ATTEMPTS_PER_JOB): before that cap, one job's 10,000 ATTEMPTs made a 203 MB answer.
+    const results = this.all(
+      `SELECT body FROM (SELECT body, seq, result_type, ROW_NUMBER() OVER (PARTITION BY job_id, result_type ORDER BY seq) AS n FROM results WHERE session_id = ?)
+       WHERE result_type = 'FINAL' OR n <= ? ORDER BY seq`,
+      id,
+      MAX_ATTEMPTS_PER_JOB,
+    ).map((r) => json<CheckResultEntry>(r, 'body'));
     return {
       id: str(row, 'id'),
       checkId: str(row, 'check_id'),
@@ -619,6 +627,12 @@ export class SqliteStore implements Store {
           reject(409, `job ${jobId} has another FINAL result`);
           continue;
         }
+        // Counted through the session's index: a session holds a few jobs' results.
+        const attempts = isFinal ? 0 : num(this.get("SELECT COUNT(*) AS n FROM results WHERE session_id = ? AND job_id = ? AND result_type = 'ATTEMPT'", str(job, 'session_id'), jobId) ?? { n: 0 }, 'n');
+        if (attempts >= MAX_ATTEMPTS_PER_JOB) {
+          reject(409, `job ${jobId} has ${MAX_ATTEMPTS_PER_JOB} ATTEMPT results already: no more are kept`);
+          continue;
+        }
         const sessionId = str(job, 'session_id');
         // A failing result joins its check's error groups in this same transaction (error-groups-store.ts).
         const errorGroupIds = this.errorGroups.recordFailures(str(job, 'check_id'), result, now);
@@ -631,12 +645,13 @@ export class SqliteStore implements Store {
           sessionId,
           location,
           isFinal ? 'FINAL' : 'ATTEMPT',
-          result.hasFailures ? 1 : 0,
+          downFlag(result),
           msOf(result.startedAt, receivedAt),
           str(job, 'check_type'),
           receivedAt,
           // The check, type and location are the job's: an agent's result body cannot file itself under another.
-          JSON.stringify({ ...result, checkId: str(job, 'check_id'), checkType: str(job, 'check_type'), runLocation: location, errorGroupIds }),
+          // U+0000 is kept as U+FFFD, as PostgreSQL can read it (src/core/nul.ts), the same on both stores.
+          jsonWithoutNul(JSON.stringify({ ...result, checkId: str(job, 'check_id'), checkType: str(job, 'check_type'), runLocation: location, errorGroupIds })),
         );
         if (isFinal) {
           this.run("UPDATE jobs SET status = 'DONE', final_result_id = ?, lease_expires_at = NULL WHERE id = ?", resultId, jobId);

@@ -170,8 +170,8 @@ export class AlertEvaluator {
         const status = { previous: untold.from, current: untold.to };
         const events = new Map<AlertEvent['event'], AlertEvent>();
         for (const { channel, event } of told) {
-          let payload = events.get(event);
-          if (!payload) events.set(event, (payload = this.event(read, check, overall, { event, status })));
+          const payload = events.get(event) ?? this.event(read, check, overall, { event, status });
+          events.set(event, payload);
           notifications.push(this.notification(channel, row, payload));
         }
       }

@@ -5,6 +5,7 @@
 
 import type { NewAlertChannel } from '../store/alerts.js';
 import { MAX_DEFINITION_DEPTH, pathPastDepth } from '../core/json-depth.js';
+import { headerProblem } from './http/request.js';
 
 export const ALERT_CHANNEL_TYPES = ['EMAIL', 'SLACK', 'WEBHOOK', 'SMS', 'PAGERDUTY', 'OPSGENIE', 'CALL'] as const;
 export type AlertChannelType = (typeof ALERT_CHANNEL_TYPES)[number];
@@ -20,19 +21,32 @@ export interface AlertChannelFields extends NewAlertChannel {
   type: AlertChannelType;
 }
 
-function httpUrl(value: unknown): boolean {
-  if (typeof value !== 'string' || value.length > 2048) return false;
+/**
+ * Headers that frame the request or name its connection: a channel
+ * setting one could never be delivered (fetch refuses it, or the body would
+ * not match), so it is refused when the channel is made.
+ */
+const SERVER_HEADERS = new Set(['content-length', 'transfer-encoding', 'host', 'connection', 'keep-alive', 'upgrade', 'expect', 'te', 'trailer']);
+
+/** What is wrong with a receiver's URL; undefined when it can be posted to. */
+function urlProblem(value: unknown): string | undefined {
+  if (typeof value !== 'string' || value.length > 2048) return 'an http or https URL';
+  let url: URL;
   try {
-    const url = new URL(value);
-    return url.protocol === 'http:' || url.protocol === 'https:';
+    url = new URL(value);
   } catch {
-    return false;
+    return 'an http or https URL';
   }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'an http or https URL';
+  // fetch refuses such a URL at every attempt, and the password would sit in every attempt's error.
+  if (url.username || url.password) return 'an http or https URL without a user name or password (send credentials in headers)';
+  return undefined;
 }
 
 function configProblems(type: string, config: Record<string, unknown>, path: string, problems: string[]): void {
   if (type === 'WEBHOOK' || type === 'SLACK') {
-    if (!httpUrl(config.url)) problems.push(`${path}.url: is required: an http or https URL`);
+    const problem = urlProblem(config.url);
+    if (problem) problems.push(`${path}.url: is required: ${problem}`);
   }
   if (type === 'WEBHOOK') {
     const headers = config.headers;
@@ -43,8 +57,13 @@ function configProblems(type: string, config: Record<string, unknown>, path: str
         const entries = Object.entries(headers);
         if (entries.length > MAX_HEADERS) problems.push(`${path}.headers: must have at most ${MAX_HEADERS} headers`);
         for (const [name, value] of entries) {
-          if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/.test(name)) problems.push(`${path}.headers.${name}: is not a valid header name`);
-          else if (typeof value !== 'string' || /[\r\n\0]/.test(value) || value.length > 4096) problems.push(`${path}.headers.${name}: must be a string of one line`);
+          if (name.length > 100 || headerProblem(name, '')) problems.push(`${path}.headers.${name}: is not a valid header name`);
+          else if (SERVER_HEADERS.has(name.toLowerCase())) problems.push(`${path}.headers.${name}: frames the request and cannot be given`);
+          else if (typeof value !== 'string' || value.length > 4096) problems.push(`${path}.headers.${name}: must be a string of one line`);
+          else {
+            const found = headerProblem(name, value);
+            if (found) problems.push(`${path}.headers.${name}: ${found.problem}`);
+          }
         }
       }
     }
@@ -56,7 +75,8 @@ function configProblems(type: string, config: Record<string, unknown>, path: str
     if (typeof config.routingKey !== 'string' || config.routingKey.length === 0 || config.routingKey.length > 128) {
       problems.push(`${path}.routingKey: is required: the integration's routing key (Events API v2)`);
     }
-    if (config.url !== undefined && !httpUrl(config.url)) problems.push(`${path}.url: must be an http or https URL`);
+    const problem = config.url === undefined ? undefined : urlProblem(config.url);
+    if (problem) problems.push(`${path}.url: must be ${problem}`);
   }
 }
 

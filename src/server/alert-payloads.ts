@@ -41,7 +41,7 @@ export interface TlsSeen {
   daysToExpiry: number;
 }
 
-const RESULT_MEMBERS = ['apiCheckResult', 'tcpCheckResult', 'dnsCheckResult', 'icmpCheckResult', 'multiStepCheckResult', 'browserCheckResult'] as const;
+const RESULT_MEMBERS = ['apiCheckResult', 'tcpCheckResult', 'dnsCheckResult', 'icmpCheckResult', 'multiStepCheckResult', 'browserCheckResult', 'heartbeatCheckResult'] as const;
 
 function clip(text: string): string {
   return text.length > MAX_ERROR_MESSAGE ? `${text.slice(0, MAX_ERROR_MESSAGE)}…` : text;
@@ -50,7 +50,8 @@ function clip(text: string): string {
 /** The first error a result names: a request error, an error's message, or the response time over its maximum. */
 export function errorMessage(entry: CheckResultEntry): string | null {
   for (const member of RESULT_MEMBERS) {
-    const detail = entry[member];
+    // A heartbeat's result is the server's own (src/store/sqlite/heartbeats-store.ts), outside the agent's result type.
+    const detail = (entry as CheckResultEntry & { heartbeatCheckResult?: unknown })[member];
     if (!detail || typeof detail !== 'object') continue;
     for (const key of ['requestError', 'errorMessage', 'error']) {
       const value = (detail as Record<string, unknown>)[key];
@@ -97,15 +98,24 @@ function headline(event: AlertEvent): string {
   }
 }
 
+/**
+ * Text as Slack shows it, not as markup: an error message comes from the
+ * target (a TLS name, a body), and `<!channel>` or `<https://…|label>` in it
+ * would ping a channel or disguise a link.
+ */
+function slackText(text: string): string {
+  return text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
+}
+
 /** An incoming-webhook message: `text` for notifications and clients without blocks, blocks for the details. */
 export function slackPayload(event: AlertEvent): Record<string, unknown> {
-  const title = headline(event);
+  const title = slackText(headline(event));
   const lines: string[] = [];
   if (event.status) lines.push(`*Status:* ${event.status.previous} → ${event.status.current}`);
-  if (event.result?.errorMessage) lines.push(`*Error:* ${event.result.errorMessage}`);
-  if (event.certificate) lines.push(`*Certificate:* ${event.certificate.subject ?? 'unknown subject'}, valid to ${event.certificate.validTo ?? 'unknown'}`);
-  lines.push(`*At:* ${event.occurredAt}`);
-  if (event.result) lines.push(`<${event.result.url}|The result>`);
+  if (event.result?.errorMessage) lines.push(`*Error:* ${slackText(event.result.errorMessage)}`);
+  if (event.certificate) lines.push(`*Certificate:* ${slackText(event.certificate.subject ?? 'unknown subject')}, valid to ${slackText(event.certificate.validTo ?? 'unknown')}`);
+  lines.push(`*At:* ${slackText(event.occurredAt)}`);
+  if (event.result) lines.push(`<${slackText(event.result.url).replaceAll('|', '%7C')}|The result>`);
   return {
     text: title,
     blocks: [

@@ -147,6 +147,17 @@ describe('payloads', () => {
     expect(blocks[1]?.text.text).toContain('<http://127.0.0.1:8080/v1/check-results/c1/r1|');
   });
 
+  it('Slack: text from the target is shown, not read as markup (no channel ping, no disguised link)', () => {
+    const hostile = { ...EVENT, check: { ...EVENT.check, name: 'Shop <!here>' }, result: { ...(EVENT.result as NonNullable<AlertEvent['result']>), errorMessage: '<!channel> outage <https://evil.example/login|Open the result> & more' } };
+    const body = slackPayload(hostile);
+    const text = JSON.stringify(body);
+    expect(text).not.toContain('<!channel>');
+    expect(text).not.toContain('<!here>');
+    expect(text).not.toContain('<https://evil.example');
+    expect((body.blocks as { text: { text: string } }[])[1]?.text.text).toContain('*Error:* &lt;!channel&gt; outage &lt;https://evil.example/login|Open the result&gt; &amp; more');
+    expect(body.text).toBe('Shop &lt;!here&gt; is FAILING in lab');
+  });
+
   it('PagerDuty: trigger with a dedup key per check and location, resolve on recovery', () => {
     const trigger = pagerDutyPayload(EVENT, 'R0UTING');
     expect(trigger).toMatchObject({ routing_key: 'R0UTING', event_action: 'trigger', dedup_key: 'outpost:c1:lab' });
@@ -176,6 +187,9 @@ describe('payloads', () => {
     expect(errorMessage(entry)).toBe('connect ECONNREFUSED');
     expect(tlsOf(entry)).toEqual({ subject: 'CN=a', issuer: 'CN=ca', validTo: 'x', daysToExpiry: 3 });
     expect(tlsOf({ apiCheckResult: { response: { tls: null } } } as unknown as CheckResultEntry)).toBeUndefined();
+    // A missed heartbeat says why, not that "the check failed".
+    const missed = { heartbeatCheckResult: { error: 'No ping received within the period (60 s) and grace (0 s)' }, hasFailures: true } as unknown as CheckResultEntry;
+    expect(errorMessage(missed)).toBe('No ping received within the period (60 s) and grace (0 s)');
   });
 });
 
@@ -208,6 +222,23 @@ describe('alert channel fields', () => {
     expect(parse({ type: 'PAGERDUTY', config: {} }).problems).toEqual(['$.config.routingKey: is required: the integration\'s routing key (Events API v2)']);
     expect(parse({ type: 'WEBHOOK', config: { url: 'ftp://h/' } }).problems).toHaveLength(1);
     expect(parse({ type: 'WEBHOOK', config: { url: 'http://h/', headers: { 'bad name': 'x' } } }).problems).toEqual(['$.config.headers.bad name: is not a valid header name']);
+    // What fetch could never send is refused when the channel is made, not retried for ever.
+    expect(parse({ type: 'WEBHOOK', config: { url: 'http://h/', headers: { 'x-team': 'ops€' } } }).problems).toEqual([
+      '$.config.headers.x-team: must hold only tabs, printable ASCII and Latin-1 characters: no line break or other control character',
+    ]);
+    expect(parse({ type: 'WEBHOOK', config: { url: 'http://h/', headers: { 'Transfer-Encoding': 'chunked', 'content-length': '5', host: 'x' } } }).problems).toEqual([
+      '$.config.headers.Transfer-Encoding: frames the request and cannot be given',
+      '$.config.headers.content-length: frames the request and cannot be given',
+      '$.config.headers.host: frames the request and cannot be given',
+    ]);
+    expect(parse({ type: 'WEBHOOK', config: { url: 'http://h/', headers: { 'content-type': 'application/json; charset=utf-8', 'x-team': 'café' } } }).problems).toEqual([]);
+    // The password would be refused by fetch at every attempt and written into every attempt's error.
+    expect(parse({ type: 'WEBHOOK', config: { url: 'http://user:pa55w0rd@127.0.0.1/ok' } }).problems).toEqual([
+      '$.config.url: is required: an http or https URL without a user name or password (send credentials in headers)',
+    ]);
+    expect(parse({ type: 'PAGERDUTY', config: { routingKey: 'k', url: 'https://u@events.example/' } }).problems).toEqual([
+      '$.config.url: must be an http or https URL without a user name or password (send credentials in headers)',
+    ]);
     expect(parse({ type: 'EMAIL', config: { address: 'a@b.c' } }).fields?.type).toBe('EMAIL');
     expect(parse({ type: 'WEBHOOK', config: { url: 'http://h/' }, subscriptions: ['a', { checkId: 'b' }, 'a'] }).fields?.subscriptions).toEqual(['a', 'b']);
     expect(parse({ type: 'WEBHOOK', config: { url: 'http://h/' }, sendFailure: 'yes' }).problems).toEqual(['$.sendFailure: must be true or false']);

@@ -4,8 +4,8 @@
 // JSON path. Shared by checks-file.ts and the server's alerts route.
 
 import type { NewAlertChannel } from '../store/alerts.js';
+import { headerProblem } from '../core/http-header.js';
 import { MAX_DEFINITION_DEPTH, pathPastDepth } from '../core/json-depth.js';
-import { headerProblem } from './http/request.js';
 
 export const ALERT_CHANNEL_TYPES = ['EMAIL', 'SLACK', 'WEBHOOK', 'SMS', 'PAGERDUTY', 'OPSGENIE', 'CALL'] as const;
 export type AlertChannelType = (typeof ALERT_CHANNEL_TYPES)[number];

@@ -7,13 +7,13 @@ import type { ExecutionContext, Executor } from '../executor.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { Fields } from '../fields.js';
 import { HTTP_ASSERTION_SOURCES } from './assertions.js';
+import { headerProblem } from '../../core/http-header.js';
 import { diagnoseExchange } from './diagnosis.js';
 import { displayUrl, type ExchangeSpec, HTTP_METHODS, type HttpMethod, performExchange } from './exchange.js';
 import {
   BODY_TYPES,
   type BodyType,
   buildBody,
-  headerProblem,
   type KeyValue,
   parseHeaders,
   parseHttpUrl,

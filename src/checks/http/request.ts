@@ -1,6 +1,7 @@
 // Parsing and building the request of HTTP checks: URL, method, headers,
 // query parameters, bodies by type, basic auth, and which proxy applies.
 
+import { headerProblem } from '../../core/http-header.js';
 import { urlCredentials } from '../../secrets/policy.js';
 import type { ExecutionContext } from '../executor.js';
 import type { Fields } from '../fields.js';
@@ -37,18 +38,6 @@ export function parseKeyValues(fields: Fields, name: string): KeyValue[] {
     key: item.string('key', { required: true, minLength: 1, maxLength: 1024 }) ?? '',
     value: item.string('value', { default: '', maxLength: 65_536 }) ?? '',
   }));
-}
-
-/** An HTTP field name (RFC 9110 token). */
-const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-/** Characters a header value may not hold: controls other than tab (a line break would end the header), and past Latin-1 (as undici refuses). */
-const HEADER_VALUE_BAD = /[^\t\x20-\x7e\x80-\xff]/;
-
-/** Why a header cannot be sent as it is: which part, and why; undefined when it can. */
-export function headerProblem(key: string, value: string): { part: 'key' | 'value'; problem: string } | undefined {
-  if (!HEADER_NAME.test(key)) return { part: 'key', problem: `must be a header name: letters, digits and !#$%&'*+-.^_\`|~, no spaces (got ${JSON.stringify(key.slice(0, 80))})` };
-  if (HEADER_VALUE_BAD.test(value)) return { part: 'value', problem: 'must hold only tabs, printable ASCII and Latin-1 characters: no line break or other control character' };
-  return undefined;
 }
 
 /** Request headers: key/value pairs whose names and values can be sent (checked again once variables are filled in). */

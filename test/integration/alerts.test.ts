@@ -346,6 +346,59 @@ describe('alerts', () => {
   });
 });
 
+describe('the deliverer while the database cannot write', () => {
+  it('sends a notification once, and records the attempt when the database writes again', { timeout: 60_000 }, async () => {
+    const own = await SqliteStore.open(`${tempDir('outpost-alerts-full-')}/outpost.db`);
+    const ownAlerts = new SqliteAlertStore(own.access);
+    let full = true;
+    let refusedRecords = 0;
+    // A thin fault: recordAttempt fails as SQLite does on a full disk, while reads (dueNotifications) keep working, as they do then.
+    const failing = new Proxy(ownAlerts, {
+      get(target, name, receiver) {
+        if (name === 'recordAttempt') {
+          return async (...args: Parameters<SqliteAlertStore['recordAttempt']>) => {
+            if (full) {
+              refusedRecords++;
+              throw Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
+            }
+            return target.recordAttempt(...args);
+          };
+        }
+        const value = Reflect.get(target, name, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const requests: string[] = [];
+    const hook = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        requests.push(req.url ?? '/');
+        res.end('ok');
+      });
+    });
+    await new Promise<void>((resolve) => hook.listen(0, '127.0.0.1', resolve));
+    const ownDeliverer = new AlertDeliverer({ alerts: failing, logger: pino({ level: 'silent' }), baseMs: 50, capMs: 100, pollMs: 100, timeoutMs: 5_000 });
+    try {
+      const channel = await ownAlerts.createChannel(
+        { type: 'WEBHOOK', config: { url: `http://127.0.0.1:${(hook.address() as AddressInfo).port}/full` }, subscriptions: [], autoSubscribe: true, sendFailure: true, sendRecovery: true, sendDegraded: false, sslExpiry: false, sslExpiryThreshold: 30 },
+        new Date(),
+      );
+      await ownAlerts.commitEvaluation('alerts', 1, [], [{ channelId: channel.id, kind: 'FAILURE', checkId: 'c', location: 'lab', resultId: null, body: { event: 'FAILURE' } }], new Date());
+      ownDeliverer.start();
+      expect(await retryUntil(30_000, async () => refusedRecords >= 3, 20), 'the deliverer kept trying to record').toBe(true);
+      expect(requests).toEqual(['/full']);
+      full = false;
+      expect(await retryUntil(30_000, async () => (await ownAlerts.notifications(channel.id, 1))[0]?.state === 'DELIVERED', 20)).toBe(true);
+      expect((await ownAlerts.notifications(channel.id, 1))[0]).toMatchObject({ attempts: 1, attemptLog: [{ status: 200 }] });
+      expect(requests).toEqual(['/full']);
+    } finally {
+      await ownDeliverer.stop();
+      await new Promise((resolve) => hook.close(resolve));
+      await own.close();
+    }
+  });
+});
+
 describe('the evaluator', () => {
   it('queues nothing while suppressed(), keeps the results and the status, and tells the difference after the window', { timeout: 60_000 }, async () => {
     const own = await SqliteStore.open(`${tempDir('outpost-alerts-suppressed-')}/outpost.db`);

@@ -667,6 +667,40 @@ describe.each(BACKENDS)('the %s store', (which) => {
   });
 
 
+  describe('alerts', () => {
+    const CHANNEL = { type: 'WEBHOOK', subscriptions: ['c1'], autoSubscribe: false, sendFailure: true, sendRecovery: true, sendDegraded: false, sslExpiry: false, sslExpiryThreshold: 30 };
+
+    it("a checks-file channel taking an API channel's id cancels its pending notifications; one it keeps does not", async () => {
+      const { alerts } = await openStores();
+      const api = await alerts.createChannel({ ...CHANNEL, config: { url: 'http://127.0.0.1:9/api' } }, T0);
+      const file = api.id + 1;
+      await alerts.syncFileChannels([{ ...CHANNEL, id: file, config: { url: 'http://127.0.0.1:9/file' } }], T0);
+      const queued = (channelId: number) => ({ channelId, kind: 'FAILURE' as const, checkId: 'c1', location: 'loc-a', resultId: null, body: { event: 'FAILURE' } });
+      expect(await alerts.commitEvaluation('alerts', 1, [], [queued(api.id), queued(file)], T0)).toBe(2);
+      // The file now names both ids: the API channel's id is taken over, the file channel changes its URL.
+      await alerts.syncFileChannels(
+        [
+          { ...CHANNEL, id: api.id, subscriptions: ['other'], config: { url: 'http://127.0.0.1:9/taken-over' } },
+          { ...CHANNEL, id: file, config: { url: 'http://127.0.0.1:9/file-moved' } },
+        ],
+        at(1),
+      );
+      const [takenOver] = await alerts.notifications(api.id, 10);
+      expect(takenOver).toMatchObject({ state: 'CANCELLED', lastError: expect.stringContaining("replaced by the checks file's channel") });
+      expect((await alerts.notifications(file, 10))[0]?.state).toBe('PENDING');
+      expect((await alerts.dueNotifications(at(2), 10)).map((n) => n.channelId)).toEqual([file]);
+    });
+
+    it('keeps the status the channels were last told of beside the status', async () => {
+      const { alerts } = await openStores();
+      const status = { checkId: 'c1', location: 'loc-a', status: 'FAILING' as const, since: 1, candidate: null, streak: 0, updatedAt: 1, announced: 'PASSING' as const };
+      await alerts.commitEvaluation('alerts', 1, [status], [], T0);
+      expect(await alerts.statuses('c1')).toEqual([status]);
+      await alerts.commitEvaluation('alerts', 2, [{ ...status, announced: 'FAILING' }], [], T0);
+      expect((await alerts.statuses('c1'))[0]?.announced).toBe('FAILING');
+    });
+  });
+
   describe('dashboards and incidents', () => {
     it('sync from the file: creates, changes keeping the numeric id, deletes the missing; keys by digest; incidents with updates newest first', async () => {
       const { dashboards } = await openStores();

@@ -80,7 +80,7 @@ export class AlertDeliverer {
    * notification at every turn of the loop.
    */
   private readonly unrecorded = new Map<number, { attempt: DeliveryAttempt | null; outcome: AttemptOutcome }>();
-  /** Store failures in a row (the loop's or a delivery's): the loop waits longer after each. */
+  /** The store's failures to answer what is due, in a row: the loop waits longer after each. */
   private failures = 0;
 
   constructor(private readonly options: AlertDelivererOptions) {
@@ -114,6 +114,8 @@ export class AlertDeliverer {
       try {
         // The store answers each channel's oldest pending notification (a channel's order is kept); one whose channel is busy waits for it.
         const due = await alerts.dueNotifications(this.now(), BATCH + this.inFlight.size);
+        // A delivery that fails is not woken for: the idle wait (a due notification means pollMs) paces it.
+        this.failures = 0;
         for (const notification of due) {
           if (this.inFlight.has(notification.channelId) || this.inFlight.size >= MAX_CHANNELS_IN_FLIGHT) continue;
           this.startDelivery(notification);
@@ -150,13 +152,11 @@ export class AlertDeliverer {
     const channelId = notification.channelId;
     const delivery = this.deliver(notification).then(
       () => {
-        this.failures = 0;
         this.inFlight.delete(channelId);
         this.wake();
       },
       (error: unknown) => {
-        // No wake: the loop's wait after a failure is the backoff.
-        this.failures++;
+        // No wake: the notification is still due, so the loop's idle wait (pollMs) paces the next try.
         this.inFlight.delete(channelId);
         this.options.logger[storeFailureLevel(error)]({ err: error, notificationId: notification.id }, 'alert delivery failed; retrying at the next poll');
       },

@@ -2,7 +2,7 @@
 // file). Every problem is recorded with its JSON path, so that an error result
 // or a startup message can name the exact field.
 
-import { MAX_DEFINITION_DEPTH, nestedDeeperThan } from '../core/json-depth.js';
+import { keyStep, MAX_DEFINITION_DEPTH, nestedDeeperThan } from '../core/json-depth.js';
 
 export interface FieldIssue {
   path: string;
@@ -81,6 +81,46 @@ function boundedJson(value: Json, limit: number): string {
   return out;
 }
 
+/** A key of an object a reader opened that it never asked for. */
+export interface UnreadField {
+  /** The key's JSON path. */
+  path: string;
+  key: string;
+  /** What the reader asked that object for: the names a misspelled key was meant to be. */
+  asked: readonly string[];
+}
+
+/**
+ * The objects a reader opened through Fields and the names it asked each of
+ * them for, so that what it never asked for can be named (a misspelled field
+ * of a checks file, docs/checks/README.md) without a second list of field
+ * names. It holds one entry per object opened and looks at no key of an
+ * object nobody opened: it grows with the reading, never with a walk of the
+ * document.
+ */
+export class FieldReads {
+  private readonly objects = new Map<object, { path: string; asked: Set<string> }>();
+
+  opened(record: object, path: string): void {
+    if (!this.objects.has(record)) this.objects.set(record, { path, asked: new Set() });
+  }
+
+  asked(record: object, name: string): void {
+    this.objects.get(record)?.asked.add(name);
+  }
+
+  /** Every key nobody asked for, object by object in the order they were opened. */
+  unread(): UnreadField[] {
+    const found: UnreadField[] = [];
+    for (const [record, { path, asked }] of this.objects) {
+      for (const key of Object.keys(record)) {
+        if (!asked.has(key)) found.push({ path: `${path}${keyStep(key)}`, key, asked: [...asked] });
+      }
+    }
+    return found;
+  }
+}
+
 export class Fields {
   private readonly record: Record<string, Json>;
 
@@ -88,17 +128,34 @@ export class Fields {
     value: Json,
     readonly path: string,
     readonly issues: FieldIssue[] = [],
+    private readonly reads?: FieldReads,
   ) {
     if (value === null || typeof value !== 'object' || Array.isArray(value)) {
       if (value !== undefined) this.fail(path, `must be an object (got ${describe(value)})`);
       this.record = {};
     } else {
       this.record = value as Record<string, Json>;
+      reads?.opened(this.record, path);
     }
   }
 
-  static root(value: Json, path: string): Fields {
-    return new Fields(value, path, []);
+  /** `reads`: where the names asked for are noted, for a checks file to name the fields it ignores. */
+  static root(value: Json, path: string, reads?: FieldReads): Fields {
+    return new Fields(value, path, [], reads);
+  }
+
+  /** A child reader sharing this one's problems and reads. */
+  private child(value: Json, path: string): Fields {
+    return new Fields(value, path, this.issues, this.reads);
+  }
+
+  private ask(name: string): void {
+    this.reads?.asked(this.record, name);
+  }
+
+  /** Fields this reader knows and leaves to another (or to no) reader: not reported as unread. */
+  ignore(...names: string[]): void {
+    for (const name of names) this.ask(name);
   }
 
   at(name: string): string {
@@ -110,10 +167,12 @@ export class Fields {
   }
 
   has(name: string): boolean {
+    this.ask(name);
     return this.record[name] !== undefined && this.record[name] !== null;
   }
 
   raw(name: string): Json {
+    this.ask(name);
     return this.record[name];
   }
 
@@ -128,6 +187,7 @@ export class Fields {
     name: string,
     opts: { required?: boolean; default?: string; maxLength?: number; minLength?: number } = {},
   ): string | undefined {
+    this.ask(name);
     const value = this.record[name];
     if (value === undefined || value === null) {
       if (opts.required) this.fail(this.at(name), 'is required');
@@ -147,6 +207,7 @@ export class Fields {
   }
 
   integer(name: string, opts: { min: number; max: number; default: number; unit?: string }): number {
+    this.ask(name);
     const value = this.record[name];
     if (value === undefined || value === null) return opts.default;
     const unit = opts.unit ? ` ${opts.unit}` : '';
@@ -162,6 +223,7 @@ export class Fields {
   }
 
   boolean(name: string, fallback: boolean): boolean {
+    this.ask(name);
     const value = this.record[name];
     if (value === undefined || value === null) return fallback;
     if (typeof value !== 'boolean') {
@@ -175,6 +237,7 @@ export class Fields {
   oneOf<T extends string>(name: string, allowed: readonly T[], opts: { default: T }): T;
   oneOf<T extends string>(name: string, allowed: readonly T[]): T | undefined;
   oneOf<T extends string>(name: string, allowed: readonly T[], opts: { required?: boolean; default?: T } = {}): T | undefined {
+    this.ask(name);
     const value = this.record[name];
     if (value === undefined || value === null) {
       if (opts.required) this.fail(this.at(name), `is required (one of ${allowed.join(', ')})`);
@@ -188,17 +251,19 @@ export class Fields {
   }
 
   object(name: string): Fields {
-    return new Fields(this.record[name], this.at(name), this.issues);
+    this.ask(name);
+    return this.child(this.record[name], this.at(name));
   }
 
   /** Each element of an optional array as Fields; a non-array is recorded as a problem. */
   list(name: string): Fields[] {
+    this.ask(name);
     const value = this.record[name];
     if (value === undefined || value === null) return [];
     if (!Array.isArray(value)) {
       this.fail(this.at(name), `must be an array (got ${describe(value)})`);
       return [];
     }
-    return value.map((item, index) => new Fields(item, `${this.at(name)}[${index}]`, this.issues));
+    return value.map((item, index) => this.child(item, `${this.at(name)}[${index}]`));
   }
 }

@@ -5,7 +5,7 @@
 // (registry.ts). The token is a credential: no problem message ever quotes it.
 
 import type { EnvironmentVariable } from '../core/protocol.js';
-import { Fields } from './fields.js';
+import { type FieldReads, Fields } from './fields.js';
 import { parseEnvironmentVariables } from './parse-definition.js';
 import { UnknownVariableError, Variables } from './variables.js';
 
@@ -34,10 +34,12 @@ export function isHeartbeatItem(item: unknown): boolean {
   return item !== null && typeof item === 'object' && (item as { checkType?: unknown }).checkType === 'HEARTBEAT';
 }
 
-/** Parses one heartbeat check; throws DefinitionError with every problem by JSON path. `globals`: the file's variables. */
-export function parseHeartbeatCheck(raw: unknown, path: string, globals: readonly EnvironmentVariable[]): HeartbeatCheck {
-  const fields = Fields.root(raw, path);
+/** Parses one heartbeat check; throws DefinitionError with every problem by JSON path. `globals`: the file's variables; `reads` as parseCheck's. */
+export function parseHeartbeatCheck(raw: unknown, path: string, globals: readonly EnvironmentVariable[], reads?: FieldReads): HeartbeatCheck {
+  const fields = Fields.root(raw, path, reads);
   if (fields.issues.length > 0) fields.assertValid();
+  // isHeartbeatItem chose this reader by it.
+  fields.ignore('checkType');
   const id = fields.raw('id');
   const checkId = typeof id === 'number' && Number.isInteger(id) ? String(id) : fields.string('id', { required: true, minLength: 1, maxLength: 200 });
   const name = fields.string('name', { default: checkId ?? '', maxLength: 500 }) ?? '';

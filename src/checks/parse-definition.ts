@@ -5,7 +5,7 @@ import type { EnvironmentVariable } from '../core/protocol.js';
 import { parseAssertions } from './assertions/assertions.js';
 import type { Executor } from './executor.js';
 import type { ExecutorRegistry } from './executor-registry.js';
-import { DefinitionError, Fields } from './fields.js';
+import { DefinitionError, type FieldReads, Fields } from './fields.js';
 import { parseRetryStrategy } from './retry.js';
 import type { CheckDefinition } from './definition.js';
 import { CHECK_TYPES, type CheckType } from '../core/check-type.js';
@@ -31,12 +31,15 @@ export function parseEnvironmentVariables(fields: Fields, name = 'environmentVar
 /**
  * Parses one check definition. Throws DefinitionError listing every problem,
  * each with its JSON path under `path` (e.g. `checks[2].request.url`).
+ * `reads` notes the fields it asked for (a checks file names the others); a
+ * field it does not read is never a problem here, so a job carrying the
+ * service's fields Outpost does not implement still runs.
  */
-export function parseCheck(raw: unknown, path: string, registry: ExecutorRegistry): {
+export function parseCheck(raw: unknown, path: string, registry: ExecutorRegistry, reads?: FieldReads): {
   check: CheckDefinition;
   executor: Executor;
 } {
-  const fields = Fields.root(raw, path);
+  const fields = Fields.root(raw, path, reads);
   if (fields.issues.length > 0) fields.assertValid();
   const id = fields.raw('id');
   const checkId =

@@ -10,6 +10,11 @@ export const MAX_DOCUMENT_DEPTH = 256;
 
 const withinLimit = new WeakMap<object, number>();
 
+/** One step of a JSON path for an object's key: `.name`, or `["odd key"]` when it is not a plain name. */
+export function keyStep(key: string): string {
+  return /^[A-Za-z_$][\w$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
+}
+
 /**
  * True when `value` holds arrays or objects nested more than `limit` deep (a
  * scalar is depth 0, `[]` depth 1). Iterative; stops at the first level past
@@ -48,7 +53,7 @@ export function pathPastDepth(value: unknown, limit: number, root = '$', shown =
     const { node, depth, path } = stack.pop() as { node: unknown; depth: number; path: string[] };
     if (node === null || typeof node !== 'object') continue;
     if (depth >= limit) return `${root}${path.join('')}${depth > shown ? '…' : ''}`;
-    const entries: Array<[string, unknown]> = Array.isArray(node) ? node.map((child, i) => [`[${i}]`, child]) : Object.entries(node).map(([key, child]) => [/^[A-Za-z_$][\w$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`, child]);
+    const entries: Array<[string, unknown]> = Array.isArray(node) ? node.map((child, i) => [`[${i}]`, child]) : Object.entries(node).map(([key, child]) => [keyStep(key), child]);
     for (let i = entries.length - 1; i >= 0; i--) {
       const [step, child] = entries[i] as [string, unknown];
       if (child !== null && typeof child === 'object') stack.push({ node: child, depth: depth + 1, path: path.length < shown ? [...path, step] : path });

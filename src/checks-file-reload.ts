@@ -5,7 +5,7 @@
 
 import { type FSWatcher, watch } from 'node:fs';
 import path from 'node:path';
-import { ChecksFileError, readChecksFileText } from './checks/checks-file.js';
+import { ChecksFileError, logIgnoredFields, readChecksFileText } from './checks/checks-file.js';
 import type { ReloadOutcome } from './health/server.js';
 import type { Logger } from './observability/logger.js';
 
@@ -16,7 +16,12 @@ export const RELOAD_MAX_WAIT_MS = 2_000;
 
 export type ReloadTrigger = 'SIGHUP' | 'POST /-/reload' | 'file change';
 
-export interface ChecksFileReloaderOptions<Parsed> {
+/** What a reload parses: `ignoredFields`, the JSON paths of fields nobody reads, are named in a warning. */
+export interface ParsedChecksFileFields {
+  ignoredFields: readonly string[];
+}
+
+export interface ChecksFileReloaderOptions<Parsed extends ParsedChecksFileFields> {
   file: string;
   logger: Logger;
   /** Throws a ChecksFileError listing every problem of an invalid file. */
@@ -27,7 +32,7 @@ export interface ChecksFileReloaderOptions<Parsed> {
   initialText?: string;
 }
 
-export class ChecksFileReloader<Parsed> {
+export class ChecksFileReloader<Parsed extends ParsedChecksFileFields> {
   private queue: Promise<unknown> = Promise.resolve();
   private lastText: string | undefined;
   private watcher: FSWatcher | undefined;
@@ -110,6 +115,7 @@ export class ChecksFileReloader<Parsed> {
       const checks = await this.options.apply(parsed);
       this.lastText = text;
       logger.info({ trigger, file, checks }, 'checks file reloaded');
+      logIgnoredFields(logger, file, parsed.ignoredFields);
       return { ok: true, checks };
     } catch (error) {
       // Applying takes several steps (locations, checks, heartbeats, channels…): some may have been applied. What is

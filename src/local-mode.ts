@@ -23,7 +23,7 @@ import type { Logger } from './observability/logger.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
 import { JobQueue } from './jobs/queue.js';
 import type { SecretPolicy } from './secrets/policy.js';
-import { loadChecksFile, type LocalCheck, type PrivateLocation, parseServerChecksFile, readChecksFileText } from './checks/checks-file.js';
+import { loadChecksFile, type LocalCheck, logIgnoredFields, type PrivateLocation, parseServerChecksFile, readChecksFileText } from './checks/checks-file.js';
 import { AGENT_ROUTE_LIMIT_PER_MINUTE } from './core/protocol.js';
 import { Scheduler } from './local/scheduler.js';
 import { LocalSink } from './local/sink.js';
@@ -128,6 +128,7 @@ export async function runLocal(
     const file = config.checksFile as string;
     const startText = await readChecksFileText(file);
     const parsed = parseServerChecksFile(startText, file, registry, LOCAL_LOCATION);
+    logIgnoredFields(logger, file, parsed.ignoredFields);
     // The results file first: a --results that cannot be opened is one line and exit 78, with nothing logged before it.
     sink = await openSink(config, flushLogs);
     const opened = await openLocalStore(config.stateDir);
@@ -138,7 +139,7 @@ export async function runLocal(
     }
     checks = parsed.checks.filter((c) => c.locations.includes(LOCAL_LOCATION.id));
   } else {
-    checks = await loadChecksFile(config.checksFile as string, registry);
+    checks = await loadChecksFile(config.checksFile as string, registry, logger);
     sink = await openSink(config, flushLogs);
   }
   const metrics = createMetrics();

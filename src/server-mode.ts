@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
-import { type PrivateLocation, parseServerChecksFile, readChecksFileText, type ServerCheck } from './checks/checks-file.js';
+import { logIgnoredFields, type PrivateLocation, parseServerChecksFile, readChecksFileText, type ServerCheck } from './checks/checks-file.js';
 import { definitionRegistry } from './checks/registry.js';
 import { type Config, ConfigError, EXIT_CONFIG } from './config.js';
 import { AGENT_ROUTE_LIMIT_PER_MINUTE } from './core/protocol.js';
@@ -240,6 +240,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const file = config.checksFile;
   const startText = await readChecksFileText(file);
   const parsed = parseServerChecksFile(startText, file, definitionRegistry());
+  logIgnoredFields(logger, file, parsed.ignoredFields);
   const { checks, privateLocations, heartbeats } = parsed;
   const metrics = createMetrics();
   // The per-check series are labelled from the file, never from a result's body: an agent's result names its

@@ -9,7 +9,7 @@ import { parseCheck, parseEnvironmentVariables } from './parse-definition.js';
 import type { CheckDefinition } from './definition.js';
 import type { Executor } from './executor.js';
 import type { ExecutorRegistry } from './executor-registry.js';
-import { DefinitionError, Fields } from './fields.js';
+import { DefinitionError, FieldReads, Fields } from './fields.js';
 import { type HeartbeatCheck, isHeartbeatItem, parseHeartbeatCheck } from './heartbeat-check.js';
 import { parseMaintenanceWindows, parseTags } from './maintenance-windows.js';
 import type { MaintenanceWindowDefinition } from '../core/maintenance-window.js';
@@ -17,6 +17,8 @@ import type { IncidentDefinition } from '../core/dashboard.js';
 import { type ParsedDashboard, parseDashboards, parseIncidents } from './dashboard-fields.js';
 import type { EnvironmentVariable } from '../core/protocol.js';
 import { MAX_DEFINITION_DEPTH, nestedDeeperThan, pathPastDepth } from '../core/json-depth.js';
+import type { Logger } from '../observability/logger.js';
+import { sortUnread } from './unread-fields.js';
 
 export interface LocalCheck {
   check: CheckDefinition;
@@ -42,7 +44,81 @@ function mergeVariables(global: EnvironmentVariable[], own: EnvironmentVariable[
 }
 
 export function parseChecksFile(text: string, file: string, registry: ExecutorRegistry): LocalCheck[] {
-  return readChecks(text, file, registry).checks;
+  return readChecksFile(text, file, registry).checks;
+}
+
+/** The sections of a server's checks file, and the fields of its checks, that once mode reads past (docs/server.md, "The checks file"). */
+const SERVER_SECTIONS = ['privateLocations', 'maintenanceWindows', 'alertChannels', 'dashboards', 'incidents'];
+const SERVER_CHECK_FIELDS = ['locations', 'tags', 'alertAfter'];
+
+/**
+ * A checks file as once mode reads it: its checks, and the JSON paths of the
+ * fields nobody reads, which are ignored (a misspelled one is a problem
+ * instead: unread-fields.ts).
+ */
+export function readChecksFile(text: string, file: string, registry: ExecutorRegistry): { checks: LocalCheck[]; ignoredFields: string[] } {
+  const source = parseJson(text, file);
+  const reads = new FieldReads();
+  const problems: string[] = [];
+  let read: ReturnType<typeof readChecks> | undefined;
+  try {
+    read = readChecks(source, file, registry, reads, { serverFields: 'past' });
+  } catch (error) {
+    if (!(error instanceof ChecksFileError)) throw error;
+    problems.push(...error.problems);
+  }
+  const unread = unreadFields(reads, source.json);
+  problems.push(...unread.problems);
+  if (problems.length > 0 || !read) throw new ChecksFileError(file, problems);
+  return { checks: read.checks, ignoredFields: unread.ignored };
+}
+
+/** Ignored fields a log line names; the rest are counted. */
+const MAX_NAMED_IGNORED = 20;
+
+/** One warning naming the ignored fields of a checks file, when it has any. */
+export function logIgnoredFields(logger: Logger, file: string, ignored: readonly string[]): void {
+  if (ignored.length === 0) return;
+  const named = ignored.slice(0, MAX_NAMED_IGNORED);
+  const more = ignored.length - named.length;
+  logger.warn(
+    { file, ignoredFields: named, ...(more > 0 ? { moreIgnoredFields: more } : {}) },
+    `checks file: ${ignored.length} field${ignored.length === 1 ? '' : 's'} Outpost does not read, ignored: ${named.join(', ')}${more > 0 ? ` and ${more} more` : ''}`,
+  );
+}
+
+/** A check's label in a problem, as readChecks gives it: `check "name" at `, or nothing. */
+function checkPrefix(item: unknown): string {
+  const label = (item as { name?: unknown; id?: unknown } | null)?.name ?? (item as { id?: unknown } | null)?.id;
+  return typeof label === 'string' ? `check "${label}" at ` : '';
+}
+
+/** The fields of a file nobody asked `reads` for: misspellings as problems, the others' paths as ignored. */
+function unreadFields(reads: FieldReads, json: unknown): { problems: string[]; ignored: string[] } {
+  const { misspelled, ignored } = sortUnread(reads.unread());
+  const checks = (json as { checks?: unknown } | null)?.checks;
+  const problems = misspelled.map(({ path, meant }) => {
+    const index = /^\$\.checks\[(\d+)\]/.exec(path)?.[1];
+    const prefix = index !== undefined && Array.isArray(checks) ? checkPrefix(checks[Number(index)]) : '';
+    return `${prefix}${path}: is not a field Outpost reads; did you mean "${meant}"?`;
+  });
+  return { problems, ignored };
+}
+
+
+interface ChecksJson {
+  json: unknown;
+}
+
+/** The one place a checks file's text becomes JSON (once, local and server modes, and reloads). */
+function parseJson(text: string, file: string): ChecksJson {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new ChecksFileError(file, [`not valid JSON (${(error as Error).message})`]);
+  }
+  return { json };
 }
 
 /** A private location of a server's checks file. */
@@ -89,25 +165,24 @@ export function parseServerChecksFile(
   alertChannels: FileAlertChannel[];
   dashboards: ParsedDashboard[];
   incidents: IncidentDefinition[];
+  /** JSON paths of the fields nobody reads, which are ignored (logIgnoredFields). */
+  ignoredFields: string[];
 } {
+  const source = parseJson(text, file);
+  const { json } = source;
+  const reads = new FieldReads();
   const problems: string[] = [];
   let read: ReturnType<typeof readChecks> | undefined;
   const heartbeats: HeartbeatCheck[] = [];
   try {
-    read = readChecks(text, file, registry, heartbeats);
+    read = readChecks(source, file, registry, reads, { serverFields: 'read', heartbeats });
   } catch (error) {
     if (!(error instanceof ChecksFileError)) throw error;
     problems.push(...error.problems);
   }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    throw new ChecksFileError(file, problems);
-  }
   // readChecks said so: nothing below may walk it.
   if (nestedDeeperThan(json, MAX_CHECKS_FILE_DEPTH)) throw new ChecksFileError(file, problems);
-  const root = Fields.root(json, '$');
+  const root = Fields.root(json, '$', reads);
   const privateLocations: PrivateLocation[] = [];
   const ids = new Set<string>();
   const declared = root.raw('privateLocations');
@@ -143,12 +218,14 @@ export function parseServerChecksFile(
   const definitions = new Map<string, unknown>();
   raw.forEach((item, index) => {
     if (item === null || typeof item !== 'object') return;
+    const fields = Array.isArray(item) ? undefined : new Fields(item, `$.checks[${index}]`, root.issues, reads);
     // Tags stay in the definition (maintenance windows match them); only their shape is checked here.
-    if (!Array.isArray(item)) parseTags(new Fields(item, `$.checks[${index}]`, root.issues));
+    if (fields) parseTags(fields);
     const { locations: value, ...definition } = item as Record<string, unknown>;
+    fields?.ignore('locations');
     const checkId = (item as { id?: unknown }).id;
     if (typeof checkId === 'string' || typeof checkId === 'number') definitions.set(String(checkId), definition);
-    const alertAfter = alertAfterProblem((item as { alertAfter?: unknown }).alertAfter);
+    const alertAfter = alertAfterProblem(fields?.raw('alertAfter'));
     if (alertAfter) root.fail(`$.checks[${index}].alertAfter`, alertAfter);
     if (value === undefined) return;
     const path = `$.checks[${index}].locations`;
@@ -171,7 +248,10 @@ export function parseServerChecksFile(
     if (typeof checkId === 'string' || typeof checkId === 'number') locationsOf.set(String(checkId), locations);
   });
   problems.push(...root.issues.map((i) => `${i.path}: ${i.problem}`));
+  // A channel is read from its JSON, not through Fields: its own fields are not named when unread.
   const alertChannels = parseAlertChannels(root.raw('alertChannels'), problems);
+  const unread = unreadFields(reads, json);
+  problems.push(...unread.problems);
   if (problems.length > 0 || !read) throw new ChecksFileError(file, problems);
   const every = implied ? [implied.id] : privateLocations.map((l) => l.id);
   return {
@@ -186,18 +266,27 @@ export function parseServerChecksFile(
     alertChannels,
     dashboards,
     incidents,
+    ignoredFields: unread.ignored,
   };
 }
 
-/** `heartbeats`: a server's file, whose HEARTBEAT checks are read into it (heartbeat-check.ts) instead of being refused. */
-function readChecks(text: string, file: string, registry: ExecutorRegistry, heartbeats?: HeartbeatCheck[]): { checks: LocalCheck[] } {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (error) {
-    throw new ChecksFileError(file, [`not valid JSON (${(error as Error).message})`]);
-  }
-  const root = Fields.root(json, '$');
+/**
+ * The checks of a file. `reads` notes every field asked for. `serverFields`:
+ * `read` when the caller reads the server's sections and check fields itself,
+ * `past` when nothing does (once mode). `heartbeats`: a server's file, whose
+ * HEARTBEAT checks are read into it (heartbeat-check.ts) instead of being refused.
+ */
+function readChecks(
+  source: ChecksJson,
+  file: string,
+  registry: ExecutorRegistry,
+  reads: FieldReads,
+  options: { serverFields: 'read' | 'past'; heartbeats?: HeartbeatCheck[] },
+): { checks: LocalCheck[] } {
+  const { json } = source;
+  const { heartbeats } = options;
+  const root = Fields.root(json, '$', reads);
+  if (options.serverFields === 'past') root.ignore(...SERVER_SECTIONS);
   const globals = parseEnvironmentVariables(root);
   if (!Array.isArray(root.raw('checks'))) {
     root.fail('$.checks', 'is required: an array of check definitions');
@@ -207,11 +296,13 @@ function readChecks(text: string, file: string, registry: ExecutorRegistry, hear
   const seen = new Map<string, number>();
   const raw = Array.isArray(root.raw('checks')) ? (root.raw('checks') as unknown[]) : [];
   raw.forEach((item, index) => {
-    const label = (item as { name?: unknown; id?: unknown })?.name ?? (item as { id?: unknown })?.id;
-    const prefix = typeof label === 'string' ? `check "${label}" at ` : '';
+    const prefix = checkPrefix(item);
+    if (options.serverFields === 'past' && item !== null && typeof item === 'object' && !Array.isArray(item)) {
+      new Fields(item, `$.checks[${index}]`, [], reads).ignore(...SERVER_CHECK_FIELDS);
+    }
     try {
       if (heartbeats && isHeartbeatItem(item)) {
-        const heartbeat = parseHeartbeatCheck(item, `$.checks[${index}]`, globals);
+        const heartbeat = parseHeartbeatCheck(item, `$.checks[${index}]`, globals, reads);
         const previous = seen.get(heartbeat.id);
         const sameToken = heartbeats.findIndex((h) => h.token === heartbeat.token);
         if (previous !== undefined) {
@@ -224,7 +315,7 @@ function readChecks(text: string, file: string, registry: ExecutorRegistry, hear
         }
         return;
       }
-      const { check, executor } = parseCheck(item, `$.checks[${index}]`, registry);
+      const { check, executor } = parseCheck(item, `$.checks[${index}]`, registry, reads);
       const previous = seen.get(check.id);
       if (previous !== undefined) {
         problems.push(`${prefix}$.checks[${index}].id: "${check.id}" is already used by $.checks[${previous}]`);
@@ -253,8 +344,11 @@ function readChecks(text: string, file: string, registry: ExecutorRegistry, hear
 /** A checks file holds definitions, not data: far below this. */
 export const MAX_CHECKS_FILE_BYTES = 10 * 1024 * 1024;
 
-export async function loadChecksFile(file: string, registry: ExecutorRegistry): Promise<LocalCheck[]> {
-  return parseChecksFile(await readChecksFileText(file), file, registry);
+/** `logger`: where the fields the file has and nobody reads are named (logIgnoredFields). */
+export async function loadChecksFile(file: string, registry: ExecutorRegistry, logger?: Logger): Promise<LocalCheck[]> {
+  const { checks, ignoredFields } = readChecksFile(await readChecksFileText(file), file, registry);
+  if (logger) logIgnoredFields(logger, file, ignoredFields);
+  return checks;
 }
 
 /** Reads a checks file's text: a regular file of at most MAX_CHECKS_FILE_BYTES, never blocking on a FIFO. */

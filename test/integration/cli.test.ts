@@ -169,6 +169,43 @@ describe('outpost CLI', () => {
     expect(line).toBe(`outpost: ${file}: $.checks[0].unknownField[0]…: is nested too deep (a checks file may nest 128 levels)`);
   });
 
+  it('a misspelled field in a checks file → exit 78 naming it and the field meant, before anything runs', async () => {
+    const file = checksFile({
+      checks: [
+        {
+          id: 't',
+          name: 'typo',
+          checkType: 'URL',
+          frequncy: 5,
+          request: { url: 'http://127.0.0.1:9/' },
+          assertion: [{ source: 'STATUS_CODE', comparison: 'EQUALS', target: '500' }],
+        },
+      ],
+    });
+    const proc = run(['once', file]);
+    expect((await proc.exit).code).toBe(78);
+    expect(stderrLines(proc)).toEqual([
+      `outpost: ${file}: 2 problems:`,
+      '  check "typo" at $.checks[0].frequncy: is not a field Outpost reads; did you mean "frequency"?',
+      '  check "typo" at $.checks[0].assertion: is not a field Outpost reads; did you mean "assertions"?',
+    ]);
+    expect(proc.stdout()).toBe('');
+  });
+
+  it('a field Outpost does not read → one warning naming its JSON path, and the check runs', async () => {
+    const file = checksFile({ checks: [{ ...VALID.checks[0], muted: false, request: { url: 'http://127.0.0.1:9/', assertions: [] } }] });
+    const proc = run(['once', file]);
+    expect((await proc.exit).code, proc.stderr()).toBe(0);
+    const warnings = proc.logs.filter((l) => l.msg.startsWith('checks file:'));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({
+      level: 40,
+      file,
+      ignoredFields: ['$.checks[0].muted', '$.checks[0].request.assertions'],
+      msg: 'checks file: 2 fields Outpost does not read, ignored: $.checks[0].muted, $.checks[0].request.assertions',
+    });
+  });
+
   it('invalid JSON in the checks file → exit 78', async () => {
     const file = checksFile('{ "checks": [ ');
     const line = await expectOneLineFailure(run(['once', file]), 78);

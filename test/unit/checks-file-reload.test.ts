@@ -15,12 +15,12 @@ describe('ChecksFileReloader', () => {
     writeFileSync(file, 'A');
     const applied: string[] = [];
     let failNext = false;
-    const reloader = new ChecksFileReloader<string>({
+    const reloader = new ChecksFileReloader({
       file,
       logger: pino({ level: 'silent' }),
       initialText: 'A',
-      parse: (text) => text,
-      apply: async (text) => {
+      parse: (text) => ({ text, ignoredFields: [] }),
+      apply: async ({ text }) => {
         if (failNext) {
           failNext = false;
           throw new Error('the database failed after the locations were synced');

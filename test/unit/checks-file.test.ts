@@ -9,7 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { CHECK_TYPES, type CheckType } from '../../src/core/check-type.js';
 import { defaultRegistry } from '../../src/checks/registry.js';
 import type { UrlRequest } from '../../src/checks/http/url.js';
-import { ChecksFileError, loadChecksFile, MAX_CHECKS_FILE_BYTES, parseChecksFile } from '../../src/checks/checks-file.js';
+import { ChecksFileError, loadChecksFile, MAX_CHECKS_FILE_BYTES, parseChecksFile, parseServerChecksFile, readChecksFile } from '../../src/checks/checks-file.js';
+import { meantField } from '../../src/checks/unread-fields.js';
 
 const registry = defaultRegistry();
 const FILE = 'checks.json';
@@ -194,6 +195,110 @@ describe('parseChecksFile: problems', () => {
 
   it('rejects non-integer thresholds', () => {
     expect(problems({ checks: [url('x', { maxResponseTime: '500' })] })).toContain('$.checks[0].maxResponseTime: must be an integer ms');
+  });
+});
+
+describe('fields Outpost does not read', () => {
+  it('refuses a misspelled field, at any level, naming the field it was meant for', () => {
+    const message = problems({
+      checks: [
+        {
+          id: 't',
+          name: 'typo',
+          checkType: 'URL',
+          frequncy: 5,
+          Shouldfail: true,
+          request: { url: 'http://127.0.0.1:9/', followRedirect: false },
+          assertion: [{ source: 'STATUS_CODE', comparison: 'EQUALS', target: '500' }],
+          retryStrategy: { type: 'FIXED', baseBackofSeconds: 3 },
+        },
+        url('b', { assertions: [{ source: 'STATUS_CODE', comparsion: 'EQUALS', target: '200' }], environmentVariables: [{ key: 'A', vaule: 'x' }] }),
+      ],
+      environmentVariable: [],
+    });
+    expect(message.split('\n').slice(1).map((l) => l.trim()).sort()).toEqual(
+      [
+        '$.environmentVariable: is not a field Outpost reads; did you mean "environmentVariables"?',
+        'check "typo" at $.checks[0].frequncy: is not a field Outpost reads; did you mean "frequency"?',
+        'check "typo" at $.checks[0].Shouldfail: is not a field Outpost reads; did you mean "shouldFail"?',
+        'check "typo" at $.checks[0].assertion: is not a field Outpost reads; did you mean "assertions"?',
+        'check "typo" at $.checks[0].request.followRedirect: is not a field Outpost reads; did you mean "followRedirects"?',
+        'check "typo" at $.checks[0].retryStrategy.baseBackofSeconds: is not a field Outpost reads; did you mean "baseBackoffSeconds"?',
+        'check "b" at $.checks[1].assertions[0].comparsion: is not a field Outpost reads; did you mean "comparison"?',
+        // The misspelled comparison leaves the assertion without its required one, which is reported too.
+        'check "b" at $.checks[1].assertions[0].comparison: is required (one of EQUALS, NOT_EQUALS, HAS_KEY, NOT_HAS_KEY, HAS_VALUE, NOT_HAS_VALUE, IS_EMPTY, NOT_EMPTY, GREATER_THAN, LESS_THAN, CONTAINS, NOT_CONTAINS, IS_NULL, NOT_NULL)',
+        'check "b" at $.checks[1].environmentVariables[0].vaule: is not a field Outpost reads; did you mean "value"?',
+      ].sort(),
+    );
+  });
+
+  it('ignores any other field, naming its JSON path, and runs the check', () => {
+    const { checks, ignoredFields } = readChecksFile(
+      JSON.stringify({
+        version: 2,
+        environmentVariables: [{ key: 'A', value: 'x', locked: true }],
+        checks: [url('a', { muted: false, doubleCheck: true, request: { url: 'http://127.0.0.1:9/', assertions: [] }, 'odd key': 1 })],
+      }),
+      FILE,
+      registry,
+    );
+    expect(checks.map((c) => c.check.id)).toEqual(['a']);
+    expect(ignoredFields).toEqual([
+      '$.version',
+      '$.environmentVariables[0].locked',
+      '$.checks[0].muted',
+      '$.checks[0].doubleCheck',
+      '$.checks[0]["odd key"]',
+      '$.checks[0].request.assertions',
+    ]);
+  });
+
+  it("once mode reads past a server file's sections and check fields without naming them", () => {
+    const { ignoredFields } = readChecksFile(
+      JSON.stringify({
+        privateLocations: [{ id: 'lab', name: 'Lab' }],
+        maintenanceWindows: [],
+        alertChannels: [],
+        dashboards: [],
+        incidents: [],
+        checks: [url('a', { locations: ['lab'], tags: ['x'], alertAfter: 2 })],
+      }),
+      FILE,
+      registry,
+    );
+    expect(ignoredFields).toEqual([]);
+  });
+
+  it("a server file's sections are read for misspelled and ignored fields too", () => {
+    const text = JSON.stringify({
+      privateLocations: [{ id: 'lab', name: 'Lab', region: 'eu' }],
+      maintenanceWindows: [{ id: 1, name: 'w', startAt: '2026-01-01T00:00:00Z', endsAt: '2026-01-02T00:00:00Z' }],
+      checks: [url('a', { locaitons: ['lab'] }), { id: 'hb', checkType: 'HEARTBEAT', heartbeat: { period: 60, grace: 0, token: 'a-token-of-sixteen-chars', tokn: 'x' } }],
+    });
+    let refused: ChecksFileError | undefined;
+    try {
+      parseServerChecksFile(text, FILE, registry);
+    } catch (error) {
+      refused = error as ChecksFileError;
+    }
+    expect(refused?.problems.filter((p) => p.includes('did you mean'))).toEqual([
+      'check "a" at $.checks[0].locaitons: is not a field Outpost reads; did you mean "locations"?',
+      'check "hb" at $.checks[1].heartbeat.tokn: is not a field Outpost reads; did you mean "token"?',
+      '$.maintenanceWindows[0].startAt: is not a field Outpost reads; did you mean "startsAt"?',
+    ]);
+    const fixed = text.replace('"locaitons"', '"locations"').replace('"startAt"', '"startsAt"').replace(',"tokn":"x"', '');
+    expect(parseServerChecksFile(fixed, FILE, registry).ignoredFields).toEqual(['$.privateLocations[0].region']);
+  });
+
+  it('takes a key for a misspelling only when it is close to a field of its own object', () => {
+    expect(meantField('frequncy', ['id', 'frequency'])).toBe('frequency');
+    expect(meantField('FREQUENCY', ['frequency'])).toBe('frequency');
+    expect(meantField('freqeuncy', ['frequency'])).toBe('frequency');
+    expect(meantField('uri', ['url'])).toBeUndefined();
+    expect(meantField('URL', ['url'])).toBe('url');
+    expect(meantField('muted', ['name', 'id', 'frequency', 'tags'])).toBeUndefined();
+    expect(meantField('frequencyOffset', ['frequency'])).toBeUndefined();
+    expect(meantField('x'.repeat(100_000), ['x'.repeat(10)])).toBeUndefined();
   });
 });
 

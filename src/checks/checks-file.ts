@@ -17,6 +17,7 @@ import type { IncidentDefinition } from '../core/dashboard.js';
 import { type ParsedDashboard, parseDashboards, parseIncidents } from './dashboard-fields.js';
 import type { EnvironmentVariable } from '../core/protocol.js';
 import { MAX_DEFINITION_DEPTH, nestedDeeperThan, pathPastDepth } from '../core/json-depth.js';
+import { duplicateKeys } from '../core/json-duplicate-keys.js';
 import type { Logger } from '../observability/logger.js';
 import { sortUnread } from './unread-fields.js';
 
@@ -105,9 +106,13 @@ function unreadFields(reads: FieldReads, json: unknown): { problems: string[]; i
   return { problems, ignored };
 }
 
+/** Repeated keys a file's problems name; the rest are counted. */
+const MAX_NAMED_DUPLICATES = 20;
 
 interface ChecksJson {
   json: unknown;
+  /** Keys given twice in one object, as problems. */
+  duplicates: string[];
 }
 
 /** The one place a checks file's text becomes JSON (once, local and server modes, and reloads). */
@@ -118,7 +123,10 @@ function parseJson(text: string, file: string): ChecksJson {
   } catch (error) {
     throw new ChecksFileError(file, [`not valid JSON (${(error as Error).message})`]);
   }
-  return { json };
+  const { paths, count } = duplicateKeys(text, MAX_NAMED_DUPLICATES);
+  const duplicates = paths.map((path) => `${path}: is given more than once in its object (JSON keeps only the last; give it once)`);
+  if (count > paths.length) duplicates.push(`and ${count - paths.length} more keys given more than once`);
+  return { json, duplicates };
 }
 
 /** A private location of a server's checks file. */
@@ -291,7 +299,7 @@ function readChecks(
   if (!Array.isArray(root.raw('checks'))) {
     root.fail('$.checks', 'is required: an array of check definitions');
   }
-  const problems = root.issues.map((i) => `${i.path}: ${i.problem}`);
+  const problems = [...source.duplicates, ...root.issues.map((i) => `${i.path}: ${i.problem}`)];
   const checks: LocalCheck[] = [];
   const seen = new Map<string, number>();
   const raw = Array.isArray(root.raw('checks')) ? (root.raw('checks') as unknown[]) : [];

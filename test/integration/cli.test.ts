@@ -206,6 +206,12 @@ describe('outpost CLI', () => {
     });
   });
 
+  it('a key given twice in one object of the checks file → exit 78 naming its JSON path', async () => {
+    const file = checksFile('{"checks":[{"id":"a","id":"b","checkType":"URL","shouldFail":true,"request":{"url":"http://127.0.0.1:9/"}}]}');
+    const line = await expectOneLineFailure(run(['once', file]), 78);
+    expect(line).toBe(`outpost: ${file}: $.checks[0].id: is given more than once in its object (JSON keeps only the last; give it once)`);
+  });
+
   it('invalid JSON in the checks file → exit 78', async () => {
     const file = checksFile('{ "checks": [ ');
     const line = await expectOneLineFailure(run(['once', file]), 78);

@@ -302,6 +302,34 @@ describe('fields Outpost does not read', () => {
   });
 });
 
+describe('keys given more than once', () => {
+  it('refuses a key given twice in one object, naming its JSON path, and no key of another object or inside a string', () => {
+    const text = '{"checks":[{"id":"a","checkType":"URL","request":{"url":"http://127.0.0.1:9/?\\"id\\":\\"id\\""}},'
+      + '{"id":"b","id":"c","checkType":"URL","request":{"url":"http://127.0.0.1:9/","skipSSL":true,"sk\\u0069pSSL":false}}],"checks":[]}';
+    const refused = (() => {
+      try {
+        parse(text);
+      } catch (error) {
+        return error as ChecksFileError;
+      }
+      throw new Error('accepted');
+    })();
+    expect(refused.problems).toEqual([
+      '$.checks[1].id: is given more than once in its object (JSON keeps only the last; give it once)',
+      '$.checks[1].request.skipSSL: is given more than once in its object (JSON keeps only the last; give it once)',
+      '$.checks: is given more than once in its object (JSON keeps only the last; give it once)',
+    ]);
+  });
+
+  it('names the first 20 and counts the others', () => {
+    const pairs = Array.from({ length: 30 }, (_, i) => `"k${i}":1,"k${i}":2`).join(',');
+    const message = problems(`{"checks":[{"id":"a","checkType":"URL","request":{"url":"http://127.0.0.1:9/"},"extra":{${pairs}}}]}`);
+    expect(message).toContain('$.checks[0].extra.k19: is given more than once');
+    expect(message).not.toContain('$.checks[0].extra.k20:');
+    expect(message).toContain('and 10 more keys given more than once');
+  });
+});
+
 describe('loadChecksFile', () => {
   it('reads and parses a file', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'outpost-checks-'));

@@ -106,6 +106,8 @@ function unreadFields(reads: FieldReads, json: unknown): { problems: string[]; i
   return { problems, ignored };
 }
 
+/** A UTF-8 byte-order mark, which some editors put first: not part of the JSON (RFC 8259 section 8.1 lets a reader ignore it). */
+const BYTE_ORDER_MARK = '\uFEFF';
 /** Repeated keys a file's problems name; the rest are counted. */
 const MAX_NAMED_DUPLICATES = 20;
 
@@ -117,13 +119,14 @@ interface ChecksJson {
 
 /** The one place a checks file's text becomes JSON (once, local and server modes, and reloads). */
 function parseJson(text: string, file: string): ChecksJson {
+  const body = text.startsWith(BYTE_ORDER_MARK) ? text.slice(BYTE_ORDER_MARK.length) : text;
   let json: unknown;
   try {
-    json = JSON.parse(text);
+    json = JSON.parse(body);
   } catch (error) {
     throw new ChecksFileError(file, [`not valid JSON (${(error as Error).message})`]);
   }
-  const { paths, count } = duplicateKeys(text, MAX_NAMED_DUPLICATES);
+  const { paths, count } = duplicateKeys(body, MAX_NAMED_DUPLICATES);
   const duplicates = paths.map((path) => `${path}: is given more than once in its object (JSON keeps only the last; give it once)`);
   if (count > paths.length) duplicates.push(`and ${count - paths.length} more keys given more than once`);
   return { json, duplicates };

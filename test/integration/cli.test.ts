@@ -212,6 +212,14 @@ describe('outpost CLI', () => {
     expect(line).toBe(`outpost: ${file}: $.checks[0].id: is given more than once in its object (JSON keeps only the last; give it once)`);
   });
 
+  it('a checks file that begins with a UTF-8 byte-order mark runs', async () => {
+    const file = checksFile(`\uFEFF${JSON.stringify(VALID)}`);
+    expect(readFileSync(file).subarray(0, 3)).toEqual(Buffer.from([0xef, 0xbb, 0xbf]));
+    const proc = run(['once', file]);
+    expect((await proc.exit).code, proc.stderr()).toBe(0);
+    expect(proc.stderr()).toContain('1 passed');
+  });
+
   it('invalid JSON in the checks file → exit 78', async () => {
     const file = checksFile('{ "checks": [ ');
     const line = await expectOneLineFailure(run(['once', file]), 78);

@@ -330,6 +330,22 @@ describe('keys given more than once', () => {
   });
 });
 
+describe('a byte-order mark', () => {
+  const text = `\uFEFF${JSON.stringify({ checks: [url('a')] })}`;
+
+  it('is read past in every reader of a checks file', () => {
+    expect(parse(text).map((c) => c.check.id)).toEqual(['a']);
+    const server = `\uFEFF${JSON.stringify({ privateLocations: [{ id: 'lab', name: 'Lab' }], checks: [url('a')] })}`;
+    expect(parseServerChecksFile(server, FILE, registry).checks.map((c) => c.check.id)).toEqual(['a']);
+  });
+
+  it('is read past in a file as written by an editor (UTF-8 EF BB BF)', async () => {
+    const file = path.join(mkdtempSync(path.join(tmpdir(), 'outpost-checks-')), 'bom.json');
+    writeFileSync(file, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify({ checks: [url('x')] }))]));
+    expect((await loadChecksFile(file, registry)).map((c) => c.check.id)).toEqual(['x']);
+  });
+});
+
 describe('loadChecksFile', () => {
   it('reads and parses a file', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'outpost-checks-'));

@@ -7,11 +7,11 @@
 // once mode does, without store or API.
 
 import { randomUUID } from 'node:crypto';
-import { mkdir } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import path from 'node:path';
 import { LocalArtifacts, localArtifactsRoot } from './artifacts/store.js';
 import { JobAbortedError } from './core/errors.js';
+import { makeDirectories } from './core/make-directories.js';
 import type { ExecutorRegistry } from './checks/executor-registry.js';
 import { type Config, checkSettings, EXIT_CONFIG } from './config.js';
 import { startCheckWorkers } from './check-workers.js';
@@ -105,7 +105,7 @@ async function openLocalStore(stateDir: string): Promise<{ store: SqliteStore } 
     return { reason: `local mode runs without its store and read API: node:sqlite needs Node.js 22.13 or newer, this is Node.js ${process.versions.node}` };
   }
   try {
-    await mkdir(stateDir, { recursive: true });
+    await makeDirectories(stateDir);
     const { SqliteStore } = await import('./store/sqlite/sqlite-store.js');
     return { store: await SqliteStore.open(path.join(stateDir, 'outpost.db')) };
   } catch (error) {

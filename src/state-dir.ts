@@ -1,40 +1,17 @@
 // STATE_DIR is checked at start: it must be (or become) a directory the agent
 // can write, answered within a bound. A bad one is one line and exit 78, not a
-// hang (Node's recursive mkdir spins forever on a path under /proc) nor a
-// failure later, mid-run.
+// hang (src/core/make-directories.ts: Node's recursive mkdir spins forever on
+// a path under /proc) nor a failure later, mid-run.
 
-import { lstat, mkdir, rm, stat, writeFile } from 'node:fs/promises';
+import { rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError } from './config.js';
+import { makeDirectories } from './core/make-directories.js';
 
 export const STATE_DIR_PROBE_TIMEOUT_MS = 10_000;
 
 function code(error: unknown): string {
   return (error as NodeJS.ErrnoException)?.code ?? (error as Error)?.message ?? String(error);
-}
-
-async function exists(at: string): Promise<boolean> {
-  try {
-    await lstat(at);
-    return true;
-  } catch (error) {
-    if (code(error) === 'ENOENT') return false;
-    throw error;
-  }
-}
-
-/** Creates the missing directories one level at a time (never a recursive mkdir, which can spin). */
-async function makeDirectories(dir: string): Promise<void> {
-  const missing: string[] = [];
-  for (let at = dir; !(await exists(at)); at = path.dirname(at)) {
-    missing.unshift(at);
-    if (path.dirname(at) === at) break;
-  }
-  for (const at of missing) {
-    await mkdir(at).catch((error: unknown) => {
-      if (code(error) !== 'EEXIST') throw error;
-    });
-  }
 }
 
 async function probe(dir: string): Promise<void> {

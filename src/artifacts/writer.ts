@@ -3,9 +3,10 @@
 // the attempt. The directory is made only when a first file is written.
 
 import { createHash } from 'node:crypto';
-import { mkdir, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { rm, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { create as createTar } from 'tar';
+import { makeDirectories } from '../core/make-directories.js';
 
 export type ArtifactRole = 'pcap' | 'asset';
 
@@ -62,7 +63,7 @@ export class ArtifactWriter {
   async pathFor(name: string): Promise<string> {
     if (!SAFE_NAME.test(name)) throw new Error(`artifact name ${JSON.stringify(name)} is not a plain file name`);
     if (!this.made) {
-      await mkdir(this.dir, { recursive: true, mode: 0o700 });
+      await makeDirectories(this.dir, 0o700);
       this.made = true;
     }
     return path.join(this.dir, name);

@@ -3,7 +3,8 @@
 // result names them by their URL. publish() never throws and never waits past
 // its time limit: a missing artifact is one jobLog line.
 
-import { mkdir, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
+import { makeDirectories } from '../core/make-directories.js';
 import path from 'node:path';
 import { type ArtifactStore, type Published, removeAttemptDir } from '../artifacts/store.js';
 import { type ArtifactFile, safeSegment } from '../artifacts/writer.js';
@@ -29,7 +30,7 @@ export class ControlPlaneArtifacts implements ArtifactStore {
   /** Opens the store; what an earlier run left (a crash mid-upload) is removed, so disk use stays bounded. */
   static async open(root: string, client: ArtifactClient, options: ControlPlaneStoreOptions): Promise<ControlPlaneArtifacts> {
     await rm(root, { recursive: true, force: true });
-    await mkdir(root, { recursive: true, mode: 0o700 });
+    await makeDirectories(root, 0o700);
     return new ControlPlaneArtifacts(root, client, options);
   }
 

@@ -17,6 +17,7 @@
 // the quarantine folder beside the segments, never re-sent forever.
 
 import { createReadStream, promises as fs } from 'node:fs';
+import { makeDirectories } from '../core/make-directories.js';
 import path from 'node:path';
 import type { Logger } from '../observability/logger.js';
 import { MAX_RESULTS_PER_BATCH, type ResultEnvelope } from '../core/protocol.js';
@@ -204,7 +205,7 @@ export class Spool {
     onWriteError: (error: unknown) => void = () => undefined,
     hooks: SpoolHooks = {},
   ): Promise<Spool> {
-    await fs.mkdir(dir, { recursive: true });
+    await makeDirectories(dir);
     const spool = new Spool(dir, limits, logger, onChange, onWriteError, hooks);
     const names = (await fs.readdir(dir)).filter((n) => SEGMENT.test(n)).sort();
     for (const name of names) {
@@ -715,7 +716,7 @@ export class Spool {
 
   /** Appends `lines` to a new file in the quarantine folder, synced. */
   private async quarantineLines(lines: string[], label: string): Promise<void> {
-    await fs.mkdir(this.quarantineDir, { recursive: true });
+    await makeDirectories(this.quarantineDir);
     const file = path.join(this.quarantineDir, `${label}-${Date.now()}-${process.pid}.jsonl`);
     const handle = await fs.open(file, 'a');
     try {
@@ -730,7 +731,7 @@ export class Spool {
 
   /** Moves a whole segment file aside into the quarantine folder. */
   private async quarantineFile(file: string, reason: string): Promise<void> {
-    await fs.mkdir(this.quarantineDir, { recursive: true });
+    await makeDirectories(this.quarantineDir);
     const target = path.join(this.quarantineDir, `${path.basename(file)}.${Date.now()}`);
     await fs.rename(file, target);
     this.quarantinedCount++;

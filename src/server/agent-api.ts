@@ -9,7 +9,8 @@ import { MAX_DOCUMENT_DEPTH, nestedDeeperThan } from '../core/json-depth.js';
 import { hasNul } from '../core/nul.js';
 import { randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir, open, rename, rm } from 'node:fs/promises';
+import { open, rename, rm } from 'node:fs/promises';
+import { makeDirectories } from '../core/make-directories.js';
 import { isIPv6 } from 'node:net';
 import path from 'node:path';
 import { Readable, Transform } from 'node:stream';
@@ -413,7 +414,7 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
       uploading.add(id);
       const part = path.join(artifactsDir, `${id}.part`);
       try {
-        await mkdir(artifactsDir, { recursive: true });
+        await makeDirectories(artifactsDir);
         let received = 0;
         const count = new Transform({
           transform(chunk: Buffer, _encoding, done) {

@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { CHECK_TYPES, type CheckType } from '../../src/core/check-type.js';
 import { defaultRegistry } from '../../src/checks/registry.js';
 import { type AgentProcess, cleanEnv, REPO, startAgent, tempDir } from '../support/agent-process.js';
+import { retryUntil } from '../support/daemon.js';
 
 const running: AgentProcess[] = [];
 const servers: net.Server[] = [];
@@ -285,6 +286,25 @@ describe('outpost CLI', () => {
   it('STATE_DIR=/proc/self/x → exit 78 naming STATE_DIR (no hang)', async () => {
     const line = await expectOneLineFailure(run(['agent'], { API_URL: 'http://127.0.0.1:9', API_KEY: 'a-long-key', STATE_DIR: '/proc/self/x' }), 78);
     expect(line).toBe('outpost: STATE_DIR="/proc/self/x" must be a writable directory (ENOENT)');
+  });
+
+  it('STATE_DIR under /proc: once mode reports a refused connection as such (its artifacts folder fails at once)', async () => {
+    // Node's recursive mkdir spins forever under /proc: the diagnostics' artifact folder held the check until its hard cap.
+    const file = checksFile({ checks: [{ id: 'refused', checkType: 'URL', request: { url: 'http://127.0.0.1:9/' } }] });
+    const proc = run(['once', file], { STATE_DIR: '/proc/outpost-test/state' });
+    expect((await proc.exit).code, proc.stderr()).toBe(1);
+    const [result] = proc.stdoutLines.map((line) => JSON.parse(line) as { apiCheckResult: { requestError: string; jobLog: string[] } });
+    expect(result?.apiCheckResult.requestError).toContain('ECONNREFUSED');
+    expect(result?.apiCheckResult.jobLog.join('\n')).not.toContain('Timed out');
+  });
+
+  it('STATE_DIR under /proc: local mode warns it runs without its store, runs the checks and stops on SIGTERM', async () => {
+    const proc = run(['local', checksFile(VALID)], { STATE_DIR: '/proc/outpost-test/state' });
+    const warning = await proc.waitForLog((l) => l.msg.startsWith('local mode runs without its store'), 15_000, 'the no-store warning');
+    expect(warning.msg).toBe('local mode runs without its store and read API: /proc/outpost-test/state/outpost.db cannot be opened (ENOENT)');
+    expect(await retryUntil(15_000, async () => proc.stdoutLines.length >= 1)).toBe(true);
+    proc.kill('SIGTERM');
+    expect((await proc.exit).code, proc.stderr()).toBe(0);
   });
 
   it('STATE_DIR that is a file → exit 78 naming STATE_DIR', async () => {

@@ -13,6 +13,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { chmod, lstat, mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { makeDirectories } from '../../../core/make-directories.js';
 import path from 'node:path';
 
 export const ENTRY_MARK = '.outpost-entry.json';
@@ -88,7 +89,7 @@ export class DependencyCache {
   /** Creates the folders (0755: a run's own uid reads its entry) and, once, removes installs a dead agent left. */
   private async prepare(): Promise<void> {
     for (const dir of [this.root, path.join(this.root, 'entries'), this.installsDir()]) {
-      await mkdir(dir, { recursive: true, mode: 0o755 });
+      await makeDirectories(dir, 0o755);
       await chmod(dir, 0o755);
     }
     if (this.swept) return;

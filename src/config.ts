@@ -128,12 +128,45 @@ export const TEST_FAULTS = ['executor-throw', 'claim-loop-throw'] as const;
 export type TestFault = (typeof TEST_FAULTS)[number];
 
 export class ConfigError extends Error {
+  /** One line each; main.ts prints each as its own `outpost: …` line. */
+  readonly problems: readonly string[];
+
   constructor(
-    message: string,
+    message: string | readonly string[],
     readonly exitCode: number = EXIT_CONFIG,
   ) {
-    super(message);
+    const problems = typeof message === 'string' ? [message] : message;
+    super(problems.join('\n'));
     this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
+/**
+ * Collects the problems of many settings, so that an operator fixes them in
+ * one round rather than one start per bad variable (README: one line per problem).
+ */
+class Problems {
+  private readonly found: string[] = [];
+
+  /** `read()`'s value, or `fallback` when it throws a ConfigError, whose lines are kept. */
+  take<T>(read: () => T, fallback: T): T {
+    try {
+      return read();
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error;
+      this.found.push(...error.problems);
+      return fallback;
+    }
+  }
+
+  add(problem: string): void {
+    this.found.push(problem);
+  }
+
+  /** Throws one ConfigError holding every problem found, if any. */
+  throwIfAny(): void {
+    if (this.found.length > 0) throw new ConfigError(this.found);
   }
 }
 
@@ -208,14 +241,15 @@ export function runtimesDirSetting(env: Env): string | undefined {
 }
 
 /** The DEPENDENCY_* variables; the cache is under STATE_DIR unless DEPENDENCY_CACHE_DIR says where. */
-function dependencySettings(env: Env): Config['dependencies'] {
-  const cacheDir = absolutePath(env, 'DEPENDENCY_CACHE_DIR', 'a folder for installed suite dependencies') ?? path.join(stateDirSetting(env), 'dependency-cache');
-  const registry = httpUrl('DEPENDENCY_REGISTRY', read(env, 'DEPENDENCY_REGISTRY'));
+function dependencySettings(env: Env, problems: Problems): Config['dependencies'] {
+  const cacheDir =
+    problems.take(() => absolutePath(env, 'DEPENDENCY_CACHE_DIR', 'a folder for installed suite dependencies'), undefined) ?? path.join(stateDirSetting(env), 'dependency-cache');
+  const registry = problems.take(() => httpUrl('DEPENDENCY_REGISTRY', read(env, 'DEPENDENCY_REGISTRY')), undefined);
   return {
     cacheDir: path.resolve(cacheDir),
-    maxBytes: integer(env, 'DEPENDENCY_CACHE_MAX_MB', 2048, 16, 1_048_576) * 1024 * 1024,
+    maxBytes: problems.take(() => integer(env, 'DEPENDENCY_CACHE_MAX_MB', 2048, 16, 1_048_576), 2048) * 1024 * 1024,
     // At most what a PLAYWRIGHT job's cap allows for.
-    installTimeoutMs: integer(env, 'DEPENDENCY_INSTALL_TIMEOUT_SECONDS', 120, 5, DEPENDENCY_INSTALL_TIMEOUT_MAX_MS / 1000) * 1000,
+    installTimeoutMs: problems.take(() => integer(env, 'DEPENDENCY_INSTALL_TIMEOUT_SECONDS', 120, 5, DEPENDENCY_INSTALL_TIMEOUT_MAX_MS / 1000), 120) * 1000,
     ...(registry ? { registry } : {}),
   };
 }
@@ -305,31 +339,38 @@ function apiKeySetting(env: Env): string | undefined {
   return apiKey;
 }
 
-function localSettings(env: Env): LocalSettings {
-  const apiKey = apiKeySetting(env);
+function localSettings(env: Env, problems: Problems): LocalSettings {
+  const apiKey = problems.take(() => apiKeySetting(env), undefined);
   return {
-    apiPort: integer(env, 'API_PORT', 8080, 0, 65535),
+    apiPort: problems.take(() => integer(env, 'API_PORT', 8080, 0, 65535), 8080),
     ...(apiKey !== undefined ? { apiKey } : {}),
-    retentionDays: integer(env, 'RESULTS_RETENTION_DAYS', 30, 1, 3650),
+    retentionDays: problems.take(() => integer(env, 'RESULTS_RETENTION_DAYS', 30, 1, 3650), 30),
   };
 }
 
-function serverSettings(env: Env): ServerSettings {
-  const apiKey = apiKeySetting(env);
-  if (apiKey === undefined) {
-    throw new ConfigError('OUTPOST_API_KEY is not set: server mode needs the key its public API requires (Authorization: Bearer …)');
+/** Server mode's settings; undefined when one of them is bad (each problem is in `problems`). */
+function serverSettings(env: Env, problems: Problems): ServerSettings | undefined {
+  const found = new Problems();
+  const int = (name: string, fallback: number, min: number, max: number) => found.take(() => integer(env, name, fallback, min, max), fallback);
+  const apiKey = found.take(() => apiKeySetting(env), undefined);
+  if (apiKey === undefined && read(env, 'OUTPOST_API_KEY') === undefined) {
+    found.add('OUTPOST_API_KEY is not set: server mode needs the key its public API requires (Authorization: Bearer …)');
   }
   const apiHost = read(env, 'API_HOST') ?? '0.0.0.0';
-  if (isIP(apiHost) === 0) throw new ConfigError(`API_HOST=${shown(apiHost)} is invalid: must be an IP address (0.0.0.0, ::, 127.0.0.1)`);
-  return {
-    apiPort: integer(env, 'API_PORT', 8080, 0, 65535),
+  if (isIP(apiHost) === 0) found.add(`API_HOST=${shown(apiHost)} is invalid: must be an IP address (0.0.0.0, ::, 127.0.0.1)`);
+  const settings = {
+    apiPort: int('API_PORT', 8080, 0, 65535),
     apiHost,
-    apiKey,
-    retentionDays: integer(env, 'RESULTS_RETENTION_DAYS', 30, 1, 3650),
-    leaseSeconds: integer(env, 'LEASE_SECONDS', 60, 5, 3600),
-    ...databaseSettings(env),
-    leaderLeaseSeconds: integer(env, 'LEADER_LEASE_SECONDS', 15, 2, 300),
+    apiKey: apiKey ?? '',
+    retentionDays: int('RESULTS_RETENTION_DAYS', 30, 1, 3650),
+    leaseSeconds: int('LEASE_SECONDS', 60, 5, 3600),
+    ...found.take(() => databaseSettings(env), {}),
+    leaderLeaseSeconds: int('LEADER_LEASE_SECONDS', 15, 2, 300),
   };
+  return problems.take(() => {
+    found.throwIfAny();
+    return settings;
+  }, undefined);
 }
 
 /** BLOCKED_NETWORKS and ALLOWED_NETWORKS; `default` also blocks the ports this process listens on. */
@@ -410,103 +451,111 @@ export function migrateSettings(command: Extract<Command, { kind: 'migrate' }>, 
   return { sqliteFile: command.from, target: postgresSetting(command.to !== undefined ? '--to' : 'DATABASE_URL', to, 2), replace: command.replace };
 }
 
-/** Parses the environment for a mode; throws ConfigError on the first bad value. */
+/** Parses the environment for a mode; throws one ConfigError listing every bad value (its `problems`, one line each). */
 export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string; resultsFile?: string } = {}): Config {
+  const problems = new Problems();
+  const int = (name: string, fallback: number, min: number, max: number) => problems.take(() => integer(env, name, fallback, min, max), fallback);
   const logLevelGiven = read(env, 'LOG_LEVEL') ?? 'info';
-  const logLevelRaw = logLevelGiven.toLowerCase();
+  let logLevelRaw = logLevelGiven.toLowerCase();
   if (!(LOG_LEVELS as readonly string[]).includes(logLevelRaw)) {
-    throw new ConfigError(`LOG_LEVEL=${shown(logLevelGiven)} is invalid: must be one of ${LOG_LEVELS.join(', ')}`);
+    problems.add(`LOG_LEVEL=${shown(logLevelGiven)} is invalid: must be one of ${LOG_LEVELS.join(', ')}`);
+    logLevelRaw = 'info';
   }
   const observabilityGiven = read(env, 'EXTERNAL_OBSERVABILITY') ?? 'on';
   const observability = observabilityGiven.toLowerCase();
   if (!['on', 'off', 'true', 'false'].includes(observability)) {
-    throw new ConfigError(`EXTERNAL_OBSERVABILITY=${shown(observabilityGiven)} is invalid: must be on or off`);
+    problems.add(`EXTERNAL_OBSERVABILITY=${shown(observabilityGiven)} is invalid: must be on or off`);
   }
   const diagnosticsGiven = read(env, 'DIAGNOSTICS') ?? 'on';
   if (!['on', 'off'].includes(diagnosticsGiven.toLowerCase())) {
-    throw new ConfigError(`DIAGNOSTICS=${shown(diagnosticsGiven)} is invalid: must be on or off`);
+    problems.add(`DIAGNOSTICS=${shown(diagnosticsGiven)} is invalid: must be on or off`);
   }
   const extraCaCerts = read(env, 'NODE_EXTRA_CA_CERTS');
-  if (extraCaCerts !== undefined) checkExtraCaCerts(extraCaCerts);
-  const scriptIsolation = scriptIsolationSetting(env);
+  if (extraCaCerts !== undefined) problems.take(() => checkExtraCaCerts(extraCaCerts), undefined);
+  const scriptIsolation = problems.take(() => scriptIsolationSetting(env), 'auto');
   const secretDetectionGiven = read(env, 'SECRET_DETECTION') ?? 'off';
   if (!['on', 'off'].includes(secretDetectionGiven.toLowerCase())) {
-    throw new ConfigError(`SECRET_DETECTION=${shown(secretDetectionGiven)} is invalid: must be on or off`);
+    problems.add(`SECRET_DETECTION=${shown(secretDetectionGiven)} is invalid: must be on or off`);
   }
   const noProxy = read(env, 'NO_PROXY') ?? read(env, 'no_proxy');
+  const httpProxy = problems.take(() => proxyVariable(env, 'HTTP_PROXY'), undefined);
+  const httpsProxy = problems.take(() => proxyVariable(env, 'HTTPS_PROXY'), undefined);
   const config: Config = {
     mode,
     ...files,
-    jobConcurrency: integer(env, 'JOB_CONCURRENCY', 1, 1, 1000),
-    healthPort: integer(env, 'AGENT_HEALTH_PORT', 8081, 0, 65535),
+    jobConcurrency: int('JOB_CONCURRENCY', 1, 1, 1000),
+    healthPort: int('AGENT_HEALTH_PORT', 8081, 0, 65535),
     logLevel: logLevelRaw as LogLevel,
     proxy: {
-      ...(proxyVariable(env, 'HTTP_PROXY') ? { httpProxy: proxyVariable(env, 'HTTP_PROXY') } : {}),
-      ...(proxyVariable(env, 'HTTPS_PROXY') ? { httpsProxy: proxyVariable(env, 'HTTPS_PROXY') } : {}),
+      ...(httpProxy ? { httpProxy } : {}),
+      ...(httpsProxy ? { httpsProxy } : {}),
       ...(noProxy ? { noProxy } : {}),
     },
     ...(extraCaCerts ? { extraCaCerts } : {}),
     externalObservability: observability === 'on' || observability === 'true',
     stateDir: stateDirSetting(env),
-    shutdownGraceSeconds: integer(env, 'SHUTDOWN_GRACE_SECONDS', 280, 0, 3600),
-    spoolMaxResults: integer(env, 'SPOOL_MAX_RESULTS', 50_000, 1, 10_000_000),
-    spoolMaxBytes: integer(env, 'SPOOL_MAX_BYTES', GIB, 1024, 1024 * GIB),
-    claimWaitSeconds: integer(env, 'CLAIM_WAIT_SECONDS', 25, 0, 60),
-    authRetrySeconds: integer(env, 'AUTH_RETRY_SECONDS', 60, 1, 3600),
-    controlPlaneTimeoutSeconds: integer(env, 'CONTROL_PLANE_TIMEOUT_SECONDS', 30, 1, 600),
-    responseBodyLimitBytes: integer(env, 'RESPONSE_BODY_LIMIT_BYTES', 10 * 1024 * 1024, 0, 100 * 1024 * 1024),
+    shutdownGraceSeconds: int('SHUTDOWN_GRACE_SECONDS', 280, 0, 3600),
+    spoolMaxResults: int('SPOOL_MAX_RESULTS', 50_000, 1, 10_000_000),
+    spoolMaxBytes: int('SPOOL_MAX_BYTES', GIB, 1024, 1024 * GIB),
+    claimWaitSeconds: int('CLAIM_WAIT_SECONDS', 25, 0, 60),
+    authRetrySeconds: int('AUTH_RETRY_SECONDS', 60, 1, 3600),
+    controlPlaneTimeoutSeconds: int('CONTROL_PLANE_TIMEOUT_SECONDS', 30, 1, 600),
+    responseBodyLimitBytes: int('RESPONSE_BODY_LIMIT_BYTES', 10 * 1024 * 1024, 0, 100 * 1024 * 1024),
     // A result is one line of a spool segment, which is one results call: keep it within a segment.
-    maxResultBytes: integer(env, 'MAX_RESULT_BYTES', DEFAULT_MAX_RESULT_BYTES, 64 * 1024, MAX_SEGMENT_BYTES),
+    maxResultBytes: int('MAX_RESULT_BYTES', DEFAULT_MAX_RESULT_BYTES, 64 * 1024, MAX_SEGMENT_BYTES),
     diagnostics: diagnosticsGiven.toLowerCase() === 'on',
-    artifactUploadTimeoutSeconds: integer(env, 'ARTIFACT_UPLOAD_TIMEOUT_SECONDS', 300, 10, 3600),
-    scriptConcurrency: integer(env, 'SCRIPT_CONCURRENCY', 2, 1, 100),
-    scriptMemoryMb: integer(env, 'SCRIPT_MEMORY_MB', 256, 32, 16_384),
+    artifactUploadTimeoutSeconds: int('ARTIFACT_UPLOAD_TIMEOUT_SECONDS', 300, 10, 3600),
+    scriptConcurrency: int('SCRIPT_CONCURRENCY', 2, 1, 100),
+    scriptMemoryMb: int('SCRIPT_MEMORY_MB', 256, 32, 16_384),
     scriptIsolation,
     secretDetection: secretDetectionGiven.toLowerCase() === 'on',
-    dependencies: dependencySettings(env),
+    dependencies: dependencySettings(env, problems),
     tools: {},
     processSecrets: processSecrets(env),
     processEnv: Object.freeze({ ...env }),
   };
   const healthHost = read(env, 'AGENT_HEALTH_HOST');
   if (healthHost !== undefined) {
-    if (isIP(healthHost) === 0) {
-      throw new ConfigError(`AGENT_HEALTH_HOST=${shown(healthHost)} is invalid: must be an IP address (0.0.0.0, ::, 127.0.0.1, a pod IP)`);
-    }
-    config.healthHost = healthHost;
+    if (isIP(healthHost) === 0) problems.add(`AGENT_HEALTH_HOST=${shown(healthHost)} is invalid: must be an IP address (0.0.0.0, ::, 127.0.0.1, a pod IP)`);
+    else config.healthHost = healthHost;
   }
-  if (read(env, 'CHECK_WORKERS') !== undefined) config.checkWorkers = integer(env, 'CHECK_WORKERS', 1, 1, 256);
+  if (read(env, 'CHECK_WORKERS') !== undefined) config.checkWorkers = int('CHECK_WORKERS', 1, 1, 256);
   if (read(env, 'BODY_MEMORY_BUDGET_MB') !== undefined) {
-    config.bodyMemoryBudgetBytes = integer(env, 'BODY_MEMORY_BUDGET_MB', 0, 1, 1024 * 1024) * MIB;
+    config.bodyMemoryBudgetBytes = int('BODY_MEMORY_BUDGET_MB', 1, 1, 1024 * 1024) * MIB;
   }
   const runtimesDir = runtimesDirSetting(env);
   if (runtimesDir !== undefined) config.runtimesDir = runtimesDir;
   const browserPath = browserPathSetting(env);
   if (browserPath !== undefined) config.browserPath = browserPath;
-  config.tools = toolPaths(env);
-  const checkProxy = httpUrl('CHECK_PROXY', read(env, 'CHECK_PROXY'));
+  config.tools = problems.take(() => toolPaths(env), {});
+  const checkProxy = problems.take(() => httpUrl('CHECK_PROXY', read(env, 'CHECK_PROXY')), undefined);
   if (checkProxy) config.checkProxy = checkProxy;
   // A test hook, and the only place it is read: inert unless set, and only to one of its values.
   const testFault = read(env, 'OUTPOST_TEST_FAULT');
   if (testFault !== undefined) {
     if (!(TEST_FAULTS as readonly string[]).includes(testFault)) {
-      throw new ConfigError(`OUTPOST_TEST_FAULT=${shown(testFault)} is invalid: the test faults are ${TEST_FAULTS.join(', ')}`);
+      problems.add(`OUTPOST_TEST_FAULT=${shown(testFault)} is invalid: the test faults are ${TEST_FAULTS.join(', ')}`);
+    } else {
+      config.testFault = testFault as TestFault;
     }
-    config.testFault = testFault as TestFault;
   }
-  if (mode === 'server') config.server = serverSettings(env);
-  if (mode === 'local') config.local = localSettings(env);
-  const networkPolicy = networkPolicySetting(env, config);
+  if (mode === 'server') {
+    const server = serverSettings(env, problems);
+    if (server) config.server = server;
+  }
+  if (mode === 'local') config.local = localSettings(env, problems);
+  const networkPolicy = problems.take(() => networkPolicySetting(env, config), undefined);
   if (networkPolicy) config.networkPolicy = networkPolicy;
   if (mode === 'agent') {
     const apiUrl = read(env, 'API_URL');
-    if (apiUrl === undefined) throw new ConfigError('API_URL is not set: agent mode needs the control-plane base URL (https://…)');
-    config.apiUrl = httpUrl('API_URL', apiUrl);
+    if (apiUrl === undefined) problems.add('API_URL is not set: agent mode needs the control-plane base URL (https://…)');
+    else config.apiUrl = problems.take(() => httpUrl('API_URL', apiUrl), undefined);
     const apiKey = read(env, 'API_KEY');
-    if (apiKey === undefined) throw new ConfigError('API_KEY is not set: agent mode needs a private-location key');
-    if (/\s/.test(apiKey)) throw new ConfigError('API_KEY is invalid: must not contain whitespace');
-    config.apiKey = apiKey;
+    if (apiKey === undefined) problems.add('API_KEY is not set: agent mode needs a private-location key');
+    else if (/\s/.test(apiKey)) problems.add('API_KEY is invalid: must not contain whitespace');
+    else config.apiKey = apiKey;
   }
+  problems.throwIfAny();
   return config;
 }
 

@@ -39,12 +39,18 @@ function fail(message: string, code: number): never {
   process.exit(code);
 }
 
+/** A bad setting (or several): one `outpost: …` line per problem. */
+function failConfig(error: ConfigError): never {
+  process.stderr.write(error.problems.map((problem) => `outpost: ${problem}\n`).join(''));
+  process.exit(error.exitCode);
+}
+
 async function main(): Promise<void> {
   let command: ReturnType<typeof parseArgs>;
   try {
     command = parseArgs(process.argv.slice(2));
   } catch (error) {
-    if (error instanceof ConfigError) fail(error.message, error.exitCode);
+    if (error instanceof ConfigError) failConfig(error);
     throw error;
   }
   if (command.kind === 'help') {
@@ -61,7 +67,7 @@ async function main(): Promise<void> {
       process.stdout.write(`${lines.join('\n')}\n`);
       process.exit(ok ? 0 : 1);
     } catch (error) {
-      if (error instanceof ConfigError) fail(error.message, error.exitCode);
+      if (error instanceof ConfigError) failConfig(error);
       fail(`the database cannot be checked: ${(error as Error).message}`, 1);
     }
   }
@@ -87,7 +93,7 @@ async function main(): Promise<void> {
         fail(`the migration failed, nothing was committed: ${(error as Error).message}`, 1);
       }
     } catch (error) {
-      if (error instanceof ConfigError) fail(error.message, error.exitCode);
+      if (error instanceof ConfigError) failConfig(error);
       throw error;
     }
   }
@@ -109,7 +115,7 @@ async function main(): Promise<void> {
     try {
       setting = scriptIsolationSetting(process.env);
     } catch (error) {
-      if (error instanceof ConfigError) fail(error.message, error.exitCode);
+      if (error instanceof ConfigError) failConfig(error);
       throw error;
     }
     const isolation = await startScriptIsolation(setting, undefined, { runtimesDir: dir, browserPath: browserPathSetting(process.env) });
@@ -123,14 +129,14 @@ async function main(): Promise<void> {
       ...(command.resultsFile ? { resultsFile: command.resultsFile } : {}),
     });
   } catch (error) {
-    if (error instanceof ConfigError) fail(error.message, error.exitCode);
+    if (error instanceof ConfigError) failConfig(error);
     throw error;
   }
   if (config.mode === 'agent' || config.mode === 'server') {
     try {
       await checkStateDir(config.stateDir);
     } catch (error) {
-      if (error instanceof ConfigError) fail(error.message, error.exitCode);
+      if (error instanceof ConfigError) failConfig(error);
       throw error;
     }
   }
@@ -232,7 +238,7 @@ main().catch((error: unknown) => {
 function startupFailed(error: unknown, config: Config, flush: () => void): never {
   flush();
   if (error instanceof ChecksFileError) fail(error.message, EXIT_CONFIG);
-  if (error instanceof ConfigError) fail(error.message, error.exitCode);
+  if (error instanceof ConfigError) failConfig(error);
   const code = (error as NodeJS.ErrnoException).code;
   if (code === 'EADDRNOTAVAIL') {
     fail(`AGENT_HEALTH_HOST=${config.healthHost} cannot be bound (${code}): it is not an address of this host`, EXIT_CONFIG);

@@ -108,6 +108,16 @@ describe('outpost CLI', () => {
     });
   }
 
+  it('several bad variables → exit 78 with one line for each', async () => {
+    const proc = run(['once', checksFile(VALID)], { JOB_CONCURRENCY: '0', LOG_LEVEL: 'x', AGENT_HEALTH_PORT: '-1' });
+    expect((await proc.exit).code).toBe(78);
+    expect(stderrLines(proc)).toEqual([
+      'outpost: LOG_LEVEL="x" is invalid: must be one of debug, info, warn, error',
+      'outpost: JOB_CONCURRENCY="0" is invalid: must be an integer from 1 to 1000',
+      'outpost: AGENT_HEALTH_PORT="-1" is invalid: must be an integer from 0 to 65535',
+    ]);
+  });
+
   it('agent without API_KEY → exit 78 naming API_KEY', async () => {
     const line = await expectOneLineFailure(run(['agent'], { API_URL: 'http://127.0.0.1:9' }), 78);
     expect(line).toContain('API_KEY is not set');

@@ -161,6 +161,31 @@ describe('configFromEnv: bad values name the variable, the value and what is all
     });
   }
 
+  it('reports every bad value, each as its own line, not only the first', () => {
+    const error = envError({ JOB_CONCURRENCY: '0', LOG_LEVEL: 'x', AGENT_HEALTH_PORT: '-1', API_PORT: 'y' });
+    expect(error.exitCode).toBe(EXIT_CONFIG);
+    expect(error.problems).toEqual([
+      'LOG_LEVEL="x" is invalid: must be one of debug, info, warn, error',
+      'JOB_CONCURRENCY="0" is invalid: must be an integer from 1 to 1000',
+      'AGENT_HEALTH_PORT="-1" is invalid: must be an integer from 0 to 65535',
+      'API_PORT="y" is invalid: must be an integer from 0 to 65535',
+    ]);
+    expect(error.message).toBe(error.problems.join('\n'));
+  });
+
+  it('reports every bad server setting and a missing API_URL and API_KEY together', () => {
+    expect(envError({ API_HOST: 'nowhere', LEASE_SECONDS: '1' }, 'server').problems).toEqual([
+      'OUTPOST_API_KEY is not set: server mode needs the key its public API requires (Authorization: Bearer …)',
+      'API_HOST="nowhere" is invalid: must be an IP address (0.0.0.0, ::, 127.0.0.1)',
+      'LEASE_SECONDS="1" is invalid: must be an integer from 5 to 3600',
+    ]);
+    expect(envError({ DIAGNOSTICS: 'maybe' }, 'agent').problems).toEqual([
+      'DIAGNOSTICS="maybe" is invalid: must be on or off',
+      'API_URL is not set: agent mode needs the control-plane base URL (https://…)',
+      'API_KEY is not set: agent mode needs a private-location key',
+    ]);
+  });
+
   it('requires API_URL in agent mode', () => {
     const error = envError({ API_KEY: 'k' }, 'agent');
     expect(error.exitCode).toBe(78);

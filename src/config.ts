@@ -555,8 +555,22 @@ export function configFromEnv(env: Env, mode: Mode, files: { checksFile?: string
     else if (/\s/.test(apiKey)) problems.add('API_KEY is invalid: must not contain whitespace');
     else config.apiKey = apiKey;
   }
+  if (files.checksFile !== undefined && files.resultsFile !== undefined && sameFile(files.checksFile, files.resultsFile)) {
+    problems.add(`--results ${files.resultsFile} is the checks file: results would be appended to it; name another file`);
+  }
   problems.throwIfAny();
   return config;
+}
+
+/** Whether two paths name one file: the same path, or (both existing) the same inode through a link. */
+function sameFile(a: string, b: string): boolean {
+  if (path.resolve(a) === path.resolve(b)) return true;
+  try {
+    const [x, y] = [statSync(a), statSync(b)];
+    return x.dev === y.dev && x.ino === y.ino;
+  } catch {
+    return false;
+  }
 }
 
 export type Command =
@@ -585,6 +599,7 @@ Commands:
 
 Options:
   --results <file.jsonl>     local and once: also append each result as one JSON line to this file
+                             (not the checks file; the argument after --results is always its file)
   --uptime-only              run only URL, API, TCP, DNS and ICMP checks, as the uptime image does:
                              scripted types are neither advertised nor run
   -h, --help                 show this help
@@ -626,10 +641,21 @@ function migrateArgs(rest: readonly string[]): Command {
   return { kind: 'migrate', from: path.resolve(from.slice('sqlite:'.length)), ...(to !== undefined ? { to } : {}), replace };
 }
 
+/** The arguments that are options rather than an option's value: the one after `--results` is its file, whatever it looks like. */
+function optionWords(argv: readonly string[]): string[] {
+  const words: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    words.push(argv[i] as string);
+    if (argv[i] === '--results') i++;
+  }
+  return words;
+}
+
 /** Parses argv (without node and script). Throws ConfigError(…, 64) on bad usage. */
 export function parseArgs(argv: string[]): Command {
-  if (argv.includes('-h') || argv.includes('--help') || argv[0] === 'help') return { kind: 'help' };
-  if (argv.includes('-v') || argv.includes('--version') || argv[0] === 'version') return { kind: 'version' };
+  const words = optionWords(argv);
+  if (words.includes('-h') || words.includes('--help') || argv[0] === 'help') return { kind: 'help' };
+  if (words.includes('-v') || words.includes('--version') || argv[0] === 'version') return { kind: 'version' };
   const [command, ...rest] = argv;
   if (command === undefined) throw new ConfigError('no command given: use agent, local <file>, once <file> or server <file> (see --help)', EXIT_USAGE);
   if (command === 'runtimes' || command === 'db-check') {

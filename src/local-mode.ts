@@ -189,7 +189,7 @@ export async function runLocal(
       // Only FINAL results are checks; a retried attempt is reported as a retry, and its failure does not decide the exit code.
       const retried = retries > 0 ? ` (${retries} ${retries === 1 ? 'retry' : 'retries'})` : '';
       process.stderr.write(
-        `outpost once: ${total} ${total === 1 ? 'check' : 'checks'}: ${passed} passed, ${degraded} degraded, ${failed} failed, ${error} errors${retried}${interrupted ? ' (interrupted)' : ''}\n`,
+        `outpost once: ${total} ${total === 1 ? 'check' : 'checks'}: ${passed} passed, ${degraded} degraded, ${failed} failed, ${error} ${error === 1 ? 'error' : 'errors'}${retried}${interrupted ? ' (interrupted)' : ''}\n`,
       );
       return failed + error === 0 && !interrupted ? 0 : 1;
     });

@@ -247,7 +247,8 @@ function startupFailed(error: unknown, config: Config, flush: () => void): never
     fail(`AGENT_HEALTH_PORT=${config.healthPort} cannot be used (${code}): choose a free port`, EXIT_CONFIG);
   }
   if (code && (error as NodeJS.ErrnoException).path) {
-    fail(`${(error as NodeJS.ErrnoException).path}: ${code} (check STATE_DIR and --results)`, EXIT_CONFIG);
+    // Once mode keeps nothing in STATE_DIR: only --results can be the path.
+    fail(`${(error as NodeJS.ErrnoException).path}: ${code} (check ${config.mode === 'once' ? '--results' : 'STATE_DIR and --results'})`, EXIT_CONFIG);
   }
   throw error;
 }

@@ -118,6 +118,24 @@ describe('outpost CLI', () => {
     ]);
   });
 
+  it('--results naming the checks file → exit 78, and the file is left as it was', async () => {
+    const file = checksFile(VALID);
+    const line = await expectOneLineFailure(run(['once', file, '--results', file]), 78);
+    expect(line).toBe(`outpost: --results ${file} is the checks file: results would be appended to it; name another file`);
+    expect(readFileSync(file, 'utf8')).toBe(JSON.stringify(VALID));
+  });
+
+  it('-v as the value of --results is a file name, not --version', async () => {
+    const dir = tempDir();
+    // Run in `dir`, where the relative file "-v" is written.
+    const proc = startAgent(['once', checksFile(VALID), '--results', '-v'], cleanEnv({ STATE_DIR: dir }), ['sh', '-c', 'cd "$0" && exec "$@"', dir]);
+    running.push(proc);
+    expect((await proc.exit).code, proc.stderr()).toBe(0);
+    expect(proc.stderr()).toContain('outpost once: 1 check: 1 passed');
+    const written = readFileSync(path.join(dir, '-v'), 'utf8').trim().split('\n');
+    expect(written.map((line) => (JSON.parse(line) as { checkId: string }).checkId)).toEqual(['ok']);
+  });
+
   it('agent without API_KEY → exit 78 naming API_KEY', async () => {
     const line = await expectOneLineFailure(run(['agent'], { API_URL: 'http://127.0.0.1:9' }), 78);
     expect(line).toContain('API_KEY is not set');
@@ -276,7 +294,8 @@ describe('outpost CLI', () => {
     const proc = startAgent(['once', file, '--results', results], cleanEnv({ STATE_DIR: dir }), ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']);
     running.push(proc);
     const line = await expectOneLineFailure(proc, 78);
-    expect(line).toBe(`outpost: ${results}: EACCES (check STATE_DIR and --results)`);
+    // Once mode keeps nothing in STATE_DIR.
+    expect(line).toBe(`outpost: ${results}: EACCES (check --results)`);
   });
   it('a checks file that is a FIFO → exit 78 at once, naming it (no hang)', async () => {
     const fifo = path.join(tempDir(), 'checks.json');

@@ -117,7 +117,7 @@ describe('once mode', () => {
     const proc = start(['once', file]);
     expect((await proc.exit).code).toBe(1);
     expect(results(proc)[0]).toMatchObject({ checkId: 'refused', hasErrors: true });
-    expect(proc.stderr()).toContain('0 passed, 0 degraded, 0 failed, 1 errors');
+    expect(proc.stderr()).toContain('outpost once: 1 check: 0 passed, 0 degraded, 0 failed, 1 error\n');
   });
 
   it('counts FINAL results only: a check that fails its first attempt and passes on retry is one passed check and one retry, exit 0', async () => {
@@ -185,7 +185,7 @@ describe('once mode interrupted', () => {
     const [result] = results(proc);
     expect(result).toMatchObject({ checkId: 'long', hasErrors: true });
     expect(result?.apiCheckResult?.requestError).toBe('Aborted: interrupted');
-    expect(proc.stderr()).toContain('outpost once: 1 check: 0 passed, 0 degraded, 0 failed, 1 errors (interrupted)\n');
+    expect(proc.stderr()).toContain('outpost once: 1 check: 0 passed, 0 degraded, 0 failed, 1 error (interrupted)\n');
   });
 
   it('SIGINT with checks still queued behind the running one never exits 0, and prints the summary', async () => {

@@ -2,7 +2,7 @@
 // values as one ConfigError naming the variable, the value and what is
 // allowed (exit 78), and usage errors (exit 64).
 
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -186,6 +186,20 @@ describe('configFromEnv: bad values name the variable, the value and what is all
     ]);
   });
 
+  it('refuses --results naming the checks file itself (exit 78): results would be appended to it', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'outpost-config-'));
+    const checks = path.join(dir, 'checks.json');
+    writeFileSync(checks, '{"checks":[]}');
+    const error = configError(() => configFromEnv({}, 'once', { checksFile: checks, resultsFile: checks }));
+    expect(error.exitCode).toBe(EXIT_CONFIG);
+    expect(error.message).toBe(`--results ${checks} is the checks file: results would be appended to it; name another file`);
+    // A hard link is the same file under another name.
+    const link = path.join(dir, 'results.jsonl');
+    linkSync(checks, link);
+    expect(configError(() => configFromEnv({}, 'local', { checksFile: checks, resultsFile: link })).message).toContain('is the checks file');
+    expect(configFromEnv({}, 'once', { checksFile: checks, resultsFile: path.join(dir, 'other.jsonl') }).resultsFile).toBe(path.join(dir, 'other.jsonl'));
+  });
+
   it('requires API_URL in agent mode', () => {
     const error = envError({ API_KEY: 'k' }, 'agent');
     expect(error.exitCode).toBe(78);
@@ -270,6 +284,12 @@ describe('configFromEnv: proxy variables', () => {
 });
 
 describe('parseArgs', () => {
+  it('takes the argument after --results as its file, even one that looks like -v or --help', () => {
+    expect(parseArgs(['once', 'x.json', '--results', '-v'])).toEqual({ kind: 'run', mode: 'once', checksFile: path.resolve('x.json'), resultsFile: path.resolve('-v') });
+    expect(parseArgs(['local', '--results', '--help', 'x.json'])).toEqual({ kind: 'run', mode: 'local', checksFile: path.resolve('x.json'), resultsFile: path.resolve('--help') });
+    expect(parseArgs(['once', 'x.json', '--results', 'r.jsonl', '-v'])).toEqual({ kind: 'version' });
+  });
+
   it('recognises help and version anywhere', () => {
     expect(parseArgs(['--help'])).toEqual({ kind: 'help' });
     expect(parseArgs(['-h'])).toEqual({ kind: 'help' });

@@ -34,7 +34,8 @@ export interface StoreSourceOptions {
 }
 
 export class StoreSource {
-  private readonly held = new Set<string>();
+  /** Jobs running, with their logger: every line about a job carries jobId, checkId and checkType (README). */
+  private readonly held = new Map<string, Logger>();
   private readonly stopping = new AbortController();
   private loop: Promise<void> | undefined;
   private leaseTimer: NodeJS.Timeout | undefined;
@@ -112,45 +113,47 @@ export class StoreSource {
 
   private run(job: Job): void {
     const { queue, registry, logger } = this.options;
-    this.held.add(job.id);
     const prepared = prepareJob(job, registry, logger);
+    const jobLogger = prepared.logger;
+    this.held.set(job.id, jobLogger);
     queue
-      .submit(prepared, (attempt) => this.report(job.id, attempt))
+      .submit(prepared, (attempt) => this.report(job.id, attempt, jobLogger))
       .then(async (completion) => {
         try {
           // The memory its body held is given back once the result is written out, not merely queued to be.
-          if (completion.result) await this.report(job.id, completion.result);
+          if (completion.result) await this.report(job.id, completion.result, jobLogger);
         } finally {
           completion.release();
         }
       })
-      .catch((error: unknown) => logger.error({ err: error, jobId: job.id }, 'running a job failed'))
+      .catch((error: unknown) => jobLogger.error({ err: error }, 'running a job failed'))
       .finally(() => this.held.delete(job.id));
   }
 
-  private async report(jobId: string, result: CheckResultEntry): Promise<void> {
-    const { store, logger, location, agentId } = this.options;
+  private async report(jobId: string, result: CheckResultEntry, logger: Logger): Promise<void> {
+    const { store, location, agentId } = this.options;
     try {
       const outcome = await store.acceptResults(agentId, location, [{ jobId, resultId: result.id, result }], new Date());
       for (const rejected of outcome.rejected) {
-        logger.warn({ jobId, resultId: rejected.resultId, status: rejected.statusCode, reason: rejected.message }, 'the store did not keep a result');
+        logger.warn({ resultId: rejected.resultId, status: rejected.statusCode, reason: rejected.message }, 'the store did not keep a result');
       }
     } catch (error) {
       // Printed and appended all the same: the run goes on without the store.
-      logger[storeFailureLevel(error)]({ err: error, jobId, resultId: result.id }, 'storing a result failed');
+      logger[storeFailureLevel(error)]({ err: error, resultId: result.id }, 'storing a result failed');
     }
     await this.options.deliver(result);
   }
 
   private async extendLeases(): Promise<void> {
     const { store, queue, logger, location, agentId, leaseMs } = this.options;
-    const jobIds = [...this.held];
+    const jobIds = [...this.held.keys()];
     if (jobIds.length === 0) return;
     try {
       const { lost } = await store.extendLeases(agentId, location, jobIds, leaseMs, new Date());
       for (const jobId of lost) {
-        if (!this.held.has(jobId)) continue;
-        logger.warn({ jobId }, 'lease lost: the job timed out or its check was deleted; aborting it');
+        const jobLogger = this.held.get(jobId);
+        if (!jobLogger) continue;
+        jobLogger.warn('lease lost: the job timed out or its check was deleted; aborting it');
         queue.abort(jobId, new JobAbortedError('lease-lost', 'Aborted: the job lease was lost'));
       }
     } catch (error) {

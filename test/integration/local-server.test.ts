@@ -146,6 +146,21 @@ describe('local mode with its store and read API', () => {
     for (const r of results(second)) expect(before).not.toContain(r.id);
   });
 
+  it('lines about a job its store no longer takes carry jobId, checkId and checkType', async () => {
+    const stateDir = tempDir();
+    const file = writeChecks({ checks: [urlCheck('slow', '/slow/3000', { frequency: 60 })] });
+    const proc = local(file, { STATE_DIR: stateDir });
+    await apiPort(proc);
+    const health = await proc.healthPort();
+    const before = h.target.hits();
+    await until(() => h.target.hits() > before, 20_000, 'the slow check to reach the target', proc);
+    // The check leaves the file while its job runs: the store refuses the job's result.
+    writeFileSync(file, JSON.stringify({ checks: [urlCheck('other', '/ok', { frequency: 60 })] }));
+    expect((await fetch(`http://127.0.0.1:${health}/-/reload`, { method: 'POST' })).status).toBe(200);
+    const line = await proc.waitForLog((l) => l.msg === 'the store did not keep a result', 20_000, 'the refused result line');
+    expect(line).toMatchObject({ jobId: expect.any(String), checkId: 'slow', checkType: 'URL' });
+  });
+
   it('declared private locations: checks without locations run here; others are scheduled but not run here', async () => {
     const file = writeChecks({
       privateLocations: [{ id: 'lab', name: 'Lab' }],

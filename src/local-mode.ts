@@ -396,7 +396,8 @@ async function runLocalWithStore(
     await watcher.stop();
     if (api) await closeApiServer(api, API_CLOSE_GRACE_MS);
     await alerting.stop();
-    await store.close();
+    // The drain goes on without it: the results were stored (or said not to be) when they came.
+    await store.close().catch((error: unknown) => logger.warn({ err: error, database: store.file }, 'closing the database failed'));
     await sink.close();
     await workers?.close();
     await lifecycle.closeHealth();

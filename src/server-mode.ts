@@ -429,7 +429,8 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
     await closeApiServer(api, API_CLOSE_GRACE_MS);
     await alerting.stop();
     await pinging;
-    await opened.close();
+    // Whatever was accepted is committed already; the rest of the drain still runs.
+    await opened.close().catch((error: unknown) => logger.warn({ err: error }, 'closing the database failed'));
     await lifecycle.closeHealth();
     logger.info('outpost server stopped');
   };

@@ -154,4 +154,21 @@ describe('the database on a full disk', () => {
     expect(proc.logs.filter((l) => l.msg === RECOVERED)).toHaveLength(1);
     expect(errorsAfter(proc, logsBefore)).toEqual([]);
   });
+
+  it('SIGTERM while the disk is full: local mode drains to the end and exits 0', async () => {
+    const checksFile = path.join(tempDir('outpost-dbdisk-checks-'), 'checks.json');
+    writeFileSync(checksFile, JSON.stringify({ checks: [{ id: 'tick', name: 'tick', checkType: 'URL', frequency: 1, request: { url: `${targetUrl}/` } }] }));
+    const stateDir = smallDisk();
+    const proc = startAgent(['local', checksFile], cleanEnv({ STATE_DIR: stateDir }));
+    running.push(proc);
+    const health = await proc.healthPort();
+    await until('a result', proc, () => proc.stdoutLines.length >= 1);
+    fill(stateDir);
+    await until('readiness 503 on the full disk', proc, async () => (await readiness(health)) === 503);
+    proc.kill('SIGTERM');
+    const { code } = await proc.exit;
+    expect(code, proc.stderr().slice(-2000)).toBe(0);
+    expect(proc.logs.filter((l) => l.msg === 'shutdown failed')).toEqual([]);
+    expect(proc.logs.some((l) => l.msg === 'outpost local mode stopped')).toBe(true);
+  });
 });

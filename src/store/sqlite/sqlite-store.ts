@@ -818,8 +818,9 @@ export class SqliteStore implements Store {
     try {
       // Keeps the planner's statistics fresh for the next start; cheap, and only on a clean close.
       this.db.exec('PRAGMA optimize');
-    } finally {
-      this.db.close();
+    } catch {
+      // It writes: on a full or read-only disk it fails, and the statistics wait for a later close. The database closes all the same.
     }
+    this.db.close();
   }
 }

@@ -10,6 +10,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { WRITE_PROBE_EVERY_MS } from '../../src/server/database-writes.js';
 import { type AgentProcess, cleanEnv, probe, startAgent, tempDir } from '../support/agent-process.js';
 import { READY_DEADLINE_MS, retryUntil } from '../support/daemon.js';
 import { serverReady, startServerProcess } from '../support/server-process.js';
@@ -153,6 +154,24 @@ describe('the database on a full disk', () => {
     );
     expect(proc.logs.filter((l) => l.msg === RECOVERED)).toHaveLength(1);
     expect(errorsAfter(proc, logsBefore)).toEqual([]);
+  });
+
+  it('a disk the database fills itself: not ready, and a probe write that fits in the log does not make it ready', async () => {
+    // 3 MB: the migrations' write-ahead log takes it all, and a probe's one page still fits in the log while real writes do not.
+    const stateDir = mount('3m', 'outpost-dbdisk-tiny-');
+    const checksFile = path.join(tempDir('outpost-dbdisk-checks-'), 'checks.json');
+    // Twenty checks a second, each result a few KB, so that the log is busy when the disk runs out.
+    const ticks = Array.from({ length: 20 }, (_, i) => ({ id: `tick-${i}`, name: `${i} ${'x'.repeat(400)}`, checkType: 'URL', frequency: 1, shouldFail: true, request: { url: 'http://127.0.0.1:9/' } }));
+    writeFileSync(checksFile, JSON.stringify({ checks: ticks }));
+    const proc = startAgent(['local', checksFile], cleanEnv({ STATE_DIR: stateDir, DIAGNOSTICS: 'off' }));
+    running.push(proc);
+    const health = await proc.healthPort();
+    await until('the warning that the database cannot write', proc, () => proc.logs.some((l) => WARNING.test(l.msg)));
+    // Past two probe writes: each must leave it not ready (it used to say "writes again" and fail again, every probe).
+    await new Promise((r) => setTimeout(r, 2 * WRITE_PROBE_EVERY_MS + 1_000));
+    expect(proc.logs.filter((l) => l.msg === RECOVERED)).toEqual([]);
+    expect(proc.logs.filter((l) => WARNING.test(l.msg))).toHaveLength(1);
+    expect(await readiness(health)).toBe(503);
   });
 
   it('SIGTERM while the disk is full: local mode drains to the end and exits 0', async () => {

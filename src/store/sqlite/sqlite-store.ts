@@ -5,7 +5,8 @@
 // WAL with synchronous=FULL makes a COMMIT durable before it returns, which is
 // what lets a route answer "accepted" (store.ts). The schema is migrations.ts.
 
-import { closeSync, existsSync, openSync } from 'node:fs';
+import { closeSync, existsSync, openSync, statfsSync } from 'node:fs';
+import path from 'node:path';
 import type { DatabaseSync, SQLInputValue, StatementSync } from 'node:sqlite';
 import { jsonWithoutNul } from '../../core/nul.js';
 import type { AgentEvent, Job, ResultEnvelope } from '../../core/protocol.js';
@@ -91,6 +92,19 @@ export function claimSql(checkTypes: number, runtimes: number): string {
 }
 
 /** The listResults query and its parameters (the limit last). Exported for the query-plan test. */
+/** Free space a disk that was full must have again before the database counts as writable. */
+export const PROBE_FREE_BYTES = 1024 * 1024;
+
+/** Bytes free to this process on the database's file system; Infinity where that cannot be asked (an in-memory database). */
+function freeBytes(file: string): number {
+  try {
+    const stats = statfsSync(path.dirname(path.resolve(file)));
+    return stats.bavail * stats.bsize;
+  } catch {
+    return Number.POSITIVE_INFINITY;
+  }
+}
+
 export function listSql(query: ResultQuery): { sql: string; params: SQLInputValue[] } {
   if (!Number.isInteger(query.limit) || query.limit < 1 || query.limit > 100) throw new InvalidQueryError('limit', 'limit must be an integer from 1 to 100');
   const where = ['check_id = ?'];
@@ -250,6 +264,8 @@ export class SqliteStore implements Store {
   async probeWrite(): Promise<boolean> {
     try {
       this.tx(() => this.run("INSERT INTO counters (name, value) VALUES ('write_probe', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1"));
+      // The probe's page still fits in the write-ahead log's old room on a full disk while real writes need new room: without this, ready and not ready would alternate every probe.
+      if (!this.writes.writable && freeBytes(this.file) < PROBE_FREE_BYTES) return false;
       this.writes.recovered();
       return true;
     } catch {

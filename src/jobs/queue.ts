@@ -34,6 +34,8 @@ export class JobQueue {
   /** Jobs aborted while they waited: each starts aborted. */
   private readonly abortedWaiting = new Map<string, JobAbortedError>();
   private abortedWith: JobAbortedError | undefined;
+  /** Aborted when a drain begins: jobs waiting for a retry end then, not at the end of the grace. */
+  private readonly draining = new AbortController();
   /** One promise per submitted job, settled once its completion is released (its result handed on) or it failed. */
   private readonly unreported = new Set<Promise<void>>();
   private readonly slot: JobSlot;
@@ -59,9 +61,39 @@ export class JobQueue {
         this.abortedWaiting.delete(jobId);
         this.waiting.delete(jobId);
         this.running.set(jobId, controller);
-        return { signal: controller.signal, leave: () => this.running.delete(jobId) };
+        const noMoreAttempts = this.noMoreAttempts(controller.signal);
+        return {
+          signal: controller.signal,
+          noMoreAttempts: noMoreAttempts.signal,
+          leave: () => {
+            noMoreAttempts.detach();
+            this.running.delete(jobId);
+          },
+        };
       },
     };
+  }
+
+  /**
+   * A signal that aborts with the job's own abort or the drain's start, whichever comes first (with its
+   * reason). Hand-made rather than AbortSignal.any, so that the queue's one long-lived drain signal holds
+   * no listener of a job that has left.
+   */
+  private noMoreAttempts(job: AbortSignal): { signal: AbortSignal; detach: () => void } {
+    const controller = new AbortController();
+    const fromJob = () => controller.abort(job.reason);
+    const fromDrain = () => controller.abort(this.draining.signal.reason);
+    const detach = () => {
+      job.removeEventListener('abort', fromJob);
+      this.draining.signal.removeEventListener('abort', fromDrain);
+    };
+    if (job.aborted) fromJob();
+    else if (this.draining.signal.aborted) fromDrain();
+    else {
+      job.addEventListener('abort', fromJob, { once: true });
+      this.draining.signal.addEventListener('abort', fromDrain, { once: true });
+    }
+    return { signal: controller.signal, detach };
   }
 
   /** Jobs running now. */
@@ -169,13 +201,16 @@ export class JobQueue {
   }
 
   /**
-   * Shutdown: stops taking jobs, waits up to `graceMs` (from the call) for
+   * Shutdown: ends every wait for a retry (no job starts another attempt:
+   * such a job ends with `abortWith`'s error, "before attempt N"), stops taking jobs, waits up to `graceMs` (from the call) for
    * every job submitted to be reported, then aborts those left (they end
    * with `abortWith`'s error as their result) and waits for them to be
    * reported too. True when everything finished within the grace.
    */
   async drain(graceMs: number, options: DrainOptions): Promise<boolean> {
     const graceEnd = Date.now() + graceMs;
+    // Running attempts may finish within the grace; no job starts another (a retry's wait ends now).
+    this.draining.abort(options.abortWith);
     await options.stopTaking?.();
     let timer: NodeJS.Timeout | undefined;
     const graceOver = new Promise<false>((resolve) => {

@@ -70,8 +70,12 @@ export interface RunOptions {
 export interface JobSlot {
   /** Set once the queue aborted all jobs: a job that starts after that ends at once with this error. */
   abortedWith(): JobAbortedError | undefined;
-  /** Registers the job as running (abortable by id); `leave` when it ends. */
-  enter(jobId: string): { signal: AbortSignal; leave: () => void };
+  /**
+   * Registers the job as running (abortable by id); `leave` when it ends.
+   * `noMoreAttempts`, when given, aborts once the job may start no further attempt: its own abort, or the
+   * start of a shutdown drain (src/jobs/queue.ts), whose reason it carries; without it only `signal` does.
+   */
+  enter(jobId: string): { signal: AbortSignal; noMoreAttempts?: AbortSignal; leave: () => void };
 }
 
 /** A job's variables that can be secrets: the envelope's, and the check's own (local checks files merge them already). */
@@ -199,14 +203,17 @@ export class JobRunner {
         const { entry, errorCode } = result;
         const failed = entry.hasFailures || entry.hasErrors;
         const elapsed = performance.now() - started;
-        if (failed && !job.signal.aborted && shouldRetry(check.retryStrategy, attempt, errorCode, elapsed)) {
+        // Once shutdown has begun no attempt starts: a failed one is the job's FINAL result (docs/checks/http.md "Retries").
+        const stop = job.noMoreAttempts ?? job.signal;
+        if (failed && !stop.aborted && shouldRetry(check.retryStrategy, attempt, errorCode, elapsed)) {
           entry.resultType = 'ATTEMPT';
           const wait = backoffMs(check.retryStrategy, attempt);
           logger.info({ target, attempt, retryInMs: wait }, 'attempt failed; retrying');
           await onAttempt(entry);
-          await sleep(wait, job.signal);
-          if (!job.signal.aborted) continue;
-          const reason = job.signal.reason;
+          // Cut short by the job's abort, and by a shutdown drain's start rather than only by its end.
+          await sleep(wait, stop);
+          if (!stop.aborted) continue;
+          const reason: unknown = stop.reason;
           if (reason instanceof JobAbortedError && reason.reason === 'lease-lost') {
             this.metrics.jobsTotal.inc({ check_type: checkType, outcome: 'aborted' });
             return { jobId, result: null, prepared, reason: 'lease-lost' };

@@ -8,7 +8,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
-import { type AgentProcess, probe, REPO, tempDir } from '../support/agent-process.js';
+import { type AgentProcess, exitWithin, probe, REPO, tempDir } from '../support/agent-process.js';
 import { useHarness } from '../support/harness.js';
 import { startTargetServer } from '../support/target-server.js';
 
@@ -285,6 +285,27 @@ describe('local mode', () => {
     expect(fromFile).toHaveLength(1);
     expect(fromFile[0]).toMatchObject({ checkId: 'stuck', hasErrors: true, hasFailures: true });
     expect(fromFile[0]?.apiCheckResult?.requestError).toBe('Aborted: the agent shut down before the check finished');
+  });
+
+  it('SIGTERM ends a retry\'s backoff wait at once: no attempt after the signal, the FINAL result an error before attempt 2, exit 0', async () => {
+    const dir = tempDir();
+    const resultsFile = path.join(dir, 'results.jsonl');
+    // A 5-minute wait before attempt 2, and the default grace of 280 s: only the drain's start can end it.
+    const file = writeChecks([urlCheck('retrying', '/status/500', { frequency: 60, retryStrategy: { type: 'FIXED', baseBackoffSeconds: 300, maxRetries: 1 } })], dir);
+    const before = h.target.hits();
+    const proc = start(['local', file, '--results', resultsFile]);
+    await until(() => results(proc).some((r) => r.resultType === 'ATTEMPT'), 15_000, 'the first attempt\'s ATTEMPT result', proc);
+    proc.kill('SIGTERM');
+    const { code } = await exitWithin(proc, 20_000, 'the drain waited out the retry\'s backoff');
+    expect(code, proc.stderr()).toBe(0);
+    expect(h.target.hits() - before).toBe(1);
+    const fromFile = readJsonl(resultsFile);
+    expect(fromFile.map((r) => [r.resultType, r.attempts])).toEqual([
+      ['ATTEMPT', 1],
+      ['FINAL', 2],
+    ]);
+    expect(fromFile[1]).toMatchObject({ checkId: 'retrying', hasErrors: true });
+    expect(fromFile[1]?.apiCheckResult?.requestError).toBe('Aborted: the agent shut down before the check finished (before attempt 2)');
   });
 
   it('a second SIGINT exits at once, without waiting for the running check', async () => {

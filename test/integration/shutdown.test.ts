@@ -3,7 +3,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { probe, tempDir } from '../support/agent-process.js';
+import { exitWithin, probe, tempDir } from '../support/agent-process.js';
 import { useHarness } from '../support/harness.js';
 
 const h = useHarness();
@@ -82,6 +82,22 @@ describe('probes and shutdown', () => {
     expect(stored?.result, JSON.stringify(stored?.result)).toBeDefined();
     expect(stored?.result.hasErrors).toBe(true);
     expect(stored?.result.apiCheckResult?.requestError).toBe('Aborted: the agent shut down before the check finished');
+  });
+
+  it('ends a retry\'s backoff wait when the drain begins: no attempt starts after SIGTERM, the job ends as an error before attempt 2', async () => {
+    const { cp, proc } = await setup();
+    // A 5-minute wait before attempt 2, and the default grace of 280 s: only the drain's start can end it.
+    const retrying = { ...check('/status/500'), id: 'retrying', retryStrategy: { type: 'FIXED', baseBackoffSeconds: 300, maxRetries: 1 } };
+    const before = h.target.hits();
+    const id = await cp.addJob(retrying);
+    await cp.waitFor(() => cp.resultsFor(id).some((r) => r.result.resultType === 'ATTEMPT'), 15_000, 'the first attempt\'s ATTEMPT result');
+    proc.kill('SIGTERM');
+    const { code } = await exitWithin(proc, 20_000, 'the drain waited out the retry\'s backoff');
+    expect(code, proc.stderr()).toBe(0);
+    expect(h.target.hits() - before).toBe(1);
+    const final = cp.resultsFor(id).find((r) => r.result.resultType === 'FINAL')?.result;
+    expect(final, JSON.stringify(cp.resultsFor(id))).toMatchObject({ hasErrors: true, attempts: 2 });
+    expect(final?.apiCheckResult?.requestError).toBe('Aborted: the agent shut down before the check finished (before attempt 2)');
   });
 
   it('exits at once on a second signal, leaving results in the spool', async () => {

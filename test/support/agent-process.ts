@@ -148,3 +148,19 @@ export async function probe(port: number, path: string): Promise<{ status: numbe
   }
   return { status: response.status, body, text };
 }
+
+/**
+ * The process's exit, or a rejection naming `what` and its stderr if it is still running `timeoutMs` after the call:
+ * for tests where "it never exits" is the defect, so that the failure says so rather than being the test's timeout.
+ */
+export async function exitWithin(proc: AgentProcess, timeoutMs: number, what: string): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`still running ${timeoutMs} ms later: ${what}; stderr: ${proc.stderr().slice(-2000)}`)), timeoutMs);
+  });
+  try {
+    return await Promise.race([proc.exit, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -190,6 +190,13 @@ export class WorkerPool {
       const aborted = reason instanceof JobAbortedError ? reason : new JobAbortedError('shutdown', reason instanceof Error ? reason.message : 'Aborted');
       post({ type: 'abort', jobId, error: { reason: aborted.reason, message: aborted.message } });
     };
+    const forwardNoMoreAttempts = () => {
+      // The job's own abort says so already.
+      if (entered.signal.aborted) return;
+      const reason: unknown = entered.noMoreAttempts?.reason;
+      const error = reason instanceof JobAbortedError ? reason : new JobAbortedError('shutdown', reason instanceof Error ? reason.message : 'Aborted');
+      post({ type: 'no-more-attempts', jobId, error: { reason: error.reason, message: error.message } });
+    };
     return new Promise<JobCompletion>((resolve, reject) => {
       handle.jobs.set(jobId, {
         prepared,
@@ -198,6 +205,7 @@ export class WorkerPool {
         settle: (completion) => {
           handle.jobs.delete(jobId);
           entered.signal.removeEventListener('abort', forwardAbort);
+          entered.noMoreAttempts?.removeEventListener('abort', forwardNoMoreAttempts);
           entered.leave();
           if (completion instanceof Error) reject(completion);
           else resolve(completion);
@@ -206,6 +214,8 @@ export class WorkerPool {
       post({ type: 'run', job: wireJob(prepared, runnable.check) });
       if (entered.signal.aborted) forwardAbort();
       else entered.signal.addEventListener('abort', forwardAbort, { once: true });
+      if (entered.noMoreAttempts?.aborted) forwardNoMoreAttempts();
+      else entered.noMoreAttempts?.addEventListener('abort', forwardNoMoreAttempts, { once: true });
     });
   }
 

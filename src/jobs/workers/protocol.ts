@@ -72,6 +72,8 @@ export type MetricOp =
 export type ToWorker =
   | { type: 'run'; job: WireJob }
   | { type: 'abort'; jobId: string; error: WireAbort }
+  /** Shutdown has begun: the job finishes the attempt it runs but starts no other (src/jobs/queue.ts drain). */
+  | { type: 'no-more-attempts'; jobId: string; error: WireAbort }
   | { type: 'attempt-handled'; jobId: string; seq: number; error?: WireError }
   | { type: 'published'; callId: number; published: Published }
   | { type: 'release'; jobId: string }

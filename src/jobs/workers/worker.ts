@@ -58,8 +58,11 @@ const runner = new JobRunner(metrics, setup.settings, {
 });
 
 const running = new Map<string, AbortController>();
+/** Per running job: aborted by its abort or by the main thread's drain starting (src/jobs/queue.ts). */
+const noMoreAttempts = new Map<string, AbortController>();
 /** Aborts that arrived for a job not started yet (none are expected: a job starts as its message is read). */
 const early = new Map<string, JobAbortedError>();
+const earlyNoMoreAttempts = new Map<string, JobAbortedError>();
 const releases = new Map<string, () => void>();
 const attemptWaits = new Map<string, { resolve: () => void; reject: (error: Error) => void }>();
 
@@ -68,13 +71,24 @@ const slot: JobSlot = {
   abortedWith: () => undefined,
   enter: (jobId) => {
     const controller = new AbortController();
+    const attempts = new AbortController();
     running.set(jobId, controller);
-    const pending = early.get(jobId);
-    if (pending) {
+    noMoreAttempts.set(jobId, attempts);
+    const pending = early.get(jobId) ?? earlyNoMoreAttempts.get(jobId);
+    earlyNoMoreAttempts.delete(jobId);
+    if (early.has(jobId)) {
       early.delete(jobId);
       controller.abort(pending);
     }
-    return { signal: controller.signal, leave: () => running.delete(jobId) };
+    if (pending) attempts.abort(pending);
+    return {
+      signal: controller.signal,
+      noMoreAttempts: attempts.signal,
+      leave: () => {
+        running.delete(jobId);
+        noMoreAttempts.delete(jobId);
+      },
+    };
   },
 };
 
@@ -143,8 +157,17 @@ function unsendable(message: FromWorker, error: unknown): void {
 function abort(jobId: string, error: WireAbort): void {
   const reason = new JobAbortedError(error.reason, error.message);
   const controller = running.get(jobId);
+  if (controller) {
+    controller.abort(reason);
+    noMoreAttempts.get(jobId)?.abort(reason);
+  } else if (!releases.has(jobId)) early.set(jobId, reason);
+}
+
+function stopAttempts(jobId: string, error: WireAbort): void {
+  const reason = new JobAbortedError(error.reason, error.message);
+  const controller = noMoreAttempts.get(jobId);
   if (controller) controller.abort(reason);
-  else if (!releases.has(jobId)) early.set(jobId, reason);
+  else if (!releases.has(jobId)) earlyNoMoreAttempts.set(jobId, reason);
 }
 
 port.on('message', (messages: ToWorker[]) => {
@@ -158,6 +181,9 @@ function receive(message: ToWorker): void {
       break;
     case 'abort':
       abort(message.jobId, message.error);
+      break;
+    case 'no-more-attempts':
+      stopAttempts(message.jobId, message.error);
       break;
     case 'attempt-handled': {
       const key = `${message.jobId}\u0000${message.seq}`;
@@ -174,6 +200,7 @@ function receive(message: ToWorker): void {
       releases.get(message.jobId)?.();
       releases.delete(message.jobId);
       early.delete(message.jobId);
+      earlyNoMoreAttempts.delete(message.jobId);
       break;
     case 'stop':
       metrics.flush();

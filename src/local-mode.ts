@@ -72,13 +72,23 @@ function prepareLocal(local: LocalCheck, logger: Logger): PreparedJob {
   };
 }
 
-function openSink(config: Config, flushLogs: () => void): Promise<LocalSink> {
-  const sink = new LocalSink(process.stdout, config.resultsFile, (error) => {
-    // Results can no longer be recorded: stop, saying so in one line (exit 78, like a bad --results at start).
-    process.stderr.write(`outpost: --results ${config.resultsFile} cannot be written (${error.code ?? error.message})\n`);
-    flushLogs();
-    process.exit(EXIT_CONFIG);
-  });
+function openSink(config: Config, logger: Logger, flushLogs: () => void): Promise<LocalSink> {
+  const sink = new LocalSink(
+    process.stdout,
+    config.resultsFile,
+    (error) => {
+      // Results can no longer be recorded: stop, saying so in one line (exit 78, like a bad --results at start).
+      process.stderr.write(`outpost: --results ${config.resultsFile} cannot be written (${error.code ?? error.message})\n`);
+      flushLogs();
+      process.exit(EXIT_CONFIG);
+    },
+    (error) => {
+      // Whoever read stdout is gone (`| head`) or it is full: the run goes on, its results recorded where they still can be.
+      const still = [...(config.resultsFile ? [`--results ${config.resultsFile}`] : []), ...(config.mode === 'local' ? ['the store'] : [])];
+      const where = still.length > 0 ? `they still go to ${still.join(' and ')}` : 'they are counted but no longer recorded';
+      logger.warn({ code: error.code ?? error.message }, `stdout cannot be written (${error.code ?? error.message}): results are no longer printed; ${where}`);
+    },
+  );
   return sink.open().then(() => sink);
 }
 
@@ -130,7 +140,7 @@ export async function runLocal(
     const parsed = parseServerChecksFile(startText, file, registry, LOCAL_LOCATION);
     logIgnoredFields(logger, file, parsed.ignoredFields);
     // The results file first: a --results that cannot be opened is one line and exit 78, with nothing logged before it.
-    sink = await openSink(config, flushLogs);
+    sink = await openSink(config, logger, flushLogs);
     const opened = await openLocalStore(config.stateDir);
     if ('store' in opened) return runLocalWithStore(config, registry, logger, flushLogs, secrets, { parsed, text: startText }, opened.store, sink);
     withoutStore = opened;
@@ -140,7 +150,7 @@ export async function runLocal(
     checks = parsed.checks.filter((c) => c.locations.includes(LOCAL_LOCATION.id));
   } else {
     checks = await loadChecksFile(config.checksFile as string, registry, logger);
-    sink = await openSink(config, flushLogs);
+    sink = await openSink(config, logger, flushLogs);
   }
   const metrics = createMetrics();
   const { queue, workers } = await localQueue(config, metrics, logger, secrets);

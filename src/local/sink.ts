@@ -30,6 +30,11 @@ export class LocalSink {
   private file: WriteStream | undefined;
   /** The first write error is the one reported: later ones (ERR_STREAM_DESTROYED) only echo it. */
   private failed = false;
+  /**
+   * Set once `out` failed (a reader that closed the pipe: EPIPE; a full disk: ENOSPC). Results are no longer
+   * written there, but still counted and written to the results file (and stored by the caller).
+   */
+  private outFailed = false;
   /** FINAL results by outcome: one per check run. */
   readonly counts = { passed: 0, degraded: 0, failed: 0, error: 0 };
   /** ATTEMPT results: failed attempts that were retried, not checks of their own. */
@@ -40,8 +45,11 @@ export class LocalSink {
     resultsFile: string | undefined,
     /** A write to the results file failed (a full disk, /dev/full): results would be lost from here on. */
     private readonly onWriteError: (error: NodeJS.ErrnoException) => void = () => undefined,
+    /** Called once when `out` fails: a closed or full stdout is not worth a crash (src/main.ts exits 70 on an unhandled 'error'). */
+    private readonly onOutputError: (error: NodeJS.ErrnoException) => void = () => undefined,
   ) {
     if (resultsFile) this.file = createWriteStream(resultsFile, { flags: 'a' });
+    out.on('error', (error: NodeJS.ErrnoException) => this.outputFailed(error));
   }
 
   /** Opens the results file; rejects if it cannot be opened. */
@@ -65,11 +73,19 @@ export class LocalSink {
         // The result is handed on either way; a failed write to the results file is reported once.
         stream.write(text, (error?: Error | null) => {
           if (error && stream === file) this.fail(error as NodeJS.ErrnoException);
+          else if (error) this.outputFailed(error as NodeJS.ErrnoException);
           resolve();
         });
       });
     const file = this.file;
-    return Promise.all([written(this.out, this.out.isTTY ? readableLine(result) : json), file ? written(file, json) : undefined]).then(() => undefined);
+    const out = this.outFailed ? undefined : written(this.out, this.out.isTTY ? readableLine(result) : json);
+    return Promise.all([out, file ? written(file, json) : undefined]).then(() => undefined);
+  }
+
+  private outputFailed(error: NodeJS.ErrnoException): void {
+    if (this.outFailed) return;
+    this.outFailed = true;
+    this.onOutputError(error);
   }
 
   private fail(error: NodeJS.ErrnoException): void {

@@ -2,13 +2,14 @@
 // results on stdout (JSON lines on a pipe) and in a JSONL file, summary and
 // logs on stderr, the health server, hanging-job warnings and shutdown.
 
-import { readFileSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
-import { type AgentProcess, exitWithin, probe, REPO, tempDir } from '../support/agent-process.js';
+import { type AgentProcess, cleanEnv, exitWithin, probe, REPO, tempDir } from '../support/agent-process.js';
 import { useHarness } from '../support/harness.js';
 import { startTargetServer } from '../support/target-server.js';
 
@@ -374,5 +375,72 @@ describe('local mode', () => {
     proc.kill('SIGINT');
     const { code } = await proc.exit;
     expect(code, proc.stderr()).toBe(0);
+  });
+});
+
+describe('stdout that fails', () => {
+  /** What stderr says beside pino's JSON lines and the summary: a crash would show up here. */
+  const crashSigns = (proc: AgentProcess) => ({ uncaught: proc.stderr().includes('uncaught exception'), stack: /\n\s+at /.test(proc.stderr()) });
+  const stdoutGone = (proc: AgentProcess) => proc.logs.filter((l) => String(l.msg).startsWith('stdout cannot be written'));
+
+  it('once mode whose stdout reader is gone (EPIPE) runs every check, writes every result to --results, says so in one line and exits on its verdict', async () => {
+    const dir = tempDir();
+    const resultsFile = path.join(dir, 'results.jsonl');
+    const ids = Array.from({ length: 20 }, (_, i) => `c${i}`);
+    const file = writeChecks(
+      ids.map((id) => urlCheck(id, '/ok')),
+      dir,
+    );
+    const proc = start(['once', file, '--results', resultsFile]);
+    // Like `| head -1` having read its line: the read end closes, every write after it gets EPIPE.
+    proc.proc.stdout?.destroy();
+    const { code } = await exitWithin(proc, 30_000, 'once mode with a closed stdout');
+    expect(crashSigns(proc), proc.stderr()).toEqual({ uncaught: false, stack: false });
+    expect(code, proc.stderr()).toBe(0);
+    expect(readJsonl(resultsFile).map((r) => r.checkId).sort()).toEqual([...ids].sort());
+    expect(stdoutGone(proc).map((l) => [l.level, l.msg])).toEqual([[40, `stdout cannot be written (EPIPE): results are no longer printed; they still go to --results ${resultsFile}`]]);
+    expect(proc.stderr()).toContain('outpost once: 20 checks: 20 passed, 0 degraded, 0 failed, 0 errors\n');
+  });
+
+  it('once mode with stdout on a full disk (/dev/full, ENOSPC) exits on its verdict, not 70, with one line saying so', async () => {
+    const dir = tempDir();
+    const resultsFile = path.join(dir, 'results.jsonl');
+    const file = writeChecks([urlCheck('a', '/ok'), urlCheck('b', '/status/418')], dir);
+    const full = openSync('/dev/full', 'w');
+    let stderr = '';
+    const child = spawn(process.execPath, [path.join(REPO, 'dist/main.js'), 'once', file, '--results', resultsFile], {
+      env: cleanEnv({ STATE_DIR: dir }),
+      stdio: ['ignore', full, 'pipe'],
+    });
+    closeSync(full);
+    child.stderr?.on('data', (chunk: Buffer) => {
+      stderr += chunk;
+    });
+    const code = await new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)));
+    expect(stderr.includes('uncaught exception') || /\n\s+at /.test(stderr), stderr).toBe(false);
+    // 'b' fails (418): the verdict, not the full disk, decides.
+    expect(code, stderr).toBe(1);
+    expect(readJsonl(resultsFile).map((r) => r.checkId).sort()).toEqual(['a', 'b']);
+    const gone = stderr.split('\n').filter((l) => l.includes('stdout cannot be written'));
+    expect(gone, stderr).toHaveLength(1);
+    expect(gone[0]).toContain('stdout cannot be written (ENOSPC)');
+    expect(stderr).toContain('outpost once: 2 checks: 1 passed, 0 degraded, 1 failed, 0 errors\n');
+  });
+
+  it('local mode whose stdout reader is gone keeps running its checks into --results, and drains and exits 0 on SIGTERM', async () => {
+    const dir = tempDir();
+    const resultsFile = path.join(dir, 'results.jsonl');
+    const file = writeChecks([urlCheck('fast', '/ok', { frequency: 1 })], dir);
+    const proc = start(['local', file, '--results', resultsFile]);
+    proc.proc.stdout?.destroy();
+    const lines = () => (existsSync(resultsFile) ? readFileSync(resultsFile, 'utf8').split('\n').filter(Boolean).length : 0);
+    await until(() => lines() >= 3, 20_000, 'three results in --results after stdout closed', proc);
+    expect(stdoutGone(proc)).toHaveLength(1);
+    expect(String(stdoutGone(proc)[0]?.msg)).toBe(`stdout cannot be written (EPIPE): results are no longer printed; they still go to --results ${resultsFile} and the store`);
+    proc.kill('SIGTERM');
+    const { code } = await exitWithin(proc, 20_000, 'local mode with a closed stdout after SIGTERM');
+    expect(crashSigns(proc), proc.stderr()).toEqual({ uncaught: false, stack: false });
+    expect(code, proc.stderr()).toBe(0);
+    expect(proc.logs.some((l) => l.msg === 'outpost local mode stopped')).toBe(true);
   });
 });

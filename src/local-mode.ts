@@ -21,7 +21,7 @@ import { Lifecycle } from './health/lifecycle.js';
 import { describePolicy } from './net/network-policy.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
-import { JobQueue } from './jobs/queue.js';
+import { type DrainOptions, FINAL_REPORT_MS, JobQueue } from './jobs/queue.js';
 import type { SecretPolicy } from './secrets/policy.js';
 import { loadChecksFile, type LocalCheck, logIgnoredFields, type PrivateLocation, parseServerChecksFile, readChecksFileText } from './checks/checks-file.js';
 import { AGENT_ROUTE_LIMIT_PER_MINUTE } from './core/protocol.js';
@@ -90,6 +90,18 @@ function openSink(config: Config, logger: Logger, flushLogs: () => void): Promis
     },
   );
   return sink.open().then(() => sink);
+}
+
+/** The drain's bound on handing on the last results: stdout is the one place that can hold them forever. */
+function finalReport(logger: Logger): Pick<DrainOptions, 'reportWithinMs' | 'onReportTimeout'> {
+  return {
+    reportWithinMs: FINAL_REPORT_MS,
+    onReportTimeout: (unreported) =>
+      logger.warn(
+        { unreported, waitedMs: FINAL_REPORT_MS },
+        `${unreported} ${unreported === 1 ? 'result was' : 'results were'} not handed on within ${FINAL_REPORT_MS / 1000} s of the grace's end (stdout is not being read): stopping without printing them`,
+      ),
+  };
 }
 
 async function localQueue(config: Config, metrics: Metrics, logger: Logger, secrets: SecretPolicy | undefined): Promise<{ queue: JobQueue; workers: WorkerPool | undefined }> {
@@ -171,10 +183,16 @@ export async function runLocal(
   if (config.mode === 'once') {
     lifecycle.started = true;
     let interrupted = false;
+    let giveUp: () => void = () => undefined;
+    const gaveUp = new Promise<'gave-up'>((resolve) => {
+      giveUp = () => resolve('gave-up');
+    });
     lifecycle.onSignals(
       () => {
         interrupted = true;
         queue.abortAll(new JobAbortedError('shutdown', 'Aborted: interrupted'));
+        // The aborted checks' results get as long to be written as local mode's last ones do: a stdout nobody reads must not hold the exit.
+        setTimeout(giveUp, FINAL_REPORT_MS);
       },
       (signal) => {
         flushLogs();
@@ -190,7 +208,10 @@ export async function runLocal(
       }
       await Promise.all(runs);
     };
-    const done = submitAll().then(async () => {
+    const done = Promise.race([submitAll(), gaveUp]).then(async (ended) => {
+      if (ended === 'gave-up') {
+        logger.warn({ waitedMs: FINAL_REPORT_MS }, `results not written within ${FINAL_REPORT_MS / 1000} s of the interrupt (stdout is not being read): stopping without printing them`);
+      }
       await sink.close();
       await workers?.close();
       const { passed, degraded, failed, error } = sink.counts;
@@ -233,6 +254,7 @@ export async function runLocal(
     await queue.drain(config.shutdownGraceSeconds * 1000, {
       stopTaking: () => scheduler.stop(),
       abortWith: new JobAbortedError('shutdown', 'Aborted: the agent shut down before the check finished'),
+      ...finalReport(logger),
     });
     await sink.close();
     await workers?.close();
@@ -400,6 +422,7 @@ async function runLocalWithStore(
         await scheduler.stop();
       },
       abortWith: new JobAbortedError('shutdown', 'Aborted: the agent shut down before the check finished'),
+      ...finalReport(logger),
     });
     source.close();
     await scheduler.stop();

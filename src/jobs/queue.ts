@@ -23,7 +23,18 @@ export interface DrainOptions {
   abortWith: JobAbortedError;
   /** Called once the grace is over, just before the jobs left are aborted. */
   onGraceOver?: () => void;
+  /**
+   * After that abort, how long the jobs left get to be reported (their results handed on); without it, as long
+   * as it takes. Past it the drain ends without them: a sink that cannot take a result (a stdout nobody reads,
+   * src/local/sink.ts) must not hold the process forever.
+   */
+  reportWithinMs?: number;
+  /** Called when `reportWithinMs` ran out, with the number of jobs not reported. */
+  onReportTimeout?: (unreported: number) => void;
 }
+
+/** The bound local and once modes give the final report after the grace (docs/configuration.md "Shutdown"): the agent's spool flush gets as much. */
+export const FINAL_REPORT_MS = 10_000;
 
 export class JobQueue {
   private readonly queue: PQueue;
@@ -205,26 +216,39 @@ export class JobQueue {
    * such a job ends with `abortWith`'s error, "before attempt N"), stops taking jobs, waits up to `graceMs` (from the call) for
    * every job submitted to be reported, then aborts those left (they end
    * with `abortWith`'s error as their result) and waits for them to be
-   * reported too. True when everything finished within the grace.
+   * reported too, up to `reportWithinMs`. True when everything finished within the grace.
    */
   async drain(graceMs: number, options: DrainOptions): Promise<boolean> {
     const graceEnd = Date.now() + graceMs;
     // Running attempts may finish within the grace; no job starts another (a retry's wait ends now).
     this.draining.abort(options.abortWith);
     await options.stopTaking?.();
-    let timer: NodeJS.Timeout | undefined;
-    const graceOver = new Promise<false>((resolve) => {
-      timer = setTimeout(() => resolve(false), Math.max(0, graceEnd - Date.now()));
-      timer.unref();
-    });
-    const drained = await Promise.race([this.allReported().then(() => true as const), graceOver]);
-    clearTimeout(timer);
+    const drained = await this.reportedWithin(graceEnd - Date.now());
     if (!drained) {
       options.onGraceOver?.();
       this.abortAll(options.abortWith);
-      await this.allReported();
+      const reported = await this.reportedWithin(options.reportWithinMs ?? Number.POSITIVE_INFINITY);
+      if (!reported) options.onReportTimeout?.(this.unreported.size);
     }
     return drained;
+  }
+
+  /** True once every job is reported, false if `ms` ran out first. */
+  private async reportedWithin(ms: number): Promise<boolean> {
+    if (!Number.isFinite(ms)) {
+      await this.allReported();
+      return true;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), Math.max(0, ms));
+      timer.unref();
+    });
+    try {
+      return await Promise.race([this.allReported().then(() => true as const), late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Resolves once no submitted job is left unreported, jobs submitted meanwhile included. */

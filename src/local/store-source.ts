@@ -41,6 +41,9 @@ export class StoreSource {
   private leaseTimer: NodeJS.Timeout | undefined;
   private wakeUp: (() => void) | undefined;
   private woken = false;
+  /** FINAL results taken from the queue and not yet handed on: their jobs' slots are free already. */
+  private delivering = 0;
+  private delivered: (() => void) | undefined;
 
   constructor(private readonly options: StoreSourceOptions) {}
 
@@ -77,6 +80,8 @@ export class StoreSource {
     const { store, queue, logger, location, agentId, checkTypes, runtimes, leaseMs } = this.options;
     while (!this.stopped) {
       await queue.waitForFreeSlot(this.stopping.signal);
+      // Backpressure: while results cannot be handed on (a stdout nobody reads), no more jobs are taken on to make more.
+      await this.deliveriesBelow(queue.concurrency);
       if (this.stopped) break;
       this.woken = false;
       let jobs: Job[] = [];
@@ -92,6 +97,20 @@ export class StoreSource {
       }
       for (const job of jobs) this.run(job);
       if (jobs.length === 0) await this.idle();
+    }
+  }
+
+  /** Resolves once fewer than `max` results wait to be handed on, or on stop(). */
+  private async deliveriesBelow(max: number): Promise<void> {
+    while (this.delivering >= max && !this.stopped) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          this.stopping.signal.removeEventListener('abort', done);
+          resolve();
+        };
+        this.delivered = done;
+        this.stopping.signal.addEventListener('abort', done, { once: true });
+      });
     }
   }
 
@@ -119,11 +138,15 @@ export class StoreSource {
     queue
       .submit(prepared, (attempt) => this.report(job.id, attempt, jobLogger))
       .then(async (completion) => {
+        this.delivering++;
         try {
           // The memory its body held is given back once the result is written out, not merely queued to be.
           if (completion.result) await this.report(job.id, completion.result, jobLogger);
         } finally {
           completion.release();
+          this.delivering--;
+          this.delivered?.();
+          this.delivered = undefined;
         }
       })
       .catch((error: unknown) => jobLogger.error({ err: error }, 'running a job failed'))

@@ -444,3 +444,60 @@ describe('stdout that fails', () => {
     expect(proc.logs.some((l) => l.msg === 'outpost local mode stopped')).toBe(true);
   });
 });
+
+describe('stdout nobody reads', () => {
+  // Each result carries its check's 400-character name: a few dozen fill the pipe (64 KiB on Linux), and then no
+  // write to stdout ever completes, since the test pauses its end of the pipe before the agent writes anything.
+  const longName = (id: string) => `${id} ${'n'.repeat(400)}`;
+
+  it('local mode stops claiming while results cannot be handed on, and SIGTERM still exits 0 within the grace plus the final-report bound', async () => {
+    const dir = tempDir();
+    const stateDir = path.join(dir, 'state');
+    const resultsFile = path.join(dir, 'results.jsonl');
+    const file = writeChecks(
+      Array.from({ length: 20 }, (_, i) => ({ ...urlCheck(`c${i}`, '/ok', { frequency: 1 }), name: longName(`c${i}`) })),
+      dir,
+    );
+    const proc = start(['local', file, '--results', resultsFile], { STATE_DIR: stateDir, SHUTDOWN_GRACE_SECONDS: '1' });
+    proc.proc.stdout?.pause();
+    // Backpressure: once stdout is stuck, the scheduler's jobs stay queued in the store instead of being claimed and run.
+    const { DatabaseSync } = await import('node:sqlite');
+    const queued = () => {
+      if (!existsSync(path.join(stateDir, 'outpost.db'))) return 0;
+      const db = new DatabaseSync(path.join(stateDir, 'outpost.db'), { readOnly: true });
+      try {
+        return Number((db.prepare("SELECT count(*) AS n FROM jobs WHERE status = 'QUEUED'").get() as { n: number }).n);
+      } finally {
+        db.close();
+      }
+    };
+    await until(() => queued() >= 15, 30_000, 'jobs left queued in the store while stdout is stuck', proc);
+    proc.kill('SIGTERM');
+    // 1 s of grace, then at most 10 s for the last results (docs/configuration.md "Shutdown"), and a margin for a loaded machine.
+    const { code } = await exitWithin(proc, 30_000, 'shutdown waited for a stdout nobody reads');
+    expect(code, proc.stderr()).toBe(0);
+    const warning = proc.logs.find((l) => String(l.msg).includes('not handed on within 10 s'));
+    expect(warning, proc.stderr().slice(-2000)).toMatchObject({ level: 40 });
+    expect(proc.logs.some((l) => l.msg === 'outpost local mode stopped')).toBe(true);
+  });
+
+  it('once mode interrupted while stdout is stuck prints its summary and exits 1 within the final-report bound', async () => {
+    const dir = tempDir();
+    const resultsFile = path.join(dir, 'results.jsonl');
+    const ids = Array.from({ length: 100 }, (_, i) => `c${i}`);
+    const file = writeChecks(
+      ids.map((id) => ({ ...urlCheck(id, '/ok'), name: longName(id) })),
+      dir,
+    );
+    const proc = start(['once', file, '--results', resultsFile]);
+    proc.proc.stdout?.pause();
+    const lines = () => (existsSync(resultsFile) ? readFileSync(resultsFile, 'utf8').split('\n').filter(Boolean).length : 0);
+    // Every check has run and is in --results; far from all of it fits in the pipe, so stdout's writes are pending.
+    await until(() => lines() === ids.length, 30_000, 'every result in --results', proc);
+    proc.kill('SIGINT');
+    const { code } = await exitWithin(proc, 30_000, 'once mode waited for a stdout nobody reads after SIGINT');
+    expect(code, proc.stderr()).toBe(1);
+    expect(proc.logs.some((l) => String(l.msg).startsWith('results not written within 10 s of the interrupt'))).toBe(true);
+    expect(proc.stderr()).toContain('outpost once: 100 checks: 100 passed, 0 degraded, 0 failed, 0 errors (interrupted)\n');
+  });
+});

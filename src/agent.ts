@@ -15,6 +15,7 @@ import { ControlPlaneSource } from './control-plane/source.js';
 import { Spool } from './control-plane/spool.js';
 import { superviseLoop } from './health/supervise.js';
 import { Lifecycle } from './health/lifecycle.js';
+import type { StartupSignals } from './health/startup-signals.js';
 import { describePolicy } from './net/network-policy.js';
 import { EventReporter, jobTargetStrings } from './control-plane/events.js';
 import type { Logger } from './observability/logger.js';
@@ -40,6 +41,7 @@ export async function runAgent(
   logger: Logger,
   flushLogs: () => void,
   secrets: SecretPolicy = new SecretPolicy(),
+  startup?: StartupSignals,
 ): Promise<RunningAgent> {
   // The control plane schedules the checks: a job's frequency may be a default, so series stay an hour.
   const metrics = createMetrics({ checkSeriesMinSeconds: DEFAULT_STALE_SECONDS });
@@ -100,7 +102,7 @@ export async function runAgent(
     quarantined: () => spool.quarantined,
     spoolDropped: () => spool.dropped,
     spoolWritable: () => spool.writable,
-  }, logger);
+  }, logger, startup);
   // Not ready while the spool cannot write (results would only be held in memory), nor while a check worker restarts.
   lifecycle.modeReady = () => client.authorized === true && spool.writable && (workers.pool?.ready() ?? true);
   lifecycle.networkPolicy = describePolicy(config.networkPolicy);

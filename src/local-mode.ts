@@ -18,6 +18,7 @@ import { startCheckWorkers } from './check-workers.js';
 import type { WorkerPool } from './jobs/workers/pool.js';
 import type { PreparedJob } from './jobs/prepare.js';
 import { Lifecycle } from './health/lifecycle.js';
+import type { StartupSignals } from './health/startup-signals.js';
 import { describePolicy } from './net/network-policy.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
@@ -142,6 +143,7 @@ export async function runLocal(
   logger: Logger,
   flushLogs: () => void,
   secrets?: SecretPolicy,
+  startup?: StartupSignals,
 ): Promise<{ done: Promise<number> }> {
   let checks: LocalCheck[];
   let withoutStore: { reason: string; err?: unknown } | undefined;
@@ -154,7 +156,7 @@ export async function runLocal(
     // The results file first: a --results that cannot be opened is one line and exit 78, with nothing logged before it.
     sink = await openSink(config, logger, flushLogs);
     const opened = await openLocalStore(config.stateDir);
-    if ('store' in opened) return runLocalWithStore(config, registry, logger, flushLogs, secrets, { parsed, text: startText }, opened.store, sink);
+    if ('store' in opened) return runLocalWithStore(config, registry, logger, flushLogs, secrets, { parsed, text: startText }, opened.store, sink, startup);
     withoutStore = opened;
     if (parsed.heartbeats.length > 0) {
       withoutStore = { ...opened, reason: `${opened.reason}; its ${parsed.heartbeats.length} HEARTBEAT checks are not served` };
@@ -166,7 +168,7 @@ export async function runLocal(
   }
   const metrics = createMetrics();
   const { queue, workers } = await localQueue(config, metrics, logger, secrets);
-  const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
+  const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger, startup);
   lifecycle.networkPolicy = describePolicy(config.networkPolicy);
   // Not ready while a check worker restarts.
   if (workers) lifecycle.modeReady = () => workers.ready();
@@ -275,12 +277,13 @@ async function runLocalWithStore(
   start: { parsed: ParsedChecksFile; text: string },
   store: SqliteStore,
   sink: LocalSink,
+  startup: StartupSignals | undefined,
 ): Promise<{ done: Promise<number> }> {
   const settings = config.local;
   if (!settings) throw new Error('local mode without its settings');
   const metrics = createMetrics();
   const { queue, workers } = await localQueue(config, metrics, logger, secrets);
-  const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger);
+  const lifecycle = new Lifecycle(config.mode, metrics, { inFlight: () => queue.inFlight, queued: () => queue.queued, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true }, logger, startup);
   lifecycle.networkPolicy = describePolicy(config.networkPolicy);
   const writes = new DatabaseWrites({ writes: store.writes, probeWrite: () => store.probeWrite(), logger, registry: metrics.registry, where: store.file });
   // Not ready while a check worker restarts, nor while the database cannot write (no session can be scheduled).

@@ -2,6 +2,7 @@
 // (first SIGTERM/SIGINT drains, a second exits at once; SIGHUP reloads the checks file where a mode can, and is logged and ignored elsewhere).
 
 import { type HealthSource, type ReloadOutcome, startHealthServer } from './server.js';
+import type { StartupSignals } from './startup-signals.js';
 import { Watchdog } from './watchdog.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -41,6 +42,8 @@ export class Lifecycle {
     private readonly metrics: Metrics,
     private readonly load: LoadFigures,
     private readonly logger: Logger,
+    /** What handled signals while the mode started; onSignals takes over from it. */
+    private readonly startup?: StartupSignals,
   ) {}
 
   isReady(): boolean {
@@ -139,5 +142,8 @@ export class Lifecycle {
       if (this.reload) return void this.reload('SIGHUP');
       this.logger.info({ signal: 'SIGHUP' }, `SIGHUP ignored: ${this.mode} mode has nothing to reload (its settings are read at start; restart to change them)`);
     });
+    // A stop asked for while the mode started is acted on now; on the next turn, so that the caller has finished wiring.
+    const early = this.startup?.handOver();
+    if (early) setImmediate(() => handler(early));
   }
 }

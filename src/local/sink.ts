@@ -45,7 +45,7 @@ export class LocalSink {
     resultsFile: string | undefined,
     /** A write to the results file failed (a full disk, /dev/full): results would be lost from here on. */
     private readonly onWriteError: (error: NodeJS.ErrnoException) => void = () => undefined,
-    /** Called once when `out` fails: a closed or full stdout is not worth a crash (src/main.ts exits 70 on an unhandled 'error'). */
+    /** Called once when `out` fails: a closed or full stdout is not worth a crash (src/cli.ts exits 70 on an uncaught 'error'). */
     private readonly onOutputError: (error: NodeJS.ErrnoException) => void = () => undefined,
   ) {
     if (resultsFile) this.file = createWriteStream(resultsFile, { flags: 'a' });

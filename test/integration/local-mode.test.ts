@@ -501,3 +501,44 @@ describe('stdout nobody reads', () => {
     expect(proc.stderr()).toContain('outpost once: 100 checks: 100 passed, 0 degraded, 0 failed, 0 errors (interrupted)\n');
   });
 });
+
+describe('signals while starting', () => {
+  // The first log line comes once the configuration is read, well before the mode has started and installed its own
+  // handlers: a signal sent then reaches the process while it starts.
+  const starting = (proc: AgentProcess) => proc.waitForLog(() => true, 15_000, 'the first log line');
+
+  it('once mode ignores a SIGHUP that comes while it starts, runs its checks and exits on its verdict', async () => {
+    const file = writeChecks([urlCheck('a', '/ok'), urlCheck('b', '/ok')]);
+    // Two check workers: once mode waits for them to come up after its first log line, so the signal comes while it starts.
+    const proc = start(['once', file], { CHECK_WORKERS: '2' });
+    await starting(proc);
+    proc.kill('SIGHUP');
+    const { code, signal } = await exitWithin(proc, 30_000, 'once mode after SIGHUP');
+    expect({ code, signal }, proc.stderr()).toEqual({ code: 0, signal: null });
+    expect(results(proc).map((r) => r.checkId).sort()).toEqual(['a', 'b']);
+    expect(proc.stderr()).toContain('outpost once: 2 checks: 2 passed, 0 degraded, 0 failed, 0 errors\n');
+  });
+
+  it('local mode ignores a SIGHUP that comes while it starts and runs on; SIGTERM then drains and exits 0', async () => {
+    const file = writeChecks([urlCheck('fast', '/ok', { frequency: 1 })]);
+    const proc = start(['local', file]);
+    await starting(proc);
+    proc.kill('SIGHUP');
+    await until(() => results(proc).length >= 2, 20_000, 'results after SIGHUP', proc);
+    proc.kill('SIGTERM');
+    const { code, signal } = await exitWithin(proc, 30_000, 'local mode after SIGTERM');
+    expect({ code, signal }, proc.stderr()).toEqual({ code: 0, signal: null });
+    expect(proc.logs.some((l) => l.msg === 'outpost local mode stopped')).toBe(true);
+  });
+
+  it('local mode stopped by SIGTERM while it starts drains and exits 0, as it would once started', async () => {
+    const file = writeChecks([urlCheck('fast', '/ok', { frequency: 60 })]);
+    const proc = start(['local', file]);
+    await starting(proc);
+    proc.kill('SIGTERM');
+    const { code, signal } = await exitWithin(proc, 30_000, 'local mode after SIGTERM while starting');
+    expect({ code, signal }, proc.stderr()).toEqual({ code: 0, signal: null });
+    expect(proc.logs.some((l) => String(l.msg).startsWith('shutting down'))).toBe(true);
+    expect(proc.logs.some((l) => l.msg === 'outpost local mode stopped')).toBe(true);
+  });
+});

@@ -13,7 +13,7 @@ const SRC = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sr
 /** Files that may read process.env, and why. */
 const ALLOWED: ReadonlyMap<string, string> = new Map([
   ['config.ts', 'reads the environment into a Config'],
-  ['main.ts', 'hands process.env to config.ts'],
+  ['cli.ts', 'hands process.env to config.ts'],
 ]);
 
 /** Folders whose files run in another process (a script's), reading the environment the agent gave that process. */
@@ -27,7 +27,7 @@ function files(dir: string): string[] {
 }
 
 describe('configuration boundary', () => {
-  it('reads process.env only in src/config.ts (and main.ts, which hands it over)', () => {
+  it('reads process.env only in src/config.ts (and cli.ts, which hands it over)', () => {
     const readers = files(SRC)
       .map((file) => path.relative(SRC, file).split(path.sep).join('/'))
       .filter((file) => /\.(c|m)?(t|j)s$/.test(file) && !ALLOWED.has(file))

@@ -13,7 +13,7 @@ import { LocalArtifacts, localArtifactsRoot } from './artifacts/store.js';
 import { JobAbortedError } from './core/errors.js';
 import { makeDirectories } from './core/make-directories.js';
 import type { ExecutorRegistry } from './checks/executor-registry.js';
-import { type Config, checkSettings, EXIT_CONFIG } from './config.js';
+import { type Config, checkSettings, ConfigError, EXIT_CONFIG } from './config.js';
 import { startCheckWorkers } from './check-workers.js';
 import type { WorkerPool } from './jobs/workers/pool.js';
 import type { PreparedJob } from './jobs/prepare.js';
@@ -73,7 +73,16 @@ function prepareLocal(local: LocalCheck, logger: Logger): PreparedJob {
   };
 }
 
-function openSink(config: Config, logger: Logger, flushLogs: () => void): Promise<LocalSink> {
+async function openSink(config: Config, logger: Logger, flushLogs: () => void): Promise<LocalSink> {
+  try {
+    return await openedSink(config, logger, flushLogs);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENXIO') throw new ConfigError(`--results ${config.resultsFile} is a FIFO that no process is reading: start its reader first`);
+    throw error;
+  }
+}
+
+function openedSink(config: Config, logger: Logger, flushLogs: () => void): Promise<LocalSink> {
   const sink = new LocalSink(
     process.stdout,
     config.resultsFile,

@@ -1,7 +1,7 @@
 // Local results: one readable line per result on a terminal, JSON lines
 // otherwise (so pipelines can parse them), and optionally a JSONL file.
 
-import { createWriteStream, type WriteStream } from 'node:fs';
+import { closeSync, constants, createWriteStream, openSync, statSync, type WriteStream } from 'node:fs';
 import { once } from 'node:events';
 import { resultOutcome } from '../results/result.js';
 import type { CheckResultEntry } from '../core/result-entry.js';
@@ -26,6 +26,30 @@ export function readableLine(result: CheckResultEntry): string {
   return `${MARKS[outcome]} ${result.name ?? result.checkId} [${result.checkType}] ${result.responseTime} ms  ${what}${extra}\n`;
 }
 
+/**
+ * A FIFO nobody reads would block the open for ever, on a thread of the
+ * pool, with nothing said; a non-blocking open asks whether a reader is
+ * there (ENXIO when not). With one there, the blocking open the stream
+ * writes through returns at once; the probe is closed only after it, or the
+ * reader would see the end of its input. Answers that descriptor, or
+ * undefined when the file is no FIFO.
+ */
+function openedFifo(file: string): number | undefined {
+  let fifo = false;
+  try {
+    fifo = statSync(file).isFIFO();
+  } catch {
+    return undefined;
+  }
+  if (!fifo) return undefined;
+  const probe = openSync(file, constants.O_WRONLY | constants.O_NONBLOCK);
+  try {
+    return openSync(file, constants.O_WRONLY | constants.O_APPEND);
+  } finally {
+    closeSync(probe);
+  }
+}
+
 export class LocalSink {
   private file: WriteStream | undefined;
   /** The first write error is the one reported: later ones (ERR_STREAM_DESTROYED) only echo it. */
@@ -48,14 +72,18 @@ export class LocalSink {
     /** Called once when `out` fails: a closed or full stdout is not worth a crash (src/cli.ts exits 70 on an uncaught 'error'). */
     private readonly onOutputError: (error: NodeJS.ErrnoException) => void = () => undefined,
   ) {
-    if (resultsFile) this.file = createWriteStream(resultsFile, { flags: 'a' });
+    if (resultsFile) {
+      const fd = openedFifo(resultsFile);
+      this.file = fd === undefined ? createWriteStream(resultsFile, { flags: 'a' }) : createWriteStream(resultsFile, { fd });
+    }
     out.on('error', (error: NodeJS.ErrnoException) => this.outputFailed(error));
   }
 
   /** Opens the results file; rejects if it cannot be opened. */
   async open(): Promise<void> {
     if (!this.file) return;
-    await once(this.file, 'open');
+    // A stream on a descriptor already open (a FIFO) is not pending and says no 'open'.
+    if (this.file.pending) await once(this.file, 'open');
     this.file.on('error', (error: NodeJS.ErrnoException) => this.fail(error));
   }
 

@@ -2,7 +2,7 @@
 // errors (78), each one line on stderr and never a stack trace.
 
 import { execFileSync } from 'node:child_process';
-import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, constants, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -123,6 +123,24 @@ describe('outpost CLI', () => {
     const line = await expectOneLineFailure(run(['once', file, '--results', file]), 78);
     expect(line).toBe(`outpost: --results ${file} is the checks file: results would be appended to it; name another file`);
     expect(readFileSync(file, 'utf8')).toBe(JSON.stringify(VALID));
+  });
+
+  it('--results naming a FIFO: exit 78 at once while nobody reads it; written like a pipe once a reader is there', async () => {
+    const fifo = path.join(tempDir(), 'results.fifo');
+    execFileSync('mkfifo', [fifo]);
+    const line = await expectOneLineFailure(run(['once', checksFile(VALID), '--results', fifo]), 78);
+    expect(line).toBe(`outpost: --results ${fifo} is a FIFO that no process is reading: start its reader first`);
+    // This process is the reader: a non-blocking open is there at once, and a pipe's 64 KB hold one result.
+    const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+    try {
+      const proc = run(['once', checksFile(VALID), '--results', fifo]);
+      expect((await proc.exit).code, proc.stderr()).toBe(0);
+      const buffer = Buffer.alloc(65_536);
+      const size = readSync(reader, buffer);
+      expect(buffer.subarray(0, size).toString('utf8').trim().split('\n').map((l) => (JSON.parse(l) as { checkId: string }).checkId)).toEqual(['ok']);
+    } finally {
+      closeSync(reader);
+    }
   });
 
   it('-v as the value of --results is a file name, not --version', async () => {

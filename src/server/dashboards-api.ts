@@ -28,11 +28,8 @@ import { RateLimiter } from './http/rate-limit.js';
 import type { Route } from './http/router.js';
 import { activeWindows, tagsOf, windowInEffect } from './maintenance.js';
 
-/** A check's figures and per-location status, as computed for a page and cached. */
-export interface CheckComputed {
-  figures: CheckFigures;
-  locations: Array<{ id: string; status: CheckStatus; responseTime: number | null }>;
-}
+/** A check's figures (uptime, chart, P95/P99), as computed for a page and cached; its status is read fresh for each page. */
+export type CheckComputed = CheckFigures;
 
 export interface DashboardsApiDeps {
   store: Store;
@@ -216,20 +213,22 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
 
   const figuresCache = deps.figuresCache ?? new FiguresCache<CheckComputed>();
 
-  /** What a page shows of one check that costs reads of its results: cached for FIGURES_TTL_MS (figures-cache.ts). */
-  async function computeCheck(checkId: string, locationIds: readonly string[], range: ChartRange, at: Date): Promise<CheckComputed> {
+  /** What a page shows of one check that costs reads of many results: cached for FIGURES_TTL_MS (figures-cache.ts). */
+  async function computeFigures(checkId: string, range: ChartRange, at: Date): Promise<CheckComputed> {
     // The store's reads are synchronous: between checks, agents' requests get their turn.
     await nextTurn();
     const samples: ResultSample[] = await dashboards.samples(checkId, new Date(at.getTime() - CHART_RANGES[range].ms), at);
     const availability = await dashboards.availability(checkId, at, UPTIME_WINDOWS.map(([, ms]) => ms));
+    return checkFigures(samples, at.getTime(), range, availability);
+  }
+
+  /** Each location's status from its newest FINAL: one index lookup each (latest-finals.ts), so read fresh for every page. */
+  async function locationStatuses(checkId: string, locationIds: readonly string[]): Promise<Array<{ id: string; status: CheckStatus; responseTime: number | null }>> {
     const newest = await latestFinals(store, checkId, locationIds);
-    return {
-      figures: checkFigures(samples, at.getTime(), range, availability),
-      locations: locationIds.map((id) => {
-        const entry = newest.get(id);
-        return { id, status: entry ? locationStatus(entry) : ('no data' as const), responseTime: entry?.responseTime ?? null };
-      }),
-    };
+    return locationIds.map((id) => {
+      const entry = newest.get(id);
+      return { id, status: entry ? locationStatus(entry) : ('no data' as const), responseTime: entry?.responseTime ?? null };
+    });
   }
 
   async function renderPage(record: DashboardRecord, query: URLSearchParams, theme: Theme, nonce: string, keyInQuery: string | undefined): Promise<string> {
@@ -261,8 +260,8 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
     const checks: PageCheck[] = [];
     for (const check of shown) {
       const ids = resultLocations(check);
-      const computed = await figuresCache.get(`${check.id}\n${range}\n${ids.join('\n')}`, t, () => computeCheck(check.id, ids, range, at));
-      const locations = computed.locations.map((l) => ({ ...l, name: locationNames.get(l.id) ?? l.id }));
+      const figures = await figuresCache.get(`${check.id}\n${range}`, t, () => computeFigures(check.id, range, at));
+      const locations = (await locationStatuses(check.id, ids)).map((l) => ({ ...l, name: locationNames.get(l.id) ?? l.id }));
       const tags = tagsOf(check.definition);
       checks.push({
         id: check.id,
@@ -271,7 +270,7 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
         tags,
         status: worst(locations.map((l) => l.status)),
         locations,
-        figures: computed.figures,
+        figures,
         inMaintenance: activeWindows(allWindows, { id: check.id, name: check.name, tags }, at).length > 0,
       });
     }

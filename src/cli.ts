@@ -55,7 +55,9 @@ async function main(startup: StartupSignals): Promise<void> {
   }
   if (command.kind !== 'run' || command.mode === 'server') {
     // These end by themselves or handle signals their own way (server mode): Node.js's own handling again, and a
-    // stop that came while loading is honoured as it would have been.
+    // stop that came while loading is honoured as it would have been. A signal that came while src/cli.ts was
+    // being loaded is still queued in the event loop: one turn of it delivers it to the handlers before they go.
+    await new Promise((resolve) => setImmediate(resolve));
     const early = startup.handOver();
     if (early) process.exit(early === 'SIGINT' ? 130 : 143);
   }

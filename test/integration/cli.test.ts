@@ -8,7 +8,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CHECK_TYPES, type CheckType } from '../../src/core/check-type.js';
 import { defaultRegistry } from '../../src/checks/registry.js';
-import { type AgentProcess, cleanEnv, REPO, startAgent, tempDir } from '../support/agent-process.js';
+import { type AgentProcess, cleanEnv, exitWithin, REPO, startAgent, tempDir } from '../support/agent-process.js';
 import { retryUntil } from '../support/daemon.js';
 
 const running: AgentProcess[] = [];
@@ -315,6 +315,27 @@ describe('outpost CLI', () => {
     // Once mode keeps nothing in STATE_DIR.
     expect(line).toBe(`outpost: ${results}: EACCES (check --results)`);
   });
+  it('server mode stopped by SIGTERM while its modules load exits 143 at once, as Node.js would', async () => {
+    const dir = tempDir();
+    const file = checksFile({ privateLocations: [{ id: 'lab', name: 'Lab' }], checks: [{ id: 'c', checkType: 'URL', locations: ['lab'], request: { url: 'http://127.0.0.1:9/' } }] });
+    const proc = startAgent(['server', file], cleanEnv({ STATE_DIR: dir, OUTPOST_API_KEY: 'signal-test-public-key-0123456789', API_PORT: '0' }));
+    running.push(proc);
+    // src/main.ts catches SIGHUP (with SIGTERM and SIGINT) before it loads the CLI; Node.js itself catches SIGTERM and
+    // SIGINT from the start but not SIGHUP, so once the kernel says SIGHUP is caught the signal lands while src/cli.ts loads.
+    const catchesHangUp = () => {
+      try {
+        const caught = /^SigCgt:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${proc.proc.pid}/status`, 'utf8'))?.[1];
+        return caught !== undefined && (BigInt(`0x${caught}`) & 1n) !== 0n;
+      } catch {
+        return false;
+      }
+    };
+    expect(await retryUntil(15_000, async () => catchesHangUp(), 5)).toBe(true);
+    proc.kill('SIGTERM');
+    const { code, signal } = await exitWithin(proc, 20_000, 'server mode after a SIGTERM while loading');
+    expect(code === 143 || signal === 'SIGTERM', `code ${code}, signal ${signal}: ${proc.stderr()}`).toBe(true);
+  });
+
   it('a checks file that is a FIFO → exit 78 at once, naming it (no hang)', async () => {
     const fifo = path.join(tempDir(), 'checks.json');
     execFileSync('mkfifo', [fifo]);

@@ -113,11 +113,13 @@ export class AlertDeliverer {
       let started = 0;
       try {
         // The store answers each channel's oldest pending notification (a channel's order is kept); one whose channel is busy waits for it.
-        const due = await alerts.dueNotifications(this.now(), BATCH + this.inFlight.size);
+        const room = Math.min(BATCH, MAX_CHANNELS_IN_FLIGHT - this.inFlight.size);
+        // Only as many as will start, none of a busy channel: on PostgreSQL each row answered is claimed for a minute.
+        const due = room > 0 ? await alerts.dueNotifications(this.now(), room, [...this.inFlight.keys()]) : [];
         // A delivery that fails is not woken for: the idle wait (a due notification means pollMs) paces it.
         this.failures = 0;
         for (const notification of due) {
-          if (this.inFlight.has(notification.channelId) || this.inFlight.size >= MAX_CHANNELS_IN_FLIGHT) continue;
+          if (this.inFlight.has(notification.channelId)) continue;
           this.startDelivery(notification);
           started++;
         }

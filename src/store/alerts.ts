@@ -127,8 +127,12 @@ export interface AlertStore {
    */
   commitEvaluation(name: string, seq: number, statuses: readonly LocationStatus[], notifications: readonly NewNotification[], now: Date): Promise<number>;
 
-  /** Pending notifications due at `now`, oldest first: at most one per channel, its oldest pending (a channel's order is kept). */
-  dueNotifications(now: Date, limit: number): Promise<Notification[]>;
+  /**
+   * Pending notifications due at `now`, oldest first: at most one per channel, its oldest pending (a channel's
+   * order is kept), none of the channels in `busy` (their delivery is under way; on PostgreSQL every row answered
+   * is claimed, so the caller asks only for what it will start).
+   */
+  dueNotifications(now: Date, limit: number, busy?: readonly number[]): Promise<Notification[]>;
   /** When the next notification dueNotifications would answer is due; undefined when none is pending. */
   nextDue(): Promise<Date | undefined>;
   /** `attempt` null: the notification was cancelled without a request (its channel is gone or not delivered). */

@@ -691,6 +691,18 @@ describe.each(BACKENDS)('the %s store', (which) => {
       expect((await alerts.dueNotifications(at(2), 10)).map((n) => n.channelId)).toEqual([file]);
     });
 
+    it('answers no notification of a busy channel, and claims none of them (PostgreSQL claims what it answers)', async () => {
+      const { alerts } = await openStores();
+      const ids: number[] = [];
+      for (const name of ['a', 'b', 'c']) ids.push((await alerts.createChannel({ ...CHANNEL, config: { url: `http://127.0.0.1:9/${name}` } }, T0)).id);
+      const queued = (channelId: number) => ({ channelId, kind: 'FAILURE' as const, checkId: 'c1', location: 'loc-a', resultId: null, body: { event: 'FAILURE' } });
+      await alerts.commitEvaluation('alerts', 1, [], ids.map(queued), T0);
+      const [a, b, c] = ids as [number, number, number];
+      expect((await alerts.dueNotifications(at(1), 10, [a, c])).map((n) => n.channelId)).toEqual([b]);
+      // Channels a and c were neither answered nor claimed: they are due to the next caller at once.
+      expect((await alerts.dueNotifications(at(2), 10, [b])).map((n) => n.channelId).sort()).toEqual([a, c].sort());
+    });
+
     it('keeps the status the channels were last told of beside the status', async () => {
       const { alerts } = await openStores();
       const status = { checkId: 'c1', location: 'loc-a', status: 'FAILING' as const, since: 1, candidate: null, streak: 0, updatedAt: 1, announced: 'PASSING' as const };

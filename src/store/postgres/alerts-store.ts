@@ -151,11 +151,12 @@ export class PgAlertStore implements AlertStore {
   }
 
   /** Due notifications, claimed for CLAIM_MS: another replica's deliverer skips them meanwhile. */
-  async dueNotifications(now: Date, limit: number): Promise<Notification[]> {
+  async dueNotifications(now: Date, limit: number, busy: readonly number[] = []): Promise<Notification[]> {
     return this.db.tx(async (sql) => {
       const rows = await sql.rows(
-        `SELECT * FROM notifications n WHERE state = 'PENDING' AND next_at <= $1 AND ${HEAD} ORDER BY next_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`,
-        [now.getTime(), limit],
+        `SELECT * FROM notifications n WHERE state = 'PENDING' AND next_at <= $1 AND ${HEAD} AND NOT (channel_id = ANY($3::bigint[]))
+         ORDER BY next_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`,
+        [now.getTime(), limit, busy],
       );
       if (rows.length === 0) return [];
       await sql.run('UPDATE notifications SET next_at = $1 WHERE id = ANY($2::bigint[])', [now.getTime() + CLAIM_MS, rows.map((row) => num(row, 'id'))]);

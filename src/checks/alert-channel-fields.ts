@@ -22,11 +22,13 @@ export interface AlertChannelFields extends NewAlertChannel {
 }
 
 /**
- * Headers that frame the request or name its connection: a channel
- * setting one could never be delivered (fetch refuses it, or the body would
- * not match), so it is refused when the channel is made.
+ * Headers fetch refuses at every attempt (expect, keep-alive, upgrade,
+ * transfer-encoding) or that would contradict the body it sends
+ * (content-length): a channel setting one could never be delivered, so it is
+ * refused when it is made. Others fetch handles itself (host, connection)
+ * are left to it.
  */
-const SERVER_HEADERS = new Set(['content-length', 'transfer-encoding', 'host', 'connection', 'keep-alive', 'upgrade', 'expect', 'te', 'trailer']);
+const SERVER_HEADERS = new Set(['content-length', 'transfer-encoding', 'expect', 'keep-alive', 'upgrade']);
 
 /** What is wrong with a receiver's URL; undefined when it can be posted to. */
 function urlProblem(value: unknown): string | undefined {

@@ -13,8 +13,15 @@ export interface DateTimeForms {
   relaxed?: boolean;
 }
 
+/** Date.UTC(year, …) with a four-digit year taken as written (Date.UTC reads 0–99 as 1900–1999). */
+function utc(year: number, monthIndex: number, day: number): number {
+  const date = new Date(Date.UTC(2000, monthIndex, day));
+  date.setUTCFullYear(year, monthIndex, day);
+  return date.getTime();
+}
+
 function daysIn(year: number, month: number): number {
-  return new Date(Date.UTC(year, month, 0)).getUTCDate();
+  return new Date(utc(year, month, 0)).getUTCDate();
 }
 
 /** Milliseconds since the epoch, or undefined when `text` is not a date-time of the forms allowed (leap seconds are not taken). */
@@ -27,7 +34,7 @@ export function parseDateTime(text: string, forms: DateTimeForms = {}): number |
   if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month)) return undefined;
   if (Number(h ?? 0) > 23 || Number(mi ?? 0) > 59 || Number(s ?? 0) > 59) return undefined;
   if (zone !== undefined && (Number(zoneHours ?? 0) > 23 || Number(zoneMinutes ?? 0) > 59)) return undefined;
-  if (h === undefined) return Date.UTC(year, month - 1, day);
+  if (h === undefined) return utc(year, month - 1, day);
   // Checked field by field above, so Date.parse only does the arithmetic; no offset is UTC.
   const normal = `${y}-${mo}-${d}T${h}:${mi}:${s ?? '00'}${fraction ? fraction.slice(0, 4) : ''}${zone === undefined ? 'Z' : zone.toUpperCase()}`;
   const ms = Date.parse(normal);

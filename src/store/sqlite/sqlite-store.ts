@@ -91,20 +91,25 @@ export function claimSql(checkTypes: number, runtimes: number): string {
     ORDER BY created_at, check_run_id LIMIT ?`;
 }
 
-/** The listResults query and its parameters (the limit last). Exported for the query-plan test. */
 /** Free space a disk that was full must have again before the database counts as writable. */
 export const PROBE_FREE_BYTES = 1024 * 1024;
 
-/** Bytes free to this process on the database's file system; Infinity where that cannot be asked (an in-memory database). */
+/**
+ * Bytes free to this process on the database's file system: root may write
+ * into the blocks reserved for it (ext4 keeps 5 %), others may not. Infinity
+ * where it cannot be asked.
+ */
 function freeBytes(file: string): number {
   try {
     const stats = statfsSync(path.dirname(path.resolve(file)));
-    return stats.bavail * stats.bsize;
+    const blocks = process.getuid?.() === 0 ? stats.bfree : stats.bavail;
+    return blocks * stats.bsize;
   } catch {
     return Number.POSITIVE_INFINITY;
   }
 }
 
+/** The listResults query and its parameters (the limit last). Exported for the query-plan test. */
 export function listSql(query: ResultQuery): { sql: string; params: SQLInputValue[] } {
   if (!Number.isInteger(query.limit) || query.limit < 1 || query.limit > 100) throw new InvalidQueryError('limit', 'limit must be an integer from 1 to 100');
   const where = ['check_id = ?'];

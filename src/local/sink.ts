@@ -7,6 +7,8 @@ import { resultOutcome } from '../results/result.js';
 import type { CheckResultEntry } from '../core/result-entry.js';
 
 const MARKS = { passed: '\x1b[32m✔ PASSED \x1b[0m', degraded: '\x1b[33m▲ DEGRADED\x1b[0m', failed: '\x1b[31m✘ FAILED \x1b[0m', error: '\x1b[31m✘ ERROR  \x1b[0m' };
+/** A failed attempt that is tried again: not a result of its own (the summary counts it as a retry). */
+const RETRY_MARK = '\x1b[33m↻ RETRY  \x1b[0m';
 
 export function readableLine(result: CheckResultEntry): string {
   const outcome = resultOutcome(result);
@@ -23,7 +25,9 @@ export function readableLine(result: CheckResultEntry): string {
   };
   const what = detail.requestError ?? (detail.response?.status !== undefined ? `${detail.response.status} ${detail.response.statusText ?? ''}`.trim() : '');
   const extra = result.overMaxResponseTime ? ' (over max response time)' : '';
-  return `${MARKS[outcome]} ${result.name ?? result.checkId} [${result.checkType}] ${result.responseTime} ms  ${what}${extra}\n`;
+  const mark = result.resultType === 'ATTEMPT' ? RETRY_MARK : MARKS[outcome];
+  const attempt = result.resultType === 'ATTEMPT' ? ` (attempt ${result.attempts}, tried again)` : '';
+  return `${mark} ${result.name ?? result.checkId} [${result.checkType}] ${result.responseTime} ms  ${what}${extra}${attempt}\n`;
 }
 
 /**

@@ -17,6 +17,16 @@ describe('readableLine', () => {
     expect(multi).toContain('[MULTI_STEP] 1706 ms  MULTI_STEP was stopped: it ran past its time limit of 1500 ms');
   });
 
+  it('marks a failed attempt that is tried again as a retry, not as an error of its own', () => {
+    const attempt = readableLine(entry({ checkType: 'URL', resultType: 'ATTEMPT', attempts: 1, hasErrors: true, apiCheckResult: { requestError: 'connection refused (ECONNREFUSED)' } }));
+    expect(attempt).toContain('↻ RETRY');
+    expect(attempt).not.toContain('ERROR');
+    expect(attempt).toContain('[URL] 1706 ms  connection refused (ECONNREFUSED) (attempt 1, tried again)');
+    const final = readableLine(entry({ checkType: 'URL', resultType: 'FINAL', attempts: 3, hasErrors: true, apiCheckResult: { requestError: 'connection refused (ECONNREFUSED)' } }));
+    expect(final).toContain('✘ ERROR');
+    expect(final).not.toContain('tried again');
+  });
+
   it('shows the status of an HTTP check that answered', () => {
     const line = readableLine(entry({ checkType: 'URL', hasFailures: false, apiCheckResult: { requestError: null, response: { status: 200, statusText: 'OK' } } }));
     expect(line).toContain('✔ PASSED');

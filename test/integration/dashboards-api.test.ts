@@ -69,7 +69,12 @@ let server: Server;
 let base: string;
 
 function router(keyAttempts = 100): Router {
-  return new Router([...dashboardRoutes({ store, dashboards, windows: stores.windows, keyLimiter: new RateLimiter(keyAttempts, 60) })], {
+  return routerOf(dashboardRoutes({ store, dashboards, windows: stores.windows, keyLimiter: new RateLimiter(keyAttempts, 60) }));
+}
+
+/** The routes behind the router every test uses: the test's key and generous limits. */
+function routerOf(routes: ReturnType<typeof dashboardRoutes>): Router {
+  return new Router([...routes], {
     publicKey: API_KEY,
     agentKey: async () => undefined,
     publicLimiter: new RateLimiter(600, 60),
@@ -381,14 +386,7 @@ describe('the pages', () => {
       },
     });
     let clock = Date.now();
-    const cached = new Router(dashboardRoutes({ store, dashboards: counting, windows: stores.windows, now: () => new Date(clock) }), {
-      publicKey: API_KEY,
-      agentKey: async () => undefined,
-      publicLimiter: new RateLimiter(600, 60),
-      agentLimiter: new RateLimiter(AGENT_ROUTE_LIMIT_PER_MINUTE, 60),
-      anonymousLimiter: new RateLimiter(600, 60),
-      logger,
-    });
+    const cached = routerOf(dashboardRoutes({ store, dashboards: counting, windows: stores.windows, now: () => new Date(clock) }));
     const started = await listen(cached);
     try {
       // 'shared' shows the checks tagged web: Web and the hostile one.

@@ -2,7 +2,7 @@
 // untrusted JSON into a typed CheckDefinition (definition.ts).
 
 import type { EnvironmentVariable } from '../core/protocol.js';
-import { parseAssertions } from './assertions/assertions.js';
+import { parseCheckAssertions } from './assertions/assertions.js';
 import type { Executor } from './executor.js';
 import type { ExecutorRegistry } from './executor-registry.js';
 import { DefinitionError, type FieldReads, Fields } from './fields.js';
@@ -75,6 +75,7 @@ export function parseCheck(raw: unknown, path: string, registry: ExecutorRegistr
       `must not exceed maxResponseTime (${degradedResponseTime} > ${maxResponseTime})`,
     );
   }
+  const request = fields.object('request');
   const check: CheckDefinition = {
     id: checkId ?? '',
     name,
@@ -88,9 +89,9 @@ export function parseCheck(raw: unknown, path: string, registry: ExecutorRegistr
     degradedResponseTime,
     maxResponseTime,
     shouldFail: fields.boolean('shouldFail', false),
-    assertions: parseAssertions(fields, executor.assertionSources),
+    assertions: parseCheckAssertions(fields, request, executor.assertionSources),
     retryStrategy: parseRetryStrategy(fields),
-    request: executor.parseRequest(fields.object('request'), fields),
+    request: executor.parseRequest(request, fields),
     environmentVariables: parseEnvironmentVariables(fields),
   };
   fields.assertValid();

@@ -3,6 +3,7 @@
 
 import { execFileSync } from 'node:child_process';
 import { chmodSync, closeSync, constants, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -240,7 +241,7 @@ describe('outpost CLI', () => {
   });
 
   it('a field Outpost does not read → one warning naming its JSON path, and the check runs', async () => {
-    const file = checksFile({ checks: [{ ...VALID.checks[0], muted: false, request: { url: 'http://127.0.0.1:9/', assertions: [] } }] });
+    const file = checksFile({ checks: [{ ...VALID.checks[0], muted: false, request: { url: 'http://127.0.0.1:9/', bodyType: 'NONE' } }] });
     const proc = run(['once', file]);
     expect((await proc.exit).code, proc.stderr()).toBe(0);
     const warnings = proc.logs.filter((l) => l.msg.startsWith('checks file:'));
@@ -248,9 +249,24 @@ describe('outpost CLI', () => {
     expect(warnings[0]).toMatchObject({
       level: 40,
       file,
-      ignoredFields: ['$.checks[0].muted', '$.checks[0].request.assertions'],
-      msg: 'checks file: 2 fields Outpost does not read, ignored: $.checks[0].muted, $.checks[0].request.assertions',
+      ignoredFields: ['$.checks[0].muted', '$.checks[0].request.bodyType'],
+      msg: 'checks file: 2 fields Outpost does not read, ignored: $.checks[0].muted, $.checks[0].request.bodyType',
     });
+  });
+
+  it("assertions under request (the service's API check shape) decide the run: a failing one fails it, no warning", async () => {
+    const target = createServer((_req, res) => res.end('ok'));
+    servers.push(target);
+    await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(target.address() as net.AddressInfo).port}/`;
+    const file = checksFile({ checks: [{ id: 'api', checkType: 'API', request: { method: 'GET', url, assertions: [{ source: 'STATUS_CODE', comparison: 'EQUALS', target: '500' }] } }] });
+    const proc = run(['once', file]);
+    expect((await proc.exit).code, proc.stderr()).toBe(1);
+    expect(proc.stderr()).toContain('outpost once: 1 check: 0 passed, 0 degraded, 1 failed, 0 errors');
+    expect(proc.logs.filter((l) => l.msg.startsWith('checks file:'))).toEqual([]);
+    const both = checksFile({ checks: [{ id: 'api', checkType: 'API', assertions: [], request: { method: 'GET', url, assertions: [] } }] });
+    const line = await expectOneLineFailure(run(['once', both]), 78);
+    expect(line).toBe(`outpost: ${both}: check "api" at $.checks[0].request.assertions: is given as well as $.checks[0].assertions: give the check's assertions in one of them`);
   });
 
   it('a key given twice in one object of the checks file → exit 78 naming its JSON path', async () => {

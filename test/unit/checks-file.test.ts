@@ -237,7 +237,7 @@ describe('fields Outpost does not read', () => {
       JSON.stringify({
         version: 2,
         environmentVariables: [{ key: 'A', value: 'x', locked: true }],
-        checks: [url('a', { muted: false, doubleCheck: true, request: { url: 'http://127.0.0.1:9/', assertions: [] }, 'odd key': 1 })],
+        checks: [url('a', { muted: false, doubleCheck: true, request: { url: 'http://127.0.0.1:9/', bodyType: 'NONE' }, 'odd key': 1 })],
       }),
       FILE,
       registry,
@@ -249,7 +249,7 @@ describe('fields Outpost does not read', () => {
       '$.checks[0].muted',
       '$.checks[0].doubleCheck',
       '$.checks[0]["odd key"]',
-      '$.checks[0].request.assertions',
+      '$.checks[0].request.bodyType',
     ]);
   });
 

@@ -67,6 +67,22 @@ export function parseAssertions(fields: Fields, sources: readonly string[]): Ass
   });
 }
 
+/**
+ * A check's assertions: its own `assertions`, or its `request.assertions`
+ * when it has none of its own (where the service's API puts them). Read from
+ * neither, a definition written the service's way would run without its
+ * assertions and a failing target would look healthy. Given in both, which
+ * list is meant cannot be told: a problem naming both.
+ */
+export function parseCheckAssertions(check: Fields, request: Fields, sources: readonly string[]): Assertion[] {
+  if (!request.has('assertions')) return parseAssertions(check, sources);
+  if (check.has('assertions')) {
+    request.fail(request.at('assertions'), `is given as well as ${check.at('assertions')}: give the check's assertions in one of them`);
+    return [];
+  }
+  return parseAssertions(request, sources);
+}
+
 function asNumber(value: unknown): number | null {
   if (typeof value === 'number') return Number.isFinite(value) ? value : null;
   if (typeof value === 'string' && value.trim() !== '') {

@@ -1,11 +1,14 @@
 // An alert channel's fields, as the checks file (`alertChannels`) and
-// POST /v1/alert-channels give them: the service's record (service-api.md,
-// "Alert channel") with each type's config. Every problem is named by its
-// JSON path. Shared by checks-file.ts and the server's alerts route.
+// POST /v1/alert-channels give them: the service's record with each type's
+// config (docs/server.md, "Alert channels"). Every problem is named by its
+// JSON path, and every field is read through Fields, so that one nobody asked
+// for is named as a checks file's are (unread-fields.ts). Shared by
+// checks-file.ts and the server's alerts route.
 
 import type { NewAlertChannel } from '../store/alerts.js';
 import { headerProblem } from '../core/http-header.js';
 import { MAX_DEFINITION_DEPTH, pathPastDepth } from '../core/json-depth.js';
+import type { Fields } from './fields.js';
 
 export const ALERT_CHANNEL_TYPES = ['EMAIL', 'SLACK', 'WEBHOOK', 'SMS', 'PAGERDUTY', 'OPSGENIE', 'CALL'] as const;
 export type AlertChannelType = (typeof ALERT_CHANNEL_TYPES)[number];
@@ -45,109 +48,123 @@ function urlProblem(value: unknown): string | undefined {
   return undefined;
 }
 
-function configProblems(type: string, config: Record<string, unknown>, path: string, problems: string[]): void {
+/**
+ * The config of a type this release delivers, read through `config` so that
+ * a key it does not read (`heders`) is named like any other field. The config
+ * of a type it only stores is taken whole: its keys are the service's, and
+ * nothing here reads them.
+ */
+function readConfig(type: string, config: Fields): void {
   if (type === 'WEBHOOK' || type === 'SLACK') {
-    const problem = urlProblem(config.url);
-    if (problem) problems.push(`${path}.url: is required: ${problem}`);
+    const problem = urlProblem(config.raw('url'));
+    if (problem) config.fail(config.at('url'), `is required: ${problem}`);
   }
   if (type === 'WEBHOOK') {
-    const headers = config.headers;
+    const headers = config.raw('headers');
     if (headers !== undefined) {
       if (headers === null || typeof headers !== 'object' || Array.isArray(headers)) {
-        problems.push(`${path}.headers: must be an object of header names to string values`);
+        config.fail(config.at('headers'), 'must be an object of header names to string values');
       } else {
         const entries = Object.entries(headers);
-        if (entries.length > MAX_HEADERS) problems.push(`${path}.headers: must have at most ${MAX_HEADERS} headers`);
+        if (entries.length > MAX_HEADERS) config.fail(config.at('headers'), `must have at most ${MAX_HEADERS} headers`);
         for (const [name, value] of entries) {
-          if (name.length > 100 || headerProblem(name, '')) problems.push(`${path}.headers.${name}: is not a valid header name`);
-          else if (SERVER_HEADERS.has(name.toLowerCase())) problems.push(`${path}.headers.${name}: frames the request and cannot be given`);
-          else if (typeof value !== 'string' || value.length > 4096) problems.push(`${path}.headers.${name}: must be a string of one line`);
+          const path = `${config.at('headers')}.${name}`;
+          if (name.length > 100 || headerProblem(name, '')) config.fail(path, 'is not a valid header name');
+          else if (SERVER_HEADERS.has(name.toLowerCase())) config.fail(path, 'frames the request and cannot be given');
+          else if (typeof value !== 'string' || value.length > 4096) config.fail(path, 'must be a string of one line');
           else {
             const found = headerProblem(name, value);
-            if (found) problems.push(`${path}.headers.${name}: ${found.problem}`);
+            if (found) config.fail(path, found.problem);
           }
         }
       }
     }
-    if (config.secret !== undefined && (typeof config.secret !== 'string' || config.secret.length === 0 || config.secret.length > 1024)) {
-      problems.push(`${path}.secret: must be a non-empty string`);
+    const secret = config.raw('secret');
+    if (secret !== undefined && (typeof secret !== 'string' || secret.length === 0 || secret.length > 1024)) {
+      config.fail(config.at('secret'), 'must be a non-empty string');
     }
   }
   if (type === 'PAGERDUTY') {
-    if (typeof config.routingKey !== 'string' || config.routingKey.length === 0 || config.routingKey.length > 128) {
-      problems.push(`${path}.routingKey: is required: the integration's routing key (Events API v2)`);
+    const routingKey = config.raw('routingKey');
+    if (typeof routingKey !== 'string' || routingKey.length === 0 || routingKey.length > 128) {
+      config.fail(config.at('routingKey'), "is required: the integration's routing key (Events API v2)");
     }
-    const problem = config.url === undefined ? undefined : urlProblem(config.url);
-    if (problem) problems.push(`${path}.url: must be ${problem}`);
+    const url = config.raw('url');
+    const problem = url === undefined ? undefined : urlProblem(url);
+    if (problem) config.fail(config.at('url'), `must be ${problem}`);
   }
 }
 
-function bool(raw: Record<string, unknown>, key: string, fallback: boolean, path: string, problems: string[]): boolean {
-  const value = raw[key];
+function bool(item: Fields, name: string, fallback: boolean): boolean {
+  const value = item.raw(name);
   if (value === undefined || value === null) return fallback;
   if (typeof value !== 'boolean') {
-    problems.push(`${path}.${key}: must be true or false`);
+    item.fail(item.at(name), 'must be true or false');
     return fallback;
   }
   return value;
 }
 
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
 /**
- * Reads one channel; problems go to `problems` (path-prefixed) and the
- * answer is undefined when there is any. sendFailure and sendRecovery
- * default to true, sendDegraded to false (the service does not show its defaults).
+ * Reads one channel at `item` (`value` is its JSON); problems are recorded
+ * there, by JSON path, and the answer is undefined when there is any.
+ * sendFailure and sendRecovery default to true, sendDegraded to false (the
+ * service does not show its defaults).
  */
-export function parseAlertChannel(raw: unknown, path: string, problems: string[]): AlertChannelFields | undefined {
-  const before = problems.length;
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
-    problems.push(`${path}: must be an object`);
-    return undefined;
-  }
-  const record = raw as Record<string, unknown>;
-  const type = record.type;
+export function parseAlertChannel(item: Fields, value: unknown): AlertChannelFields | undefined {
+  // Not an object: `item` said so when it was made.
+  if (!isRecord(value)) return undefined;
+  const before = item.issues.length;
+  const type = item.raw('type');
   if (typeof type !== 'string' || !(ALERT_CHANNEL_TYPES as readonly string[]).includes(type)) {
-    problems.push(`${path}.type: is required: one of ${ALERT_CHANNEL_TYPES.join(', ')}`);
+    item.fail(item.at('type'), `is required: one of ${ALERT_CHANNEL_TYPES.join(', ')}`);
   }
-  const config = record.config;
-  const tooDeep = pathPastDepth(config, MAX_DEFINITION_DEPTH, `${path}.config`);
-  if (config === null || typeof config !== 'object' || Array.isArray(config)) {
-    problems.push(`${path}.config: is required: an object (its fields depend on the type)`);
+  const config = item.raw('config');
+  const tooDeep = pathPastDepth(config, MAX_DEFINITION_DEPTH, item.at('config'));
+  if (!isRecord(config)) {
+    item.fail(item.at('config'), 'is required: an object (its fields depend on the type)');
   } else if (tooDeep) {
     // Kept as given and stored as JSON: refused here, not by a stack overflow later.
-    problems.push(`${tooDeep}: is nested deeper than ${MAX_DEFINITION_DEPTH} levels`);
-  } else if (typeof type === 'string') {
-    configProblems(type, config as Record<string, unknown>, `${path}.config`, problems);
+    item.fail(tooDeep, `is nested deeper than ${MAX_DEFINITION_DEPTH} levels`);
+  } else if (typeof type === 'string' && DELIVERED_CHANNEL_TYPES.includes(type)) {
+    readConfig(type, item.nested(config, item.at('config')));
   }
   let threshold = DEFAULT_SSL_EXPIRY_THRESHOLD;
-  if (record.sslExpiryThreshold !== undefined && record.sslExpiryThreshold !== null) {
-    const value = record.sslExpiryThreshold;
-    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 30) {
-      problems.push(`${path}.sslExpiryThreshold: must be an integer from 1 to 30`);
+  const thresholdValue = item.raw('sslExpiryThreshold');
+  if (thresholdValue !== undefined && thresholdValue !== null) {
+    if (typeof thresholdValue !== 'number' || !Number.isInteger(thresholdValue) || thresholdValue < 1 || thresholdValue > 30) {
+      item.fail(item.at('sslExpiryThreshold'), 'must be an integer from 1 to 30');
     } else {
-      threshold = value;
+      threshold = thresholdValue;
     }
   }
   const subscriptions: string[] = [];
-  if (record.subscriptions !== undefined && record.subscriptions !== null) {
-    if (!Array.isArray(record.subscriptions) || record.subscriptions.length > MAX_SUBSCRIPTIONS) {
-      problems.push(`${path}.subscriptions: must be an array of check ids (or {"checkId": id} objects)`);
+  const listed = item.raw('subscriptions');
+  if (listed !== undefined && listed !== null) {
+    if (!Array.isArray(listed) || listed.length > MAX_SUBSCRIPTIONS) {
+      item.fail(item.at('subscriptions'), 'must be an array of check ids (or {"checkId": id} objects)');
     } else {
-      record.subscriptions.forEach((item: unknown, index) => {
-        const id = item !== null && typeof item === 'object' ? (item as { checkId?: unknown }).checkId : item;
+      listed.forEach((element: unknown, index) => {
+        const path = `${item.at('subscriptions')}[${index}]`;
+        const id = isRecord(element) ? item.nested(element, path).raw('checkId') : element;
         if ((typeof id === 'string' && id.length > 0) || typeof id === 'number') subscriptions.push(String(id));
-        else problems.push(`${path}.subscriptions[${index}]: must be a check id or {"checkId": id}`);
+        else item.fail(path, 'must be a check id or {"checkId": id}');
       });
     }
   }
   const fields = {
-    autoSubscribe: bool(record, 'autoSubscribe', false, path, problems),
-    sendRecovery: bool(record, 'sendRecovery', true, path, problems),
-    sendFailure: bool(record, 'sendFailure', true, path, problems),
-    sendDegraded: bool(record, 'sendDegraded', false, path, problems),
-    sslExpiry: bool(record, 'sslExpiry', false, path, problems),
+    autoSubscribe: bool(item, 'autoSubscribe', false),
+    sendRecovery: bool(item, 'sendRecovery', true),
+    sendFailure: bool(item, 'sendFailure', true),
+    sendDegraded: bool(item, 'sendDegraded', false),
+    sslExpiry: bool(item, 'sslExpiry', false),
   };
-  if (problems.length > before) return undefined;
-  return { type: type as AlertChannelType, config: config as Record<string, unknown>, subscriptions: [...new Set(subscriptions)], sslExpiryThreshold: threshold, ...fields };
+  if (item.issues.length > before || !isRecord(config)) return undefined;
+  return { type: type as AlertChannelType, config, subscriptions: [...new Set(subscriptions)], sslExpiryThreshold: threshold, ...fields };
 }
 
 /** A checks file's channel: the fields plus its `id` (a positive integer, unique in the file). */
@@ -155,24 +172,26 @@ export interface FileAlertChannel extends AlertChannelFields {
   id: number;
 }
 
-/** `alertChannels` of a checks file; problems are appended. */
-export function parseAlertChannels(raw: unknown, problems: string[]): FileAlertChannel[] {
-  if (raw === undefined) return [];
-  if (!Array.isArray(raw)) {
-    problems.push('$.alertChannels: must be an array of alert channels');
+/** `$.alertChannels` of a checks file, problems recorded on `root`. */
+export function parseAlertChannels(root: Fields): FileAlertChannel[] {
+  const declared = root.raw('alertChannels');
+  if (declared !== undefined && !Array.isArray(declared)) {
+    root.fail(root.at('alertChannels'), 'must be an array of alert channels');
     return [];
   }
   const channels: FileAlertChannel[] = [];
   const seen = new Set<number>();
-  raw.forEach((item: unknown, index) => {
-    const path = `$.alertChannels[${index}]`;
-    const id = item !== null && typeof item === 'object' ? (item as { id?: unknown }).id : undefined;
+  root.list('alertChannels').forEach((item, index) => {
+    const value = (declared as unknown[])[index];
+    // Not an object: `item` said so when it was made.
+    if (!isRecord(value)) return;
+    const id = item.raw('id');
     if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) {
-      problems.push(`${path}.id: is required: a positive integer`);
+      item.fail(item.at('id'), 'is required: a positive integer');
     } else if (seen.has(id)) {
-      problems.push(`${path}.id: ${id} is already used by another channel`);
+      item.fail(item.at('id'), `${id} is already used by another channel`);
     }
-    const fields = parseAlertChannel(item, path, problems);
+    const fields = parseAlertChannel(item, value);
     if (fields && typeof id === 'number' && !seen.has(id)) channels.push({ id, ...fields });
     if (typeof id === 'number') seen.add(id);
   });

@@ -19,7 +19,7 @@ import type { EnvironmentVariable } from '../core/protocol.js';
 import { MAX_DEFINITION_DEPTH, nestedDeeperThan, pathPastDepth } from '../core/json-depth.js';
 import { duplicateKeys } from '../core/json-duplicate-keys.js';
 import type { Logger } from '../observability/logger.js';
-import { sortUnread } from './unread-fields.js';
+import { misspelledProblem, sortUnread } from './unread-fields.js';
 
 export interface LocalCheck {
   check: CheckDefinition;
@@ -101,7 +101,7 @@ function unreadFields(reads: FieldReads, json: unknown): { problems: string[]; i
   const problems = misspelled.map(({ path, meant }) => {
     const index = /^\$\.checks\[(\d+)\]/.exec(path)?.[1];
     const prefix = index !== undefined && Array.isArray(checks) ? checkPrefix(checks[Number(index)]) : '';
-    return `${prefix}${path}: is not a field Outpost reads; did you mean "${meant}"?`;
+    return `${prefix}${path}: ${misspelledProblem(meant)}`;
   });
   return { problems, ignored };
 }
@@ -258,9 +258,8 @@ export function parseServerChecksFile(
     });
     if (typeof checkId === 'string' || typeof checkId === 'number') locationsOf.set(String(checkId), locations);
   });
+  const alertChannels = parseAlertChannels(root);
   problems.push(...root.issues.map((i) => `${i.path}: ${i.problem}`));
-  // A channel is read from its JSON, not through Fields: its own fields are not named when unread.
-  const alertChannels = parseAlertChannels(root.raw('alertChannels'), problems);
   const unread = unreadFields(reads, json);
   problems.push(...unread.problems);
   if (problems.length > 0 || !read) throw new ChecksFileError(file, problems);

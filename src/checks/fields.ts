@@ -149,6 +149,15 @@ export class Fields {
     return new Fields(value, path, this.issues, this.reads);
   }
 
+  /**
+   * A reader of a value this one holds that `object` and `list` cannot open:
+   * an object in a list that mixes ids and records, a config whose fields
+   * depend on a sibling. It shares this reader's problems and reads.
+   */
+  nested(value: Json, path: string): Fields {
+    return this.child(value, path);
+  }
+
   private ask(name: string): void {
     this.reads?.asked(this.record, name);
   }

@@ -7,7 +7,7 @@
 // implement (`muted`, `tags`, `doubleCheck`…), and they must keep running.
 // The rule is documented in docs/checks/README.md ("Fields Outpost does not read").
 
-import type { UnreadField } from './fields.js';
+import type { FieldIssue, UnreadField } from './fields.js';
 
 /** Names longer than this are not compared: no field is that long, and the comparison costs length squared. */
 const MAX_COMPARED_LENGTH = 64;
@@ -56,6 +56,23 @@ export function meantField(key: string, asked: readonly string[]): string | unde
     if (distance <= bound && (best === undefined || distance < best.distance)) best = { name, distance };
   }
   return best?.name;
+}
+
+/** What a problem says of a key taken for a misspelling of `meant`. */
+export function misspelledProblem(meant: string): string {
+  return `is not a field Outpost reads; did you mean "${meant}"?`;
+}
+
+/**
+ * Every unread field as a problem, for a reader that takes no field it does
+ * not know (the server's write routes, src/server/http/record-body.ts): a
+ * misspelling names the field meant, as in a checks file.
+ */
+export function unreadProblems(unread: readonly UnreadField[]): FieldIssue[] {
+  return unread.map((field) => {
+    const meant = meantField(field.key, field.asked);
+    return { path: field.path, problem: meant === undefined ? 'is not a field of this record' : misspelledProblem(meant) };
+  });
 }
 
 /** Unread fields split into misspellings (errors, with the field meant) and the others (ignored, by path). */

@@ -9,6 +9,7 @@ import type { Store } from '../store/store.js';
 import { undeliveredReason } from './alert-payloads.js';
 import { overallStatus } from './alert-status.js';
 import { ApiError, badRequest, notFound } from './http/api-error.js';
+import { readRecordBody } from './http/record-body.js';
 import type { Route } from './http/router.js';
 
 export interface AlertsApiDeps {
@@ -70,9 +71,13 @@ export function alertsRoutes(deps: AlertsApiDeps): Route[] {
       bodyLimit: 64 * 1024,
       async handle({ body, query }) {
         noQuery(query);
-        const problems: string[] = [];
-        const fields = parseAlertChannel(body, '$', problems);
-        if (!fields) throw badRequest(problems.join('; '), { problems });
+        const fields = readRecordBody(body, (item, value) => {
+          // The server gives the next free id (a checks file's channel gives its own).
+          if (item.has('id')) item.fail(item.at('id'), 'is chosen by the server: leave it out');
+          return parseAlertChannel(item, value);
+        });
+        // readRecordBody threw for every problem parseAlertChannel found.
+        if (!fields) throw badRequest('$: must be an alert channel object');
         const channel = await alerts.createChannel(fields, now());
         deps.onChannelsChanged?.();
         return { status: 201, body: channelAnswer(channel) };

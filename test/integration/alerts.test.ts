@@ -190,6 +190,22 @@ describe('alerts', () => {
     });
     expect(deep.status).toBe(400);
     expect(await deep.text()).toContain('config.extra[0][0][0]…: is nested deeper than 64 levels');
+    // Every field the channel does not have is refused, a misspelling naming the field meant (a checks file warns of the others).
+    const unknown = await call('POST', '/v1/alert-channels', { type: 'WEBHOOK', config: { url: 'http://h/', heders: {} }, sendFailrue: false, muted: true, id: 7 });
+    expect(unknown.status).toBe(400);
+    expect((unknown.body as { attributes: unknown }).attributes).toEqual({
+      problems: [
+        '$.id: is chosen by the server: leave it out',
+        '$.sendFailrue: is not a field Outpost reads; did you mean "sendFailure"?',
+        '$.muted: is not a field of this record',
+        '$.config.heders: is not a field Outpost reads; did you mean "headers"?',
+      ],
+    });
+    const many = await call('POST', '/v1/alert-channels', { type: 'SLACK', config: { url: 'http://h/' }, ...Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`extra${i}`, i])) });
+    expect((many.body as { attributes: { problems: string[] } }).attributes.problems).toEqual([
+      ...Array.from({ length: 20 }, (_, i) => `$.extra${i}: is not a field of this record`),
+      'and 10 more problems',
+    ]);
     const over = await call('POST', '/v1/alert-channels', { type: 'SLACK', config: { url: 'http://h/' }, sslExpiryThreshold: 31 });
     expect(over.status).toBe(400);
     expect(JSON.stringify(over.body)).toContain('sslExpiryThreshold');

@@ -6,6 +6,7 @@ import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { parseAlertChannel, parseAlertChannels } from '../../src/checks/alert-channel-fields.js';
 import { parseServerChecksFile } from '../../src/checks/checks-file.js';
+import { Fields } from '../../src/checks/fields.js';
 import { definitionRegistry } from '../../src/checks/registry.js';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import {
@@ -195,8 +196,14 @@ describe('payloads', () => {
 
 describe('alert channel fields', () => {
   const parse = (raw: unknown) => {
-    const problems: string[] = [];
-    return { fields: parseAlertChannel(raw, '$', problems), problems };
+    const item = Fields.root(raw, '$');
+    const fields = parseAlertChannel(item, raw);
+    return { fields, problems: item.issues.map((i) => `${i.path}: ${i.problem}`) };
+  };
+  const parseFile = (alertChannels: unknown) => {
+    const root = Fields.root({ alertChannels }, '$');
+    parseAlertChannels(root);
+    return root.issues.map((i) => `${i.path}: ${i.problem}`);
   };
 
   it('requires type and config, and defaults the rest', () => {
@@ -248,8 +255,7 @@ describe('alert channel fields', () => {
   });
 
   it('a checks file: ids required and unique, problems by path; alertAfter checked', () => {
-    const problems: string[] = [];
-    parseAlertChannels([{ type: 'SLACK', config: { url: 'http://h/' } }, { id: 2, type: 'SLACK', config: { url: 'http://h/' } }, { id: 2, type: 'SLACK', config: { url: 'http://h/' } }], problems);
+    const problems = parseFile([{ type: 'SLACK', config: { url: 'http://h/' } }, { id: 2, type: 'SLACK', config: { url: 'http://h/' } }, { id: 2, type: 'SLACK', config: { url: 'http://h/' } }]);
     expect(problems).toEqual(['$.alertChannels[0].id: is required: a positive integer', '$.alertChannels[2].id: 2 is already used by another channel']);
     const file = (extra: Record<string, unknown>, check: Record<string, unknown> = {}) =>
       JSON.stringify({
@@ -286,8 +292,7 @@ describe('alert channel fields', () => {
     expect(refused(file({}, { request: `{"url":"http://127.0.0.1:9/","body":${DEEP}}` }))).toContain('$.checks[0].request.body…: is nested too deep');
     expect(refused(file({ alertChannels: `[{"id":1,"type":"EMAIL","config":{"address":${DEEP}}}]` }))).toContain('$.alertChannels[0].config.address…: is nested too deep');
     // The API's channel: its config alone is bounded by the definition limit.
-    const problems: string[] = [];
-    parseAlertChannels([{ id: 1, type: 'WEBHOOK', config: { url: 'http://h/', extra: deep } }], problems);
+    const problems = parseFile([{ id: 1, type: 'WEBHOOK', config: { url: 'http://h/', extra: deep } }]);
     expect(problems).toEqual(['$.alertChannels[0].config.extra[0][0][0]…: is nested deeper than 64 levels']);
   });
 });

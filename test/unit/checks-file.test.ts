@@ -290,6 +290,41 @@ describe('fields Outpost does not read', () => {
     expect(parseServerChecksFile(fixed, FILE, registry).ignoredFields).toEqual(['$.privateLocations[0].region']);
   });
 
+  it("a server file's alert channels are read for misspelled and ignored fields, their delivered config included", () => {
+    const text = JSON.stringify({
+      privateLocations: [{ id: 'lab', name: 'Lab' }],
+      checks: [url('a')],
+      alertChannels: [
+        { id: 1, type: 'WEBHOOK', config: { url: 'http://h/', heders: { 'x-team': 'ops' }, method: 'POST' }, sendFailrue: false, muted: true },
+        { id: 2, type: 'PAGERDUTY', config: { routingkey: 'k' }, subscriptions: ['a', { checkId: 'a', activated: false }], SSLExpiry: true },
+        // A type this release does not deliver: its config is stored as given, and not read.
+        { id: 3, type: 'EMAIL', config: { adress: 'ops@example.com' } },
+      ],
+    });
+    let refused: ChecksFileError | undefined;
+    try {
+      parseServerChecksFile(text, FILE, registry);
+    } catch (error) {
+      refused = error as ChecksFileError;
+    }
+    expect(refused?.problems).toEqual([
+      // The misspelled routingKey leaves the channel without its required one, which is reported too.
+      "$.alertChannels[1].config.routingKey: is required: the integration's routing key (Events API v2)",
+      '$.alertChannels[0].sendFailrue: is not a field Outpost reads; did you mean "sendFailure"?',
+      '$.alertChannels[1].SSLExpiry: is not a field Outpost reads; did you mean "sslExpiry"?',
+      '$.alertChannels[0].config.heders: is not a field Outpost reads; did you mean "headers"?',
+      '$.alertChannels[1].config.routingkey: is not a field Outpost reads; did you mean "routingKey"?',
+    ]);
+    const fixed = text.replace('"heders"', '"headers"').replace('"sendFailrue"', '"sendFailure"').replace('"routingkey"', '"routingKey"').replace('"SSLExpiry"', '"sslExpiry"');
+    const parsed = parseServerChecksFile(fixed, FILE, registry);
+    expect(parsed.alertChannels.map((c) => [c.id, c.sendFailure, c.sslExpiry])).toEqual([
+      [1, false, false],
+      [2, true, true],
+      [3, true, false],
+    ]);
+    expect(parsed.ignoredFields).toEqual(['$.alertChannels[0].muted', '$.alertChannels[0].config.method', '$.alertChannels[1].subscriptions[1].activated']);
+  });
+
   it('takes a key for a misspelling only when it is close to a field of its own object', () => {
     expect(meantField('frequncy', ['id', 'frequency'])).toBe('frequency');
     expect(meantField('FREQUENCY', ['frequency'])).toBe('frequency');

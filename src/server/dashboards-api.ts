@@ -10,7 +10,6 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { parseDashboard } from '../checks/dashboard-fields.js';
-import { DefinitionError, Fields } from '../checks/fields.js';
 import type { DashboardDefinition } from '../core/dashboard.js';
 import type { CheckResultEntry } from '../core/result-entry.js';
 import type { MaintenanceWindowStore } from '../store/maintenance-windows.js';
@@ -25,6 +24,7 @@ import { FiguresCache } from './figures-cache.js';
 import { keyHash } from './http/credentials.js';
 import { latestFinals } from './latest-finals.js';
 import { RateLimiter } from './http/rate-limit.js';
+import { readRecordBody } from './http/record-body.js';
 import type { Route } from './http/router.js';
 import { activeWindows, tagsOf, windowInEffect } from './maintenance.js';
 
@@ -342,15 +342,7 @@ export function dashboardRoutes(deps: DashboardsApiDeps): Route[] {
       async handle({ params, body, query }) {
         onlyParameters(query, []);
         const dashboardId = params.dashboardId as string;
-        const fields = Fields.root(body ?? {}, '$');
-        const parsed = parseDashboard(fields, body ?? {}, { dashboardId, fromFile: false });
-        try {
-          fields.assertValid();
-        } catch (error) {
-          if (!(error instanceof DefinitionError)) throw error;
-          const problems = error.issues.map((i) => `${i.path}: ${i.problem}`);
-          throw badRequest(problems.join('; '), { problems });
-        }
+        const parsed = readRecordBody(body, (fields) => parseDashboard(fields, { dashboardId, fromFile: false }));
         const existing = await dashboards.dashboard(dashboardId);
         const stored = new Set(existing?.keys.map((k) => k.id) ?? []);
         const rawKeys = new Map<string, string>();

@@ -168,12 +168,19 @@ describe('PUT, GET and DELETE /v1/dashboards/{dashboardId}', () => {
     expect(answer.status).toBe(400);
     expect(answer.body).toMatchObject({ statusCode: 400, error: 'Bad Request' });
     expect(answer.body.attributes.problems).toEqual([
-      '$.nonsense: is not a field of this record',
       '$.checksPerPage: must be between 1 and 20 (got 25)',
       '$.customCSS: must not contain "<" (it could end the <style> element)',
       '$.width: must be one of FULL, 960PX (got "HALF")',
       '$.refreshRate: must be one of 60, 300, 600 (got 30)',
       '$.paginationRate: must be one of 30, 60, 300 (got 600)',
+      '$.nonsense: is not a field of this record',
+    ]);
+    // A misspelling names the field meant, at any level of the body.
+    const typos = await api('PUT', '/v1/dashboards/team', { isPrivat: true, keys: [{ rawKey: 'a-key-of-sixteen-chars', maskedkey: 'x' }] });
+    expect(typos.status).toBe(400);
+    expect(typos.body.attributes.problems).toEqual([
+      '$.isPrivat: is not a field Outpost reads; did you mean "isPrivate"?',
+      '$.keys[0].maskedkey: is not a field Outpost reads; did you mean "maskedKey"?',
     ]);
     expect((await api('PUT', '/v1/dashboards/bad%20id', {})).status).toBe(400);
     expect((await api('PUT', '/v1/dashboards/team?x=1', {})).body.attributes).toEqual({ parameter: 'x' });

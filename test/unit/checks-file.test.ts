@@ -325,6 +325,58 @@ describe('fields Outpost does not read', () => {
     expect(parsed.ignoredFields).toEqual(['$.alertChannels[0].muted', '$.alertChannels[0].config.method', '$.alertChannels[1].subscriptions[1].activated']);
   });
 
+  it("a server file's dashboards and incidents: a misspelling is a problem once, any other unknown field is ignored with the rest", () => {
+    const text = JSON.stringify({
+      privateLocations: [{ id: 'lab', name: 'Lab' }],
+      checks: [url('a')],
+      dashboards: [
+        {
+          dashboardId: 'wall',
+          custumUrl: 'wall',
+          colour: 'red',
+          isPrivate: true,
+          keys: [{ id: 'k1', rawkey: 'a-key-of-sixteen-chars', note: 'x' }],
+          // What the server answers with is known: a GET answer pasted in is not named.
+          created_at: '2026-01-01T00:00:00Z',
+        },
+      ],
+      incidents: [
+        {
+          id: 'i1',
+          name: 'Outage',
+          impakt: 'MAJOR',
+          dashboard: 'wall',
+          incidentUpdates: [{ status: 'INVESTIGATING', descripton: 'looking', description: 'looking', created_at: '2026-01-01T00:00:00Z', author: 'me' }],
+          severity: 2,
+        },
+      ],
+    });
+    let refused: ChecksFileError | undefined;
+    try {
+      parseServerChecksFile(text, FILE, registry);
+    } catch (error) {
+      refused = error as ChecksFileError;
+    }
+    expect(refused?.problems).toEqual([
+      // The misspelled rawKey leaves the file's key without its required one, which is reported too.
+      '$.dashboards[0].keys[0].rawKey: is required',
+      '$.dashboards[0].custumUrl: is not a field Outpost reads; did you mean "customUrl"?',
+      '$.dashboards[0].keys[0].rawkey: is not a field Outpost reads; did you mean "rawKey"?',
+      '$.incidents[0].impakt: is not a field Outpost reads; did you mean "impact"?',
+      '$.incidents[0].incidentUpdates[0].descripton: is not a field Outpost reads; did you mean "description"?',
+    ]);
+    const fixed = text.replace('"custumUrl"', '"customUrl"').replace('"rawkey"', '"rawKey"').replace('"impakt"', '"impact"').replace('"descripton":"looking",', '');
+    const parsed = parseServerChecksFile(fixed, FILE, registry);
+    expect(parsed.dashboards.map((d) => d.definition.customUrl)).toEqual(['wall']);
+    expect(parsed.incidents.map((i) => i.impact)).toEqual(['MAJOR']);
+    expect(parsed.ignoredFields).toEqual([
+      '$.dashboards[0].colour',
+      '$.dashboards[0].keys[0].note',
+      '$.incidents[0].severity',
+      '$.incidents[0].incidentUpdates[0].author',
+    ]);
+  });
+
   it('takes a key for a misspelling only when it is close to a field of its own object', () => {
     expect(meantField('frequncy', ['id', 'frequency'])).toBe('frequency');
     expect(meantField('FREQUENCY', ['frequency'])).toBe('frequency');

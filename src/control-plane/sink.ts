@@ -64,6 +64,7 @@ export class ControlPlaneSink {
   ) {}
 
   private lastSendAt = Number.NEGATIVE_INFINITY;
+  private refusedFloorMs = REFUSED_WHOLE_FLOOR_MS;
 
   /** How long the open batch may linger now: `lingerMs`, or less once nothing more is coming (IDLE_SEND_GAP_MS). */
   private lingerNow(lingerMs: number): number {
@@ -92,9 +93,13 @@ export class ControlPlaneSink {
     await this.spool.append(envelope, resultLine);
   }
 
-  /** `lingerMs`: how long a partly filled batch may wait for company (tests set their own). */
-  start(lingerMs = RESULT_LINGER_MS): void {
+  /**
+   * `lingerMs`: how long a partly filled batch may wait for company; `refusedFloorMs`: the least wait
+   * after a batch refused whole (tests set their own of both).
+   */
+  start(lingerMs = RESULT_LINGER_MS, refusedFloorMs = REFUSED_WHOLE_FLOOR_MS): void {
     const signal = this.stopped.signal;
+    this.refusedFloorMs = refusedFloorMs;
     this.loop ??= superviseLoop('sink-loop', () => this.run(signal, lingerMs), { logger: this.logger, signal, heartbeat: this.watch.heartbeat });
   }
 
@@ -147,7 +152,7 @@ export class ControlPlaneSink {
         await this.spool.complete(batch.seq, retry);
         if (retry.length > 0) {
           // A control plane that refuses whole batches and accepts nothing is not asked again at once.
-          const wait = refusedWhole ? Math.max(backoff.next(), REFUSED_WHOLE_FLOOR_MS) : backoff.next();
+          const wait = refusedWhole ? Math.max(backoff.next(), this.refusedFloorMs) : backoff.next();
           heartbeat.beat(wait);
           await sleep(wait, signal);
         }
@@ -157,7 +162,7 @@ export class ControlPlaneSink {
         // the results stay on disk, and the agent keeps trying slowly.
         this.logger.error({ err: error, results: batch.items.length }, 'results batch refused; keeping it in the spool');
         this.onBatchError(error);
-        const wait = Math.max(backoff.next(), REFUSED_WHOLE_FLOOR_MS);
+        const wait = Math.max(backoff.next(), this.refusedFloorMs);
         heartbeat.beat(wait);
         await sleep(wait, signal);
       }

@@ -151,7 +151,8 @@ describe('ControlPlaneSink', () => {
     const { cp, spool, sink, dir } = await setUp();
     await Promise.all(Array.from({ length: 8 }, async () => spool.append(await resultFor(cp))));
     cp.inject({ route: 'results', status, count: 100_000 });
-    sink.start();
+    // The floor between refused rounds is shortened here; the test after this one holds the real one.
+    sink.start(undefined, 500);
     await cp.waitFor(() => cp.countRequests('results') >= 15, 30_000, 'a few rounds of results requests');
     expect(quarantined(dir)).toEqual([]);
     expect(spool.results).toBe(8);

@@ -1,9 +1,9 @@
-// The real agent with its STATE_DIR on a small tmpfs that turns read-only
+// The real agent with its spool on a small tmpfs that turns read-only
 // mid-run, and with unusable content left in its spool. Mounting needs root,
 // which the test machine (and its containers) give.
 
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { ResultEnvelope } from '../../src/core/protocol.js';
@@ -14,7 +14,17 @@ import { useSmallDisks } from '../support/tmpfs.js';
 
 const h = useHarness();
 const mount = useSmallDisks();
-const smallDisk = () => mount('4m', 'outpost-statedir-');
+/**
+ * A STATE_DIR whose spool folder is a small tmpfs of its own (through a link). Not all of STATE_DIR: the agent
+ * keeps its lock file there open for writing (src/state-dir-lock.ts), and `mount -o remount,ro` refuses a file
+ * system with a file open for writing (busy).
+ */
+function spoolOnSmallDisk(): { stateDir: string; spoolDisk: string } {
+  const stateDir = tempDir();
+  const spoolDisk = mount('4m', 'outpost-spool-');
+  symlinkSync(spoolDisk, path.join(stateDir, 'spool'));
+  return { stateDir, spoolDisk };
+}
 
 /** Remounts read-only or read-write, retrying while a file open for writing keeps it busy. */
 async function remount(at: string, mode: 'ro' | 'rw'): Promise<void> {
@@ -43,13 +53,13 @@ function urlCheck(url: string) {
 }
 
 describe('agent with a failing spool', () => {
-  it('read-only STATE_DIR mid-run: every result is delivered from memory, not ready, no claims, and it recovers and stops in time', async () => {
-    const stateDir = smallDisk();
+  it('read-only spool mid-run: every result is delivered from memory, not ready, no claims, and it recovers and stops in time', async () => {
+    const { stateDir, spoolDisk } = spoolOnSmallDisk();
     const cp = await h.server();
     const proc = h.agent(cp, { STATE_DIR: stateDir, JOB_CONCURRENCY: '20', SHUTDOWN_GRACE_SECONDS: '5' });
     const port = await proc.healthPort();
     await until(async () => (await probe(port, '/-/readiness')).status === 200, 'readiness');
-    await remount(stateDir, 'ro');
+    await remount(spoolDisk, 'ro');
 
     const ids = await Promise.all(Array.from({ length: 20 }, () => cp.addJob(urlCheck(`${h.target.url}/slow/100`))));
     // Held in memory, the results still reach the control plane.
@@ -66,7 +76,7 @@ describe('agent with a failing spool', () => {
     expect(cp.claims.length).toBe(claimsWhileBroken);
     expect(cp.resultsFor(late)).toHaveLength(0);
 
-    await remount(stateDir, 'rw');
+    await remount(spoolDisk, 'rw');
     await until(async () => (await probe(port, '/-/readiness')).status === 200, 'readiness after the disk is back');
     await cp.waitFor(() => cp.resultsFor(late).length === 1, 30_000, 'the job claimed after recovery');
     expect(proc.logs.filter((l) => l.msg === 'unhandled promise rejection')).toEqual([]);
@@ -77,13 +87,13 @@ describe('agent with a failing spool', () => {
     expect(cp.violations).toEqual([]);
   });
 
-  it('read-only STATE_DIR at shutdown: results held in memory are delivered and SIGTERM ends the agent with exit 0', async () => {
-    const stateDir = smallDisk();
+  it('read-only spool at shutdown: results held in memory are delivered and SIGTERM ends the agent with exit 0', async () => {
+    const { stateDir, spoolDisk } = spoolOnSmallDisk();
     const cp = await h.server();
     const proc = h.agent(cp, { STATE_DIR: stateDir, JOB_CONCURRENCY: '5', SHUTDOWN_GRACE_SECONDS: '5' });
     const port = await proc.healthPort();
     await until(async () => (await probe(port, '/-/readiness')).status === 200, 'readiness');
-    await remount(stateDir, 'ro');
+    await remount(spoolDisk, 'ro');
     const ids = await Promise.all(Array.from({ length: 5 }, () => cp.addJob(urlCheck(`${h.target.url}/slow/2000`))));
     await until(() => ids.every((id) => cp.jobs.get(id)?.state === 'leased'), 'the 5 jobs claimed');
     // SIGTERM while they run and the disk is still read-only.

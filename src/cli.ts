@@ -22,11 +22,12 @@ import { ChecksFileError } from './checks/checks-file.js';
 import { runLocal } from './local-mode.js';
 import { checkDatabase, type RunningServer, runServer } from './server-mode.js';
 import type { EventReporter } from './control-plane/events.js';
-import { createLogger } from './observability/logger.js';
+import { createLogger, type Logger } from './observability/logger.js';
 import { browserPath, hasSuiteRunner, isRemoved, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from './checks/scripted/runtimes.js';
 import path from 'node:path';
 import { SecretPolicy, secretsInAgentEnv } from './secrets/policy.js';
 import { checkStateDir } from './state-dir.js';
+import { lockStateDir, locksStateDir, type StateDirLock } from './state-dir-lock.js';
 import { VERSION } from './core/version.js';
 import { describePolicy } from './net/network-policy.js';
 import type { StartupSignals } from './health/startup-signals.js';
@@ -140,13 +141,14 @@ async function main(startup: StartupSignals): Promise<void> {
     if (error instanceof ConfigError) failConfig(error);
     throw error;
   }
-  if (config.mode === 'agent' || config.mode === 'server') {
-    try {
-      await checkStateDir(config.stateDir);
-    } catch (error) {
-      if (error instanceof ConfigError) failConfig(error);
-      throw error;
-    }
+  let stateDirLock: StateDirLock | undefined;
+  try {
+    if (config.mode === 'agent' || config.mode === 'server') await checkStateDir(config.stateDir);
+    // Before the spool or store is opened; held until the process exits (src/state-dir-lock.ts).
+    if (locksStateDir(config)) stateDirLock = await lockStateDir(config.stateDir, config.mode);
+  } catch (error) {
+    if (error instanceof ConfigError) failConfig(error);
+    throw error;
   }
   // The agent-wide secrets, compiled once; every log line passes the scrubber (docs/secrets.md).
   const secrets = new SecretPolicy(secretsInAgentEnv(config.processEnv));
@@ -154,6 +156,7 @@ async function main(startup: StartupSignals): Promise<void> {
   // Local and once modes print results on stdout, so their logs go to stderr.
   const { logger, flush } = createLogger(config.logLevel, config.mode === 'agent' || config.mode === 'server' ? 'stdout' : 'stderr', secrets.scrubLogLine);
   secrets.attachLogger(logger);
+  if (stateDirLock) warnUnlocked(stateDirLock, config, logger);
   // Said once the mode runs (a bad checks file stays a one-line failure).
   const logPolicy = () => {
     const policy = describePolicy(config.networkPolicy);
@@ -230,6 +233,19 @@ async function main(startup: StartupSignals): Promise<void> {
   const exitCode = await running.done;
   flush();
   process.exit(exitCode);
+}
+
+/**
+ * A process that keeps state in STATE_DIR but could not lock it runs all the same, saying so once. Not said by
+ * local mode without node:sqlite (it keeps no store, and its own warning says why), nor by server mode without it
+ * (it cannot open its SQLite database and stops).
+ */
+function warnUnlocked(lock: StateDirLock, config: Config, logger: Logger): void {
+  if (lock.kind === 'held' || (lock.kind === 'no-sqlite' && config.mode !== 'agent')) return;
+  logger.warn(
+    { stateDir: config.stateDir, reason: lock.reason },
+    `STATE_DIR=${JSON.stringify(config.stateDir)} is not locked (${lock.reason}): a second Outpost process on it would not be refused`,
+  );
 }
 
 /** Chooses how scripts are isolated; what scripts must still reach (runtimes, browser) is never covered. */

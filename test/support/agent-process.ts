@@ -102,6 +102,8 @@ export function startAgent(args: string[], env: NodeJS.ProcessEnv, prefix: strin
       const found = () => logs.find(predicate);
       const hit = found();
       if (hit) return resolve(hit);
+      // Gone already: no line can come, so no point waiting out the deadline.
+      if (exited) return reject(new Error(`agent had exited before waiting for ${what}; stderr: ${stderr.slice(-2000)}; stdout: ${stdout.slice(-2000)}`));
       const timer = setTimeout(() => {
         listeners.delete(listener);
         reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}; stderr: ${stderr.slice(-2000)}; stdout: ${stdout.slice(-2000)}`));

@@ -71,7 +71,6 @@ RUN set -eux; \
     install -d -o 10001 -g 10001 -m 0750 /var/lib/outpost
 WORKDIR /app
 COPY --from=deps /src/node_modules ./node_modules
-COPY --from=build /src/dist ./dist
 COPY package.json ./
 COPY docs/examples ./examples
 COPY --from=runtime-2026-04 /runtimes/2026-04 ./runtimes/2026-04
@@ -95,3 +94,6 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.AGENT_HEALTH_PORT||8081)+'/-/liveness',{signal:AbortSignal.timeout(4000)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 ENTRYPOINT ["/usr/bin/tini", "--", "node", "/app/dist/main.js"]
 CMD ["agent"]
+# The compiled agent last, to an absolute path (owned by root, as every COPY is):
+# a change to the code alone rebuilds only this layer, not the runtimes copied above.
+COPY --from=build /src/dist /app/dist

@@ -1,9 +1,11 @@
 // The newest FINAL result of each of a check's locations: what a badge and a
 // dashboard's per-location status read (docs/server.md "Badges",
 // docs/dashboards.md "Figures"). Each is one listResults page of one entry
-// filtered by location, which the index results_by_location (migration 9,
-// src/store/sqlite/migrations.ts and src/store/postgres/migrations.ts)
-// answers with one lookup, also for a location that has no result yet.
+// filtered by location, which SQLite answers with one lookup in the index
+// results_by_location (migration 9, src/store/sqlite/migrations.ts) and
+// PostgreSQL with a few in results_by_kind (migration 11,
+// src/store/postgres/migrations.ts; src/store/result-list.ts says why), also
+// for a location that has no result yet.
 
 import type { CheckResultEntry } from '../core/result-entry.js';
 import type { Store } from '../store/store.js';

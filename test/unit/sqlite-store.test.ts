@@ -6,10 +6,14 @@
 import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import type { SQLInputValue } from 'node:sqlite';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ResultEnvelope } from '../../src/core/protocol.js';
+import type { ResultQuery } from '../../src/store/store.js';
 import { MIGRATIONS, migrate, NewerSchemaError, SCHEMA_VERSION } from '../../src/store/sqlite/migrations.js';
+import { ENTRIES_SQL, KIND_IN_WINDOW_SQL, KIND_SQL, KIND_STOP_SQL, kindStepSql, WINDOW_SIZE_SQL, windowPageSql } from '../../src/store/sqlite/results-reader.js';
 import { claimSql, encodeCursor, listSql, SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { BIG_CHECK, FILTER_CASES, insertResultRows, resultRows } from '../support/result-rows.js';
 import { at, check, envelope, startSession, T0 } from '../support/store-fixtures.js';
 
 const dirs: string[] = [];
@@ -81,6 +85,30 @@ describe('opening and migrations', () => {
     }
   });
 
+  it('step 11 builds the results list indexes over the results stored before it', async () => {
+    const file = tempFile();
+    const { DatabaseSync } = await import('node:sqlite');
+    const db = new DatabaseSync(file);
+    try {
+      migrate(db, file, MIGRATIONS.filter((step) => step.version <= 10));
+      for (const i of [1, 2, 3]) {
+        db.prepare(
+          `INSERT INTO results (id, check_id, job_id, session_id, location, result_type, has_failures, started_at, check_type, received_at, body)
+           VALUES (?, 'c1', 'j', 's', 'loc-a', 'FINAL', ?, ?, 'API', 0, ?)`,
+        ).run(`r${i}`, i === 2 ? 1 : 0, T0.getTime() + i, JSON.stringify({ id: `r${i}` }));
+      }
+    } finally {
+      db.close();
+    }
+    const store = await openStore(file);
+    const indexes = store.access.all("SELECT name, sql FROM sqlite_master WHERE name IN ('results_by_kind', 'results_by_check_time') ORDER BY name");
+    expect(indexes.map((row) => row.name)).toEqual(['results_by_check_time', 'results_by_kind']);
+    expect(String(indexes[0]?.sql)).toContain('(check_id, result_type, started_at, has_failures, location, check_type)');
+    const ids = async (q: Partial<ResultQuery>) => (await store.listResults({ checkId: 'c1', limit: 10, resultType: 'FINAL', ...q })).entries.map((e) => e.id);
+    expect(await ids({ hasFailures: true })).toEqual(['r2']);
+    expect(await ids({ checkType: 'API', to: at(3) })).toEqual(['r2', 'r1']);
+  });
+
   it('refuses a database of a newer schema with a clear error', async () => {
     const file = tempFile();
     await (await SqliteStore.open(file)).close();
@@ -137,11 +165,8 @@ describe('hardening', () => {
       const claim = plan(claimSql(2, 1), ['loc-a', 'API', 'TCP', '2025.04', 10]);
       expect(claim).toContain('jobs_claim');
       expect(claim).not.toMatch(/TEMP B-TREE|SCAN jobs(?! USING)/);
-      for (const q of [
-        { resultType: 'ALL' as const },
-        { resultType: 'FINAL' as const, nextId: encodeCursor(99) },
-        { resultType: 'ALL' as const, location: 'loc-a', hasFailures: true, from: T0, to: at(1000), checkType: 'API' },
-      ]) {
+      // Queries with other filters are read otherwise: 'reads every filter of the results list …' below.
+      for (const q of [{ resultType: 'ALL' as const }, { resultType: 'FINAL' as const, nextId: encodeCursor(99) }]) {
         const { sql, params } = listSql({ checkId: 'c1', limit: 10, ...q });
         const detail = plan(sql, params as Array<string | number>);
         expect(detail).toMatch(/results_list/);
@@ -177,6 +202,72 @@ describe('hardening', () => {
     }
     expect((await store.listResults({ checkId: 'c1', limit: 1, resultType: 'FINAL', location: 'edge' })).entries).toEqual([]);
     expect((await store.listResults({ checkId: 'c1', limit: 1, resultType: 'FINAL', location: 'dmz' })).entries.map((e) => e.runLocation)).toEqual(['dmz']);
+  });
+
+  it("reads every filter of the results list from an index holding all it tests: never a scan, nor a result row but the page's own", async () => {
+    const store = await openStore();
+    await insertResultRows(store, resultRows());
+    // Every statement listResults may run, with the only plan it may have.
+    const KIND = 'SEARCH results USING COVERING INDEX results_by_kind (check_id=? AND location=? AND check_type=? AND result_type=? AND has_failures=? AND seq<?)';
+    const WINDOW = 'SEARCH results USING COVERING INDEX results_by_check_time (check_id=? AND result_type=? AND started_at>? AND started_at<?)';
+    const plans = new Map<string, string>([
+      ['SELECT COALESCE(MAX(seq), 0) + 1 AS next FROM results', 'SEARCH results'],
+      [KIND_SQL, KIND],
+      [KIND_STOP_SQL, KIND],
+      // The subquery reads at most the budget's entries of the kind (result-list.ts SCAN_BUDGET).
+      [KIND_IN_WINDOW_SQL, `CO-ROUTINE (subquery-1) | ${KIND} | SCAN (subquery-1)`],
+      [WINDOW_SIZE_SQL, `CO-ROUTINE (subquery-1) | ${WINDOW} | SCAN (subquery-1)`],
+      [ENTRIES_SQL, 'SCAN j VIRTUAL TABLE INDEX 1: | SEARCH r USING INTEGER PRIMARY KEY (rowid=?)'],
+    ]);
+    const columns = ['location', 'check_type', 'result_type', 'has_failures'];
+    for (const [depth, column] of columns.entries()) {
+      for (const after of [false, true]) {
+        const constraints = ['check_id=?', ...columns.slice(0, depth).map((c) => `${c}=?`), ...(after ? [`${column}>?`] : [])];
+        plans.set(kindStepSql(depth, after), `SEARCH results USING COVERING INDEX results_by_kind (${constraints.join(' AND ')})`);
+      }
+    }
+    for (const location of [undefined, 'a']) {
+      for (const checkType of [undefined, 'API']) {
+        for (const failedOnly of [false, true]) {
+          const filter = { checkId: BIG_CHECK, resultTypes: ['FINAL'], failedOnly, ...(location ? { location } : {}), ...(checkType ? { checkType } : {}) };
+          // The sort is of the window's at most SCAN_BUDGET + 1 entries: a larger window is read by kinds.
+          plans.set(windowPageSql(filter), `CO-ROUTINE (subquery-1) | ${WINDOW} | SCAN (subquery-1) | USE TEMP B-TREE FOR ORDER BY`);
+        }
+      }
+    }
+    const planOf = (sql: string, params: readonly unknown[]) =>
+      store.access
+        .all(`EXPLAIN QUERY PLAN ${sql}`, ...(params as SQLInputValue[]))
+        .map((row) => String(row.detail))
+        .join(' | ');
+    const ways = new Set<string>();
+    for (const { name, checkId, query } of FILTER_CASES) {
+      let nextId: string | undefined;
+      // The first page and the one after it: a cursor changes only the bound on seq.
+      for (let page = 0; page < 2; page++) {
+        const all = vi.spyOn(store.access, 'all');
+        const get = vi.spyOn(store.access, 'get');
+        const listed = await store.listResults({ checkId: checkId ?? BIG_CHECK, limit: 100, ...query, ...(nextId ? { nextId } : {}) });
+        const ran = [...all.mock.calls, ...get.mock.calls].map(([sql, ...params]) => ({ sql, params }));
+        all.mockRestore();
+        get.mockRestore();
+        for (const { sql, params } of ran) {
+          const plan = planOf(sql, params);
+          if (/^SELECT seq, body FROM results INDEXED BY /.test(sql)) {
+            // The direct way (listSql): one index answers the whole query in order.
+            expect(plan, `${name}: ${sql}`).toMatch(/^SEARCH results USING INDEX (results_list|results_list_by_type|results_by_location) \(check_id=\?[^)]*\)$/);
+            ways.add('direct');
+          } else {
+            expect(plans.has(sql), `${name}: a statement the test does not know: ${sql}`).toBe(true);
+            expect(plan, `${name}: ${sql}`).toBe(plans.get(sql));
+            ways.add(sql === KIND_IN_WINDOW_SQL ? 'budgeted kinds' : sql === KIND_SQL ? 'kinds' : sql === WINDOW_SIZE_SQL ? 'window' : 'other');
+          }
+        }
+        nextId = listed.nextId ?? undefined;
+        if (!nextId) break;
+      }
+    }
+    expect([...ways].sort()).toEqual(['budgeted kinds', 'direct', 'kinds', 'other', 'window']);
   });
 
   it('two stores on one file (as two server processes) write in turn without losing anything', async () => {

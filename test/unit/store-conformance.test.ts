@@ -21,9 +21,11 @@ import { checkFigures } from '../../src/server/dashboard-stats.js';
 import { FLAG_DEGRADED, FLAG_FAILED, type LocationColumns, WindowTooLargeError } from '../../src/store/analytics.js';
 import { openServerStores, type ServerStores } from '../../src/store/server-stores.js';
 import { finalOutcome } from '../../src/store/session-status.js';
+import { SCAN_BUDGET } from '../../src/store/result-list.js';
 import { decodeCursor, encodeCursor } from '../../src/store/sqlite/sqlite-store.js';
-import { InvalidQueryError, NotFoundError, type Store, type StoredCheck } from '../../src/store/store.js';
+import { InvalidQueryError, NotFoundError, type ResultPage, type Store, type StoredCheck } from '../../src/store/store.js';
 import { type PostgresServer, startPostgres } from '../support/postgres.js';
+import { BIG_CHECK, BIG_N, expectedRows, FILTER_CASES, insertResultRows, resultRows } from '../support/result-rows.js';
 import { at, check, dashboard, entry, envelope, LEASE, startSession, T0 } from '../support/store-fixtures.js';
 
 export const BACKENDS = ['sqlite', 'postgres'] as const;
@@ -529,6 +531,36 @@ describe.each(BACKENDS)('the %s store', (which) => {
       const second = await store.listResults({ checkId: 'c1', limit: 2, resultType: 'ALL', nextId: first.nextId as string });
       expect(second.entries).toHaveLength(2);
       expect(second.nextId).toBeNull();
+    });
+
+    it('pages through every filter of the list: each match once, newest first; a page is full unless a large window far back ran out of budget', async () => {
+      expect(BIG_N, 'a window of more results than a page may read, with as many newer').toBeGreaterThanOrEqual(2.5 * SCAN_BUDGET);
+      const store = await openStore();
+      const rows = resultRows();
+      await insertResultRows(store, rows);
+      const PAGES = 40;
+      for (const { name, checkId, query, budgeted } of FILTER_CASES) {
+        const full = { checkId: checkId ?? BIG_CHECK, ...query };
+        const expected = expectedRows(rows, full).map((r) => r.id);
+        const seen: string[] = [];
+        const lengths: number[] = [];
+        let nextId: string | null = null;
+        do {
+          const page: ResultPage = await store.listResults({ ...full, limit: 100, ...(nextId === null ? {} : { nextId }) });
+          seen.push(...page.entries.map((e) => e.id));
+          lengths.push(page.entries.length);
+          nextId = page.nextId;
+        } while (nextId !== null && lengths.length < PAGES);
+        // What the pages held is the start of the answer, in order; all of it once nextId is null.
+        expect(seen, name).toEqual(nextId === null ? expected : expected.slice(0, seen.length));
+        if (budgeted) {
+          expect(lengths[0], `${name}: the first page stops at the budget`).toBeLessThan(100);
+          expect(seen.length, `${name}: later pages go on`).toBeGreaterThan(100);
+        } else {
+          // Exact: every page but the last is full.
+          expect(lengths.slice(0, -1).every((n) => n === 100), `${name}: ${lengths.join(' ')}`).toBe(true);
+        }
+      }
     });
   });
 

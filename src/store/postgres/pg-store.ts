@@ -15,12 +15,11 @@ import { jsonWithoutNul } from '../../core/nul.js';
 import type { AgentEvent, Job, ResultEnvelope } from '../../core/protocol.js';
 import type { CheckResultEntry } from '../../core/result-entry.js';
 import { downFlag, FINISHED_STATUSES, type FinalOutcome, finalOutcome, sessionStatus } from '../session-status.js';
-import { decodeCursor, encodeCursor } from '../sqlite/sqlite-store.js';
+import { listResultPage } from '../result-list.js';
 import {
   type ArtifactRecord,
   type ClaimAgainQuery,
   type ClaimQuery,
-  InvalidQueryError,
   type KeyRecord,
   type LeaseUpdate,
   type LocationRecord,
@@ -41,6 +40,7 @@ import { PgErrorGroupStore } from './error-groups-store.js';
 import { JOBS_CHANNEL } from './job-notifications.js';
 import { RESULTS_LOCK_KEY, SYNC_LOCK_KEY } from './locks.js';
 import { migratePg } from './migrations.js';
+import { PgResultReader } from './results-reader.js';
 
 /** As on SQLite: a run counts as begun before a lease only by more than this (agent and server clocks differ). */
 const CLOCK_SKEW_ALLOWANCE_MS = 10_000;
@@ -56,34 +56,11 @@ function inClaimOrder(rows: Row[]): Row[] {
   return rows.sort((a, b) => num(a, 'created_at') - num(b, 'created_at') || num(a, 'check_run_id') - num(b, 'check_run_id'));
 }
 
-/** The listResults query and its parameters. */
-export function pgListSql(query: ResultQuery): { sql: string; params: unknown[] } {
-  if (!Number.isInteger(query.limit) || query.limit < 1 || query.limit > 100) throw new InvalidQueryError('limit', 'limit must be an integer from 1 to 100');
-  const params: unknown[] = [query.checkId];
-  const where = ['check_id = $1'];
-  const add = (clause: string, value: unknown) => {
-    params.push(value);
-    where.push(clause.replace('?', `$${params.length}`));
-  };
-  if (query.nextId !== undefined) add('seq < ?', decodeCursor(query.nextId));
-  for (const [name, op, date] of [
-    ['from', '>=', query.from],
-    ['to', '<', query.to],
-  ] as const) {
-    if (date === undefined) continue;
-    if (!Number.isFinite(date.getTime())) throw new InvalidQueryError(name, `${name} is not a valid time`);
-    add(`started_at ${op} ?`, date.getTime());
-  }
-  if (query.location !== undefined) add('location = ?', query.location);
-  if (query.checkType !== undefined) add('check_type = ?', query.checkType);
-  if (query.hasFailures) where.push('has_failures = 1');
-  if (query.resultType !== 'ALL') add('result_type = ?', query.resultType);
-  params.push(query.limit + 1);
-  return { sql: `SELECT seq, body FROM results WHERE ${where.join(' AND ')} ORDER BY seq DESC LIMIT $${params.length}`, params };
-}
-
 export class PgStore implements Store {
   readonly errorGroups: PgErrorGroupStore;
+
+  /** The results list's reads (results-reader.ts). */
+  private readonly resultReader: PgResultReader;
 
   private constructor(
     readonly db: PgDatabase,
@@ -91,6 +68,7 @@ export class PgStore implements Store {
     readonly where: string,
   ) {
     this.errorGroups = new PgErrorGroupStore(db);
+    this.resultReader = new PgResultReader(db);
   }
 
   /** Connects, and brings the schema up to date (once, however many replicas start together). */
@@ -588,14 +566,7 @@ export class PgStore implements Store {
   }
 
   async listResults(query: ResultQuery): Promise<ResultPage> {
-    const { sql, params } = pgListSql(query);
-    const rows = await this.db.rows(sql, params);
-    const page = rows.slice(0, query.limit);
-    const last = page.at(-1);
-    return {
-      entries: page.map((row) => json<CheckResultEntry>(row, 'body')),
-      nextId: rows.length > query.limit && last ? encodeCursor(num(last, 'seq')) : null,
-    };
+    return listResultPage(this.resultReader, query);
   }
 
   async result(checkId: string, resultId: string): Promise<CheckResultEntry | undefined> {

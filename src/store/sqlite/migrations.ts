@@ -344,6 +344,18 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE check_status ADD COLUMN announced TEXT;
     `,
   },
+  {
+    version: 11,
+    description: 'results: every filter of the results list is read from an index that holds it (results_by_kind; results_by_check_time gains location and check type)',
+    // Without them a filter that matches few of a check's results (another check type, hasFailures=true on a check
+    // that never fails, a time window far back) made GET /v2/check-results read every result of the check
+    // (src/store/result-list.ts, docs/server.md "The API").
+    sql: `
+      CREATE INDEX results_by_kind ON results (check_id, location, check_type, result_type, has_failures, seq DESC, started_at);
+      DROP INDEX results_by_check_time;
+      CREATE INDEX results_by_check_time ON results (check_id, result_type, started_at, has_failures, location, check_type);
+    `,
+  },
 ];
 
 /** The schema version this build knows: the last step's. */

@@ -16,7 +16,6 @@ import {
   type ArtifactRecord,
   type ClaimAgainQuery,
   type ClaimQuery,
-  InvalidQueryError,
   type KeyRecord,
   type LeaseUpdate,
   type LocationRecord,
@@ -33,11 +32,16 @@ import {
 } from '../store.js';
 import { SqliteErrorGroupStore } from './error-groups-store.js';
 import { migrate, NewerSchemaError } from './migrations.js';
+import { listResultPage } from '../result-list.js';
+import { SqliteResultReader } from './results-reader.js';
 import { claimedJob } from '../claimed-job.js';
 import { json, num, numOrNull, type Row, str, strOrNull } from '../rows.js';
 import { WriteHealth } from '../write-health.js';
 
 export type { Row } from '../rows.js';
+// Where the tests have always found them.
+export { decodeCursor, encodeCursor } from '../result-list.js';
+export { listSql } from './results-reader.js';
 
 /**
  * A result's startedAt is the agent's clock, a job's leased_at the server's:
@@ -71,18 +75,6 @@ function msOf(iso: string, fallback: number): number {
   return Number.isFinite(ms) ? ms : fallback;
 }
 
-/** The cursor of listResults: base64url of the last returned row's seq. Opaque to clients. */
-export function encodeCursor(seq: number): string {
-  return Buffer.from(String(seq)).toString('base64url');
-}
-export function decodeCursor(cursor: string): number {
-  const text = Buffer.from(cursor, 'base64url').toString();
-  if (!/^[1-9][0-9]{0,15}$/.test(text) || Buffer.from(text).toString('base64url') !== cursor) {
-    throw new InvalidQueryError('nextId', 'nextId is not a cursor this server returned');
-  }
-  return Number(text);
-}
-
 /** The claim query for that many check types and runtimes; parameters: location, the types, the runtimes, the limit. Exported for the query-plan test. */
 export function claimSql(checkTypes: number, runtimes: number): string {
   const runtimeFilter = runtimes === 0 ? 'runtime_id IS NULL' : `(runtime_id IS NULL OR runtime_id IN (${placeholders(runtimes)}))`;
@@ -107,42 +99,6 @@ function freeBytes(file: string): number {
   } catch {
     return Number.POSITIVE_INFINITY;
   }
-}
-
-/** The listResults query and its parameters (the limit last). Exported for the query-plan test. */
-export function listSql(query: ResultQuery): { sql: string; params: SQLInputValue[] } {
-  if (!Number.isInteger(query.limit) || query.limit < 1 || query.limit > 100) throw new InvalidQueryError('limit', 'limit must be an integer from 1 to 100');
-  const where = ['check_id = ?'];
-  const params: SQLInputValue[] = [query.checkId];
-  if (query.nextId !== undefined) {
-    where.push('seq < ?');
-    params.push(decodeCursor(query.nextId));
-  }
-  for (const [name, op, date] of [
-    ['from', '>=', query.from],
-    ['to', '<', query.to],
-  ] as const) {
-    if (date === undefined) continue;
-    if (!Number.isFinite(date.getTime())) throw new InvalidQueryError(name, `${name} is not a valid time`);
-    where.push(`started_at ${op} ?`);
-    params.push(date.getTime());
-  }
-  if (query.location !== undefined) {
-    where.push('location = ?');
-    params.push(query.location);
-  }
-  if (query.checkType !== undefined) {
-    where.push('check_type = ?');
-    params.push(query.checkType);
-  }
-  if (query.hasFailures) where.push('has_failures = 1');
-  if (query.resultType !== 'ALL') {
-    where.push('result_type = ?');
-    params.push(query.resultType);
-  }
-  // One more than asked: whether it comes back says if there is a next page.
-  params.push(query.limit + 1);
-  return { sql: `SELECT seq, body FROM results WHERE ${where.join(' AND ')} ORDER BY seq DESC LIMIT ?`, params };
 }
 
 export class SqliteStore implements Store {
@@ -248,6 +204,9 @@ export class SqliteStore implements Store {
 
   /** Error groups of failing results, kept by acceptResults. */
   readonly errorGroups = new SqliteErrorGroupStore(this.access);
+
+  /** The results list's reads (results-reader.ts). */
+  private readonly resultReader = new SqliteResultReader(this.access);
 
   /** Runs `work` in one write transaction; the caller's promise resolves after COMMIT. A nested call joins the outer one. */
   private tx<T>(work: () => T): T {
@@ -712,14 +671,7 @@ export class SqliteStore implements Store {
   }
 
   async listResults(query: ResultQuery): Promise<ResultPage> {
-    const { sql, params } = listSql(query);
-    const rows = this.all(sql, ...params);
-    const page = rows.slice(0, query.limit);
-    const last = page.at(-1);
-    return {
-      entries: page.map((row) => json<CheckResultEntry>(row, 'body')),
-      nextId: rows.length > query.limit && last ? encodeCursor(num(last, 'seq')) : null,
-    };
+    return listResultPage(this.resultReader, query);
   }
 
   async result(checkId: string, resultId: string): Promise<CheckResultEntry | undefined> {

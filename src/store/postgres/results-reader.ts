@@ -19,16 +19,19 @@ const KIND_COLUMNS = 'location, check_type, result_type, has_failures';
 /**
  * A check's kinds (in one location with `inLocation`), one index lookup
  * each: a loose index scan of results_by_kind. Parameters: the check, the
- * location.
+ * location. Each step compares only the columns after the fixed ones: a row
+ * comparison that repeats the equal location starts the scan there but no
+ * longer ends it, and the last step would read the check's other locations.
  */
 function kindsSql(inLocation: boolean): string {
-  const where = inLocation ? 'check_id = $1 AND location = $2' : 'check_id = $1';
+  const fixed = inLocation ? 'check_id = $1 AND location = $2' : 'check_id = $1';
+  const after = inLocation ? ['check_type', 'result_type', 'has_failures'] : ['location', 'check_type', 'result_type', 'has_failures'];
   return `WITH RECURSIVE kinds AS (
-      (SELECT ${KIND_COLUMNS} FROM results WHERE ${where} ORDER BY ${KIND_COLUMNS} LIMIT 1)
+      (SELECT ${KIND_COLUMNS} FROM results WHERE ${fixed} ORDER BY ${KIND_COLUMNS} LIMIT 1)
       UNION ALL
       SELECT next.* FROM kinds CROSS JOIN LATERAL (
         SELECT ${KIND_COLUMNS} FROM results
-        WHERE ${where} AND (${KIND_COLUMNS}) > (kinds.location, kinds.check_type, kinds.result_type, kinds.has_failures)
+        WHERE ${fixed} AND (${after.join(', ')}) > (${after.map((c) => `kinds.${c}`).join(', ')})
         ORDER BY ${KIND_COLUMNS} LIMIT 1
       ) next
     ) SELECT ${KIND_COLUMNS} FROM kinds`;

@@ -33,7 +33,12 @@
 import type { CheckResultEntry } from '../core/result-entry.js';
 import { InvalidQueryError, type ResultPage, type ResultQuery } from './store.js';
 
-/** Index entries one page may read beyond its own limit + 1 per kind (a few ms on SQLite: docs/server.md). */
+/**
+ * The largest window read whole, and the entries a larger one's kinds read
+ * in all. With the window's count and where each kind stopped, a page reads
+ * at most about four times this many index entries beyond its limit + 1 per
+ * kind: a few ms (docs/development.md "Benchmark").
+ */
 export const SCAN_BUDGET = 20_000;
 
 /** The values of every equality filter of the list that one result has; each kind is one range of results_by_kind. */

@@ -18,24 +18,36 @@ const MAX_REMEMBERED = 10_000;
 export class AgentAddressBook {
   /** agentId → the list last written and when. */
   private readonly written = new Map<string, { key: string; at: number }>();
+  /** location → when a full list was last told of (locations come from the checks file: few). */
+  private readonly fullWarnedAt = new Map<string, number>();
 
   constructor(
-    private readonly store: AnalyticsStore,
+    private readonly store: Pick<AnalyticsStore, 'reportAddresses' | 'addressesSince'>,
     private readonly now: () => Date = () => new Date(),
   ) {}
 
-  async report(location: string, agentId: string, addresses: readonly string[]): Promise<void> {
+  /**
+   * Records an agent's addresses. Answers how many a location already full
+   * (MAX_ADDRESSES_PER_LOCATION) could not keep, at most once an hour per
+   * location, so that the caller's warning is not repeated at every claim.
+   */
+  async report(location: string, agentId: string, addresses: readonly string[]): Promise<number> {
     const now = this.now();
     const key = `${location} ${[...addresses].sort().join(' ')}`;
     const last = this.written.get(agentId);
-    if (last && last.key === key && now.getTime() - last.at < REFRESH_MS) return;
-    await this.store.reportAddresses(location, agentId, addresses, now, new Date(now.getTime() - ADDRESS_RETENTION_MS));
+    if (last && last.key === key && now.getTime() - last.at < REFRESH_MS) return 0;
+    const dropped = await this.store.reportAddresses(location, agentId, addresses, now, new Date(now.getTime() - ADDRESS_RETENTION_MS));
     this.written.delete(agentId);
     this.written.set(agentId, { key, at: now.getTime() });
     if (this.written.size > MAX_REMEMBERED) {
       const oldest = this.written.keys().next();
       if (!oldest.done) this.written.delete(oldest.value);
     }
+    if (dropped === 0) return 0;
+    const warned = this.fullWarnedAt.get(location);
+    if (warned !== undefined && now.getTime() - warned < REFRESH_MS) return 0;
+    this.fullWarnedAt.set(location, now.getTime());
+    return dropped;
   }
 
   /** The addresses seen within ADDRESS_RETENTION_MS, one per line, sorted. */

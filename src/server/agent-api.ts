@@ -19,6 +19,7 @@ import type { AgentEvent, Job, ResultEnvelope } from '../core/protocol.js';
 import { MAX_RESULTS_PER_BATCH } from '../core/protocol.js';
 import type { Logger } from '../observability/logger.js';
 import type { ResultsOutcome, Store } from '../store/store.js';
+import { MAX_ADDRESSES_PER_LOCATION } from '../store/analytics.js';
 import { diskFailure } from '../store/write-health.js';
 import { ApiError, badRequest, notFound } from './http/api-error.js';
 import type { Principal, Route, RouteContext } from './http/router.js';
@@ -59,7 +60,7 @@ export interface AgentApiDeps {
   /** Told each result the store newly stored, its checkId its job's, with the location it came from (the per-check metrics). */
   onAccepted?: (envelope: ResultEnvelope, location: string) => void;
   /** Keeps the IPv6 addresses a claim reports (agent-addresses.ts; GET /v1/static-ipv6s.txt). */
-  addresses?: { report(location: string, agentId: string, addresses: readonly string[]): Promise<void> };
+  addresses?: { report(location: string, agentId: string, addresses: readonly string[]): Promise<number> };
 }
 
 type AgentPrincipal = Extract<Principal, { kind: 'agent' }>;
@@ -262,9 +263,16 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
       const location = key.locationId;
       if (body.agent.ipv6Addresses && deps.addresses) {
         // The address list is a side note of the claim: failing to keep it never costs the agent its jobs.
-        await deps.addresses.report(location, agentId, body.agent.ipv6Addresses).catch((error: unknown) => {
+        const dropped = await deps.addresses.report(location, agentId, body.agent.ipv6Addresses).catch((error: unknown) => {
           logger.warn({ location, agentId, err: error }, 'could not record the IPv6 addresses the agent reported');
+          return 0;
         });
+        if (dropped > 0) {
+          logger.warn(
+            { location, agentId, dropped, max: MAX_ADDRESSES_PER_LOCATION },
+            'the location lists as many IPv6 addresses as it may keep; new ones are not listed until old ones go unseen for 7 days',
+          );
+        }
       }
       if (body.claimId !== undefined) {
         const again = await store.claimedAgain({ location, agentId, claimId: body.claimId, leaseMs, now: now() });

@@ -18,6 +18,16 @@ export interface LocationColumns {
 }
 
 export const FLAG_FAILED = 1;
+
+/**
+ * The IPv6 addresses one location keeps listed. Far more than a location's
+ * agents have (each reports at most 32 with a claim), and a bound on what one
+ * location's key can make the server store and serve: without it an agent
+ * reporting new addresses at every claim grew the table by millions of rows
+ * a day, and GET /v1/static-ipv6s.txt then held the server's thread for
+ * seconds.
+ */
+export const MAX_ADDRESSES_PER_LOCATION = 1_024;
 export const FLAG_DEGRADED = 2;
 
 /** Thrown when a window holds more results than one answer may read (the route answers 400). */
@@ -45,8 +55,12 @@ export interface AnalyticsStore {
    * WindowTooLargeError past `maxResults` results in all.
    */
   window(checkId: string, fromMs: number, toMs: number, maxResults: number): Promise<LocationColumns[]>;
-  /** Records that an agent of `location` has these IPv6 addresses now; forgets addresses not seen since `forgetBefore`. */
-  reportAddresses(location: string, agentId: string, addresses: readonly string[], now: Date, forgetBefore: Date): Promise<void>;
+  /**
+   * Records that an agent of `location` has these IPv6 addresses now; forgets addresses not seen since `forgetBefore`.
+   * A location keeps at most MAX_ADDRESSES_PER_LOCATION: addresses new to it beyond that are not recorded, and
+   * their count is the answer.
+   */
+  reportAddresses(location: string, agentId: string, addresses: readonly string[], now: Date, forgetBefore: Date): Promise<number>;
   /** Addresses reported at or after `since`, sorted. */
   addressesSince(since: Date): Promise<ReportedAddress[]>;
 }

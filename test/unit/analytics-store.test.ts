@@ -192,4 +192,17 @@ describe('agent addresses', () => {
     now += 1;
     expect(await book.text()).toBe('');
   });
+
+  it('the address book tells of a full location at most once an hour, however often its agents report', async () => {
+    let now = T0;
+    // A store whose every location is full: each address reported is one it could not keep.
+    const full = { reportAddresses: async (_l: string, _a: string, addresses: readonly string[]) => addresses.length, addressesSince: async () => [] };
+    const book = new AgentAddressBook(full, () => new Date(now));
+    expect(await book.report('lab', 'a1', ['2001:db8::1', '2001:db8::2'])).toBe(2);
+    now += 1_000;
+    expect(await book.report('lab', 'a1', ['2001:db8::3'])).toBe(0);
+    expect(await book.report('dmz', 'a2', ['2001:db8::4'])).toBe(1);
+    now = T0 + REFRESH_MS;
+    expect(await book.report('lab', 'a1', ['2001:db8::5'])).toBe(1);
+  });
 });

@@ -259,7 +259,7 @@ describe('analyticsReport', () => {
       window: async (_id, _from, _to, max) => {
         throw new WindowTooLargeError(max + 1, max);
       },
-      reportAddresses: async () => undefined,
+      reportAddresses: async () => 0,
       addressesSince: async () => [],
     };
     const check = { id: 'web', name: 'web', checkType: 'API' as const, frequencySeconds: 60, locations: [], definition: {}, environmentVariables: [], runtimeId: null, capMs: 1, removedAt: null };

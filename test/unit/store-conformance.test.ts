@@ -18,7 +18,7 @@ import type { IncidentDefinition } from '../../src/core/dashboard.js';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { resultOutcome } from '../../src/results/result.js';
 import { checkFigures } from '../../src/server/dashboard-stats.js';
-import { FLAG_DEGRADED, FLAG_FAILED, type LocationColumns, WindowTooLargeError } from '../../src/store/analytics.js';
+import { FLAG_DEGRADED, FLAG_FAILED, type LocationColumns, MAX_ADDRESSES_PER_LOCATION, WindowTooLargeError } from '../../src/store/analytics.js';
 import { openServerStores, type ServerStores } from '../../src/store/server-stores.js';
 import { finalOutcome } from '../../src/store/session-status.js';
 import { SCAN_BUDGET } from '../../src/store/result-list.js';
@@ -891,6 +891,30 @@ describe.each(BACKENDS)('the %s store', (which) => {
       ]);
       await analytics.reportAddresses('lab', 'a1', ['2001:db8::9'], at(8 * day), at(day));
       expect((await analytics.addressesSince(new Date(0))).map((a) => a.address)).toEqual(['2001:db8::2', '2001:db8::9', 'fd00::5']);
+    });
+
+    it('keeps at most MAX_ADDRESSES_PER_LOCATION addresses per location: known ones are refreshed, new ones past it are counted, not kept', async () => {
+      const { analytics } = await openStores();
+      const day = 86_400_000;
+      const address = (i: number) => `2001:db8::${i.toString(16)}`;
+      const max = MAX_ADDRESSES_PER_LOCATION;
+      // One agent reporting 32 new addresses at every claim, as a hostile one may.
+      let dropped = 0;
+      for (let first = 0; first < max + 64; first += 32) {
+        dropped += await analytics.reportAddresses('lab', 'a1', Array.from({ length: 32 }, (_, i) => address(first + i)), T0, at(-7 * day));
+      }
+      expect(dropped).toBe(64);
+      expect(await analytics.reportAddresses('dmz', 'a2', ['fd00::1'], T0, at(-7 * day))).toBe(0);
+      // A known address is refreshed even while the list is full; a new one still is not kept.
+      expect(await analytics.reportAddresses('lab', 'a1', [address(0), address(max + 100)], at(day), at(-6 * day))).toBe(1);
+      const listed = await analytics.addressesSince(T0);
+      expect(listed.filter((a) => a.location === 'lab')).toHaveLength(max);
+      expect(listed.find((a) => a.address === address(0))?.lastSeen.getTime()).toBe(at(day).getTime());
+      expect(listed.some((a) => a.address === address(max + 100))).toBe(false);
+      expect(listed.some((a) => a.address === 'fd00::1')).toBe(true);
+      // Once the old ones go unseen past the bound, new ones are kept again.
+      expect(await analytics.reportAddresses('lab', 'a1', [address(max + 100)], at(8 * day), at(day))).toBe(0);
+      expect((await analytics.addressesSince(at(day))).filter((a) => a.location === 'lab').map((a) => a.address)).toEqual([address(0), address(max + 100)].sort());
     });
   });
 

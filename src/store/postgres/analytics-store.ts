@@ -10,7 +10,7 @@
 // number (flags + 4 × attempts).
 
 import type { AnalyticsStore, LocationColumns, ReportedAddress } from '../analytics.js';
-import { WindowTooLargeError } from '../analytics.js';
+import { MAX_ADDRESSES_PER_LOCATION, WindowTooLargeError } from '../analytics.js';
 import { parseIntegerList } from '../integer-list.js';
 import { num, type PgDatabase, str } from './db.js';
 
@@ -71,18 +71,25 @@ export class PgAnalyticsStore implements AnalyticsStore {
     return columns;
   }
 
-  async reportAddresses(location: string, agentId: string, addresses: readonly string[], now: Date, forgetBefore: Date): Promise<void> {
-    await this.db.tx(async (sql) => {
-      if (addresses.length > 0) {
-        // Sorted and distinct: one row per address, and replicas upserting the same ones lock them in the same order.
-        const unique = [...new Set(addresses)].sort(byCodePoint);
+  async reportAddresses(location: string, agentId: string, addresses: readonly string[], now: Date, forgetBefore: Date): Promise<number> {
+    return this.db.tx(async (sql) => {
+      await sql.run('DELETE FROM agent_addresses WHERE last_seen < $1', [forgetBefore.getTime()]);
+      if (addresses.length === 0) return 0;
+      // Sorted and distinct: one row per address, and replicas upserting the same ones lock them in the same order.
+      const unique = [...new Set(addresses)].sort(byCodePoint);
+      const kept = await sql.rows('SELECT address FROM agent_addresses WHERE location = $1 AND address = ANY($2::text[])', [location, unique]);
+      const known = new Set(kept.map((row) => str(row, 'address')));
+      const count = num((await sql.row('SELECT count(*)::int AS n FROM agent_addresses WHERE location = $1', [location])) ?? { n: 0 }, 'n');
+      let room = MAX_ADDRESSES_PER_LOCATION - count;
+      const recorded = unique.filter((address) => known.has(address) || room-- > 0);
+      if (recorded.length > 0) {
         await sql.run(
           `INSERT INTO agent_addresses (address, location, agent_id, last_seen) SELECT a, $2, $3, $4 FROM unnest($1::text[]) AS a
            ON CONFLICT (address) DO UPDATE SET location = excluded.location, agent_id = excluded.agent_id, last_seen = excluded.last_seen`,
-          [unique, location, agentId, now.getTime()],
+          [recorded, location, agentId, now.getTime()],
         );
       }
-      await sql.run('DELETE FROM agent_addresses WHERE last_seen < $1', [forgetBefore.getTime()]);
+      return unique.length - recorded.length;
     });
   }
 

@@ -10,7 +10,7 @@
 // its own read: results stored in between may be in the later ones.
 
 import type { AnalyticsStore, LocationColumns, ReportedAddress } from '../analytics.js';
-import { WindowTooLargeError } from '../analytics.js';
+import { MAX_ADDRESSES_PER_LOCATION, WindowTooLargeError } from '../analytics.js';
 import { parseIntegerList } from '../integer-list.js';
 import { num, str } from '../rows.js';
 import type { SqliteAccess } from './sqlite-store.js';
@@ -76,9 +76,20 @@ export class SqliteAnalyticsStore implements AnalyticsStore {
     return columns;
   }
 
-  async reportAddresses(location: string, agentId: string, addresses: readonly string[], now: Date, forgetBefore: Date): Promise<void> {
-    this.db.tx(() => {
-      for (const address of addresses) {
+  async reportAddresses(location: string, agentId: string, addresses: readonly string[], now: Date, forgetBefore: Date): Promise<number> {
+    return this.db.tx(() => {
+      this.db.run('DELETE FROM agent_addresses WHERE last_seen < ?', forgetBefore.getTime());
+      let room = MAX_ADDRESSES_PER_LOCATION - num(this.db.get('SELECT count(*) AS n FROM agent_addresses WHERE location = ?', location) ?? { n: 0 }, 'n');
+      let dropped = 0;
+      for (const address of new Set(addresses)) {
+        const known = this.db.get('SELECT location FROM agent_addresses WHERE address = ?', address);
+        if (known === undefined || str(known, 'location') !== location) {
+          if (room <= 0) {
+            dropped++;
+            continue;
+          }
+          room--;
+        }
         this.db.run(
           `INSERT INTO agent_addresses (address, location, agent_id, last_seen) VALUES (?, ?, ?, ?)
            ON CONFLICT (address) DO UPDATE SET location = excluded.location, agent_id = excluded.agent_id, last_seen = excluded.last_seen`,
@@ -88,7 +99,7 @@ export class SqliteAnalyticsStore implements AnalyticsStore {
           now.getTime(),
         );
       }
-      this.db.run('DELETE FROM agent_addresses WHERE last_seen < ?', forgetBefore.getTime());
+      return dropped;
     });
   }
 

@@ -3,7 +3,6 @@
 // unless OUTPOST_API_KEY is set), a taken API_PORT only a warning, history
 // kept across a restart, and the fallback on a Node.js without node:sqlite.
 
-import { execFileSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -11,6 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
 import { type AgentProcess, cleanEnv, startAgent, tempDir } from '../support/agent-process.js';
 import { useHarness } from '../support/harness.js';
+import { nodeWithoutSqlite } from '../support/old-node.js';
 
 const h = useHarness();
 const KEY = 'local-mode-test-key-0123';
@@ -174,22 +174,8 @@ describe('local mode with its store and read API', () => {
   });
 });
 
-/** A Node.js without node:sqlite (before 22.13), if this machine has one. */
-function oldNode(): string | undefined {
-  for (const candidate of ['/usr/bin/node', '/usr/local/bin/node']) {
-    if (!existsSync(candidate)) continue;
-    try {
-      const version = execFileSync(candidate, ['--version'], { encoding: 'utf8' }).trim();
-      const [major = 0, minor = 0] = version.replace(/^v/, '').split('.').map(Number);
-      if (major < 22 || (major === 22 && minor < 13)) return candidate;
-    } catch {
-      // Not runnable here.
-    }
-  }
-  return undefined;
-}
 
-const old = oldNode();
+const old = nodeWithoutSqlite();
 
 describe.skipIf(!old)('local mode on a Node.js without node:sqlite', () => {
   it('warns once why it runs without store and API, and still runs the checks', async () => {

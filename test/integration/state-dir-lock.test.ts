@@ -14,6 +14,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type AgentProcess, cleanEnv, exitWithin, probe, startAgent, tempDir } from '../support/agent-process.js';
 import { READY_DEADLINE_MS, retryUntil } from '../support/daemon.js';
+import { nodeWithoutSqlite } from '../support/old-node.js';
 import { type PostgresServer, startPostgres } from '../support/postgres.js';
 
 const API_KEY = 'state-dir-lock-test-key-0123';
@@ -210,22 +211,8 @@ describe('server replicas on PostgreSQL', () => {
   });
 });
 
-/** A Node.js without node:sqlite (before 22.13), if this machine has one (as in test/integration/local-server.test.ts). */
-function oldNode(): string | undefined {
-  for (const candidate of ['/usr/bin/node', '/usr/local/bin/node']) {
-    if (!existsSync(candidate)) continue;
-    try {
-      const version = execFileSync(candidate, ['--version'], { encoding: 'utf8' }).trim();
-      const [major = 0, minor = 0] = version.replace(/^v/, '').split('.').map(Number);
-      if (major < 22 || (major === 22 && minor < 13)) return candidate;
-    } catch {
-      // Not runnable here.
-    }
-  }
-  return undefined;
-}
 
-const old = oldNode();
+const old = nodeWithoutSqlite();
 
 describe.skipIf(!old)('agent mode on a Node.js without node:sqlite', () => {
   it('runs without the lock and says so once', async () => {

@@ -29,6 +29,17 @@ function problems(value: unknown): string {
   throw new Error('expected a ChecksFileError, but the file was accepted');
 }
 
+/** The refusal of a server checks file, or undefined when it is accepted. */
+function serverFileRefusal(text: string): ChecksFileError | undefined {
+  try {
+    parseServerChecksFile(text, FILE, registry);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ChecksFileError);
+    return error as ChecksFileError;
+  }
+  return undefined;
+}
+
 const url = (id: string, extra: Record<string, unknown> = {}) => ({
   id,
   checkType: 'URL',
@@ -275,12 +286,7 @@ describe('fields Outpost does not read', () => {
       maintenanceWindows: [{ id: 1, name: 'w', startAt: '2026-01-01T00:00:00Z', endsAt: '2026-01-02T00:00:00Z' }],
       checks: [url('a', { locaitons: ['lab'] }), { id: 'hb', checkType: 'HEARTBEAT', heartbeat: { period: 60, grace: 0, token: 'a-token-of-sixteen-chars', tokn: 'x' } }],
     });
-    let refused: ChecksFileError | undefined;
-    try {
-      parseServerChecksFile(text, FILE, registry);
-    } catch (error) {
-      refused = error as ChecksFileError;
-    }
+    const refused = serverFileRefusal(text);
     expect(refused?.problems.filter((p) => p.includes('did you mean'))).toEqual([
       'check "a" at $.checks[0].locaitons: is not a field Outpost reads; did you mean "locations"?',
       'check "hb" at $.checks[1].heartbeat.tokn: is not a field Outpost reads; did you mean "token"?',
@@ -301,12 +307,7 @@ describe('fields Outpost does not read', () => {
         { id: 3, type: 'EMAIL', config: { adress: 'ops@example.com' } },
       ],
     });
-    let refused: ChecksFileError | undefined;
-    try {
-      parseServerChecksFile(text, FILE, registry);
-    } catch (error) {
-      refused = error as ChecksFileError;
-    }
+    const refused = serverFileRefusal(text);
     expect(refused?.problems).toEqual([
       // The misspelled routingKey leaves the channel without its required one, which is reported too.
       "$.alertChannels[1].config.routingKey: is required: the integration's routing key (Events API v2)",
@@ -351,12 +352,7 @@ describe('fields Outpost does not read', () => {
         },
       ],
     });
-    let refused: ChecksFileError | undefined;
-    try {
-      parseServerChecksFile(text, FILE, registry);
-    } catch (error) {
-      refused = error as ChecksFileError;
-    }
+    const refused = serverFileRefusal(text);
     expect(refused?.problems).toEqual([
       // The misspelled rawKey leaves the file's key without its required one, which is reported too.
       '$.dashboards[0].keys[0].rawKey: is required',

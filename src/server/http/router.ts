@@ -5,6 +5,7 @@
 // themselves; they never see an unauthenticated or over-limit request.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { KeyRecord } from '../../store/store.js';
 import { NotFoundError } from '../../store/store.js';
 import type { Logger } from '../../observability/logger.js';
@@ -31,6 +32,11 @@ export interface RouteContext {
   signal: AbortSignal;
   /** The origin this request came in on (`http://host:port`), for URLs in answers. */
   origin: string;
+  /**
+   * A route that reads `req` itself calls this once it will read it: a client that sent `Expect: 100-continue`
+   * then gets `100 Continue` (never before the request is authorized and its checks passed).
+   */
+  acceptBody(): void;
 }
 
 export interface JsonAnswer {
@@ -73,6 +79,8 @@ export interface RouterOptions {
   now?: () => number;
   /** How long a JSON body may take to arrive (JSON_BODY_DEADLINE_MS). */
   bodyDeadlineMs?: number;
+  /** How long an answer being written may make no progress (RESPONSE_IDLE_MS). */
+  responseIdleMs?: number;
 }
 
 interface CompiledRoute {
@@ -105,10 +113,32 @@ function match(compiled: CompiledRoute, parts: readonly string[]): Record<string
 /** A JSON body must arrive within this long: a client trickling one byte at a time does not hold a connection for ever. */
 export const JSON_BODY_DEADLINE_MS = 30_000;
 
-/** Reads at most `limit` bytes of JSON within `deadlineMs`; more is a 413, slower a 408, and what is not JSON a 400. */
-export async function readJsonBody(req: IncomingMessage, limit: number, deadlineMs = JSON_BODY_DEADLINE_MS): Promise<unknown> {
+/**
+ * An answer that goes out while the client has no progress to show for this long (it reads nothing, the socket's
+ * buffers stay full) is cut: an unread 15 MB answer would otherwise hold its connection and memory for ever.
+ */
+export const RESPONSE_IDLE_MS = 60_000;
+
+/** The request announced a body (Content-Length above 0, or chunked) that has not been received to its end. */
+function bodyUnread(req: IncomingMessage): boolean {
+  if (req.complete) return false;
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
+/** `100 Continue` for a client waiting for it (node:http's 'checkContinue' hands such requests to the router). */
+export function acceptBody(req: IncomingMessage, res: ServerResponse): void {
+  if (!res.headersSent && /^100-continue$/i.test(req.headers.expect ?? '')) res.writeContinue();
+}
+
+/**
+ * Reads at most `limit` bytes of JSON within `deadlineMs`; more is a 413, slower a 408, and what is not JSON a 400.
+ * Given `res`, a client waiting for `100 Continue` gets it once the announced size is known to fit.
+ */
+export async function readJsonBody(req: IncomingMessage, limit: number, deadlineMs = JSON_BODY_DEADLINE_MS, res?: ServerResponse): Promise<unknown> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) throw new ApiError(413, `the body is larger than ${limit} bytes`, { limit });
+  if (res) acceptBody(req, res);
   const chunks: Buffer[] = [];
   let size = 0;
   let late = false;
@@ -143,8 +173,12 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
     return;
   }
   const text = body === undefined ? '' : JSON.stringify(body);
+  // A body left unread is not drained (a client trickling a byte every few seconds held a connection for the
+  // 15-minute request deadline): the connection closes once this answer is out (node:http ends it on `close`).
+  const close = bodyUnread(res.req) ? { connection: 'close' } : {};
   res.writeHead(status, {
     ...headers,
+    ...close,
     ...(text ? { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) } : { 'content-length': 0 }),
   });
   res.end(text);
@@ -198,6 +232,15 @@ export class Router {
   private async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const caller = new AbortController();
     res.on('close', () => caller.abort(new Error('the caller went away')));
+    // After the head the socket has no deadline of node's but the request's; while an answer is being written
+    // it must make progress. A handler still working (a long poll) or reading (an upload, bounded by its own
+    // rules) is left alone: only an answer whose head is out and whose end is not is cut.
+    const idleMs = this.options.responseIdleMs ?? RESPONSE_IDLE_MS;
+    req.socket.setTimeout(idleMs);
+    res.on('timeout', (socket: Socket) => {
+      if (res.headersSent && !res.writableFinished) socket.destroy();
+      else socket.setTimeout(idleMs);
+    });
     try {
       const answer = await this.dispatch(req, res, caller.signal);
       if (answer !== 'streamed') sendJson(res, answer.status, answer.body, answer.headers);
@@ -217,8 +260,11 @@ export class Router {
         throw error;
       }
     } finally {
-      // A body nobody read is drained, so that a keep-alive connection stays usable.
-      if (!req.complete) req.resume();
+      // A body nobody read is not drained (see sendJson): a streamed answer's connection ends with the answer.
+      if (bodyUnread(req)) {
+        if (res.writableFinished) req.socket.destroy();
+        else res.once('finish', () => req.socket.destroy());
+      }
     }
   }
 
@@ -253,9 +299,10 @@ export class Router {
       }
       const principal = await this.authenticate(compiled.route, req);
       refuseNul(params, url.searchParams);
-      const body = compiled.route.bodyLimit > 0 ? await readJsonBody(req, compiled.route.bodyLimit, this.options.bodyDeadlineMs) : undefined;
+      const body = compiled.route.bodyLimit > 0 ? await readJsonBody(req, compiled.route.bodyLimit, this.options.bodyDeadlineMs, res) : undefined;
       const host = req.headers.host ?? `${req.socket.localAddress}:${req.socket.localPort}`;
-      return compiled.route.handle({ params, query: url.searchParams, body, principal, req, res, signal, origin: `http://${host}` });
+      const accept = () => acceptBody(req, res);
+      return compiled.route.handle({ params, query: url.searchParams, body, principal, req, res, signal, origin: `http://${host}`, acceptBody: accept });
     }
     if (allowed.includes('GET')) allowed.push('HEAD');
     allowed = [...new Set(allowed)];
@@ -310,8 +357,9 @@ export const API_HEADERS_TIMEOUT_MS = 10_000;
 export async function startApiServer(router: Router, options: ApiServerOptions): Promise<Server> {
   const server = createServer(
     {
-      // Headers must arrive promptly; JSON bodies within JSON_BODY_DEADLINE_MS; a whole request (an artifact's
-      // 150 MB upload the longest) within 15 minutes. Long polls end themselves: their request is small.
+      // Headers must arrive promptly; JSON bodies within JSON_BODY_DEADLINE_MS; a body no route reads is not
+      // waited for at all (sendJson); a whole request (an artifact's 150 MB upload, which must also keep
+      // moving: src/server/agent-api.ts) within 15 minutes. Long polls end themselves: their request is small.
       headersTimeout: options.headersTimeoutMs ?? API_HEADERS_TIMEOUT_MS,
       requestTimeout: 15 * 60_000,
       keepAliveTimeout: 5_000,
@@ -320,12 +368,16 @@ export async function startApiServer(router: Router, options: ApiServerOptions):
     },
     router.listener,
   );
+  // `Expect: 100-continue` is the router's to answer (acceptBody), once the request may send its body: node
+  // would otherwise send `100 Continue` to anyone, and then wait for a body the router never reads.
+  server.on('checkContinue', router.listener);
   server.maxConnections = options.maxConnections ?? 2_048;
   // headersTimeout counts from a request's first byte: a connection that never sends one would be held for
   // ever, and enough of them would fill maxConnections. Until its first byte, a connection has the same time.
   server.on('connection', (socket) => {
     socket.setTimeout(options.headersTimeoutMs ?? API_HEADERS_TIMEOUT_MS);
-    socket.once('data', () => socket.setTimeout(0));
+    // Before node:http's own 'data' listener parses the head: the router then sets the answer's deadline.
+    socket.prependOnceListener('data', () => socket.setTimeout(0));
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -44,6 +44,12 @@ export const MAX_EVENTS_PER_BATCH = 100;
 /** The largest artifact an agent may announce (docs/protocol.md). */
 export const MAX_ARTIFACT_BYTES = 157_286_400;
 
+/**
+ * An artifact upload that sends no byte for this long is cut (its partial file removed): uploads alone keep the
+ * API's 15-minute request deadline (src/server/http/router.ts), and a stalled one must not hold it that long.
+ */
+export const UPLOAD_IDLE_MS = 30_000;
+
 const MiB = 1024 * 1024;
 const RESULTS_BODY_LIMIT = 16 * MiB;
 const SMALL_BODY_LIMIT = MiB;
@@ -61,6 +67,14 @@ export interface AgentApiDeps {
   onAccepted?: (envelope: ResultEnvelope, location: string) => void;
   /** Keeps the IPv6 addresses a claim reports (agent-addresses.ts; GET /v1/static-ipv6s.txt). */
   addresses?: { report(location: string, agentId: string, addresses: readonly string[]): Promise<number> };
+  /** UPLOAD_IDLE_MS unless given (tests). */
+  uploadIdleMs?: number;
+}
+
+/** An upload being written: a newer PUT of the same artifact cuts it and waits until its partial file is gone. */
+interface Upload {
+  cut(): void;
+  settled: Promise<void>;
 }
 
 type AgentPrincipal = Extract<Principal, { kind: 'agent' }>;
@@ -249,8 +263,13 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
   const { store, jobSignal, artifactsDir, logger } = deps;
   const now = deps.now ?? (() => new Date());
   const leaseMs = deps.leaseMs ?? LEASE_MS;
-  /** Artifacts being written now: a second PUT of the same one waits its turn (409) instead of sharing the .part file. */
-  const uploading = new Set<string>();
+  const uploadIdleMs = deps.uploadIdleMs ?? UPLOAD_IDLE_MS;
+  /**
+   * Artifacts being written now. A second PUT of the same one is the agent's retry of an upload it gave up on
+   * (src/control-plane/artifact-upload.ts), so it takes over: the earlier one is cut, and the newer waits until
+   * the earlier's .part file is removed before writing its own. (A 409 here made the retry fail for good.)
+   */
+  const uploading = new Map<string, Upload>();
 
   const claim: Route = {
     method: 'POST',
@@ -418,14 +437,31 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
       if (Number(lengthHeader) !== artifact.size) {
         throw new ApiError(400, `Content-Length ${lengthHeader} is not the announced size ${artifact.size}`, { header: 'content-length' }, close);
       }
-      if (uploading.has(id)) throw new ApiError(409, `artifact ${id} is being uploaded by another request`, { id }, close);
-      uploading.add(id);
+      for (let earlier = uploading.get(id); earlier; earlier = uploading.get(id)) {
+        earlier.cut();
+        await earlier.settled;
+      }
+      if (ctx.signal.aborted) return 'streamed';
+      let settle = () => {};
+      const mine: Upload = {
+        cut: () => ctx.req.destroy(new Error('a newer upload of this artifact took over')),
+        settled: new Promise<void>((resolve) => {
+          settle = resolve;
+        }),
+      };
+      uploading.set(id, mine);
+      let idle: NodeJS.Timeout | undefined;
       const part = path.join(artifactsDir, `${id}.part`);
       try {
         await makeDirectories(artifactsDir);
         let received = 0;
+        // Cutting the request ends the pipeline below with an error; the answer has nowhere to go.
+        const stalled = () => ctx.req.destroy(new Error(`no byte of the upload for ${uploadIdleMs / 1000} s`));
+        idle = setTimeout(stalled, uploadIdleMs);
+        ctx.acceptBody();
         const count = new Transform({
           transform(chunk: Buffer, _encoding, done) {
+            idle?.refresh();
             received += chunk.length;
             if (received > artifact.size) done(badRequest(`the upload is longer than the announced ${artifact.size} bytes`));
             else done(null, chunk);
@@ -440,7 +476,8 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
         } catch (error) {
           await rm(part, { force: true });
           if (error instanceof ApiError) throw error;
-          if (ctx.signal.aborted) return 'streamed';
+          // Cut (stalled, or taken over by a newer PUT) or gone: there is no one to answer.
+          if (ctx.signal.aborted || ctx.req.destroyed) return 'streamed';
           const disk = diskFailure(error);
           if (disk === undefined) throw error;
           logger.warn({ err: error, artifactId: id }, 'api request failed: the disk cannot take the file');
@@ -449,7 +486,9 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
         await rename(part, path.join(artifactsDir, id));
         await store.markArtifactStored(id, now());
       } finally {
-        uploading.delete(id);
+        clearTimeout(idle);
+        if (uploading.get(id) === mine) uploading.delete(id);
+        settle();
       }
       return { status: 200, body: { id, size: artifact.size } };
     },

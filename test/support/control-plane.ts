@@ -118,6 +118,8 @@ export interface ControlPlaneOptions {
   leaseMs?: number;
   /** A service that ignores waitSeconds (a fault): the proxy forwards every claim with waitSeconds 0. */
   answersClaimsAtOnce?: boolean;
+  /** How long an artifact upload may send nothing before the server cuts it (UPLOAD_IDLE_MS in `outpost server`). */
+  uploadIdleMs?: number;
 }
 
 export interface JobExtra {
@@ -220,7 +222,14 @@ export class ControlPlane {
     const jobSignal = new JobSignal();
     const router = new Router(
       [
-        ...agentRoutes({ store, jobSignal, artifactsDir: path.join(stateDir, 'artifacts'), logger, ...(options.leaseMs ? { leaseMs: options.leaseMs } : {}) }),
+        ...agentRoutes({
+          store,
+          jobSignal,
+          artifactsDir: path.join(stateDir, 'artifacts'),
+          logger,
+          ...(options.leaseMs ? { leaseMs: options.leaseMs } : {}),
+          ...(options.uploadIdleMs ? { uploadIdleMs: options.uploadIdleMs } : {}),
+        }),
         ...readRoutes({ store }),
       ],
       {

@@ -5,6 +5,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { WatchdogReport } from './watchdog.js';
+import { capConnectionsPerAddress } from '../core/connection-cap.js';
 
 export interface HealthStatus {
   version: string;
@@ -63,6 +64,13 @@ const ROUTES = new Set(['/-/readiness', '/-/liveness', '/health', '/metrics']);
  * Prometheus scraper need a handful.
  */
 export const HEALTH_MAX_CONNECTIONS = 256;
+/**
+ * What one client address may hold of those: a flood from one address (reconnecting faster than the head
+ * deadline closes its sockets) leaves the other 224 to the kubelet, which probes from the node's address, and
+ * to Prometheus. A flood from the kubelet's own address, or from eight addresses, still fills the port: that
+ * port belongs behind a network policy (docs/configuration.md).
+ */
+export const HEALTH_MAX_CONNECTIONS_PER_ADDRESS = 32;
 /** A connection that sends no complete request head within this is closed. */
 export const HEALTH_HEADERS_TIMEOUT_MS = 5_000;
 /** A socket with no traffic at all for this long is closed (one that never sends a byte included). */
@@ -133,6 +141,7 @@ export async function startHealthServer(
     }
   });
   server.maxConnections = HEALTH_MAX_CONNECTIONS;
+  capConnectionsPerAddress(server, HEALTH_MAX_CONNECTIONS_PER_ADDRESS);
   // With no 'timeout' listener, node:http destroys a socket idle this long.
   server.setTimeout(HEALTH_IDLE_TIMEOUT_MS);
   await new Promise<void>((resolve, reject) => {

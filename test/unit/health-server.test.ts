@@ -5,7 +5,8 @@
 import http from 'node:http';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startHealthServer } from '../../src/health/server.js';
+import { HEALTH_MAX_CONNECTIONS_PER_ADDRESS, startHealthServer } from '../../src/health/server.js';
+import { idleConnections, rawRequest } from '../support/raw-request.js';
 
 const source = {
   isReady: () => true,
@@ -53,5 +54,22 @@ describe('health server error bodies', () => {
     expect(res.body).not.toContain('s3cr3t');
     expect(JSON.parse(res.body)).toMatchObject({ statusCode: 405, message: 'DELETE not allowed on /health' });
     expect((await request(server.port, 'GET', '/health')).status).toBe(200);
+  });
+});
+
+describe('health server connections per address', () => {
+  it('keeps room for a probe from another address while one address holds its share', async () => {
+    const server = await startHealthServer(0, source, '127.0.0.1');
+    close = server.close;
+    const held = await idleConnections(server.port, '127.0.0.1', HEALTH_MAX_CONNECTIONS_PER_ADDRESS);
+    try {
+      const probe = 'GET /-/readiness HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n';
+      // One more from the flooding address is closed at accept, unanswered (without the cap: 200).
+      expect(await rawRequest(server.port, '127.0.0.1', probe)).toBe('');
+      // The kubelet's address (another one) is served.
+      expect(await rawRequest(server.port, '127.0.0.2', probe)).toMatch(/^HTTP\/1\.1 200 /);
+    } finally {
+      for (const socket of held) socket.destroy();
+    }
   });
 });

@@ -10,6 +10,8 @@ import type { AddressInfo, Socket as ServerSocket } from 'node:net';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RateLimiter } from '../../src/server/http/rate-limit.js';
+import { retryUntil } from '../support/daemon.js';
+import { idleConnections, rawRequest } from '../support/raw-request.js';
 import { closeApiServer, type Route, Router, type RouterOptions, startApiServer } from '../../src/server/http/router.js';
 
 const PUBLIC_KEY = 'public-key-0123456789';
@@ -137,5 +139,28 @@ describe('router connections', () => {
     await new Promise((resolve) => held.once('close', resolve));
     // Was held for good (an unread 15 MB answer still queued 15 minutes later).
     expect(Date.now() - started).toBeLessThan(10_000);
+  });
+});
+
+describe('connections per address', () => {
+  it('refuses at accept a connection from an address that holds its share, and serves other addresses', async () => {
+    const router = new Router(routes, {
+      publicKey: PUBLIC_KEY,
+      agentKey: async () => undefined,
+      publicLimiter: new RateLimiter(1000, 60),
+      agentLimiter: new RateLimiter(1000, 60),
+      logger: pino({ level: 'silent' }),
+    });
+    const server = await startApiServer(router, { host: '127.0.0.1', port: 0, maxConnectionsPerAddress: 3 });
+    servers.push(server);
+    const port = (server.address() as AddressInfo).port;
+    const held = await idleConnections(port, '127.0.0.1', 3);
+    sockets.push(...held);
+    const ping = 'GET /ping/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n';
+    // Closed without a byte: it was never served (without the cap: 200).
+    expect(await rawRequest(port, '127.0.0.1', ping)).toBe('');
+    expect(await rawRequest(port, '127.0.0.2', ping)).toMatch(/^HTTP\/1\.1 200 /);
+    held[0]?.destroy();
+    expect(await retryUntil(5_000, async () => (await rawRequest(port, '127.0.0.1', ping)).startsWith('HTTP/1.1 200 '))).toBe(true);
   });
 });

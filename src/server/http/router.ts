@@ -6,6 +6,7 @@
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { capConnectionsPerAddress } from '../../core/connection-cap.js';
 import type { KeyRecord } from '../../store/store.js';
 import { NotFoundError } from '../../store/store.js';
 import type { Logger } from '../../observability/logger.js';
@@ -346,14 +347,23 @@ export interface ApiServerOptions {
   port: number;
   /** Connections held at once; node:http closes any beyond this as it accepts them. */
   maxConnections?: number;
+  /** Connections one client address holds at once (API_MAX_CONNECTIONS_PER_ADDRESS unless given). */
+  maxConnectionsPerAddress?: number;
   /** API_HEADERS_TIMEOUT_MS unless given (tests). */
   headersTimeoutMs?: number;
 }
 
-/** Starts listening; resolves once bound (a port in use rejects with EADDRINUSE). */
+/**
+ * Of the API's 2,048 connections, what one client address may hold: a client reconnecting faster than the head
+ * deadline closes its connections fills no more than this, and the rest stay for everyone else. An agent holds
+ * up to 16 (src/control-plane/client.ts), so 16 agents behind one NAT address still fit.
+ */
+export const API_MAX_CONNECTIONS_PER_ADDRESS = 256;
+
 /** A request head must arrive within this of the connection (or of its first byte); then the connection is closed. */
 export const API_HEADERS_TIMEOUT_MS = 10_000;
 
+/** Starts listening; resolves once bound (a port in use rejects with EADDRINUSE). */
 export async function startApiServer(router: Router, options: ApiServerOptions): Promise<Server> {
   const server = createServer(
     {
@@ -372,6 +382,7 @@ export async function startApiServer(router: Router, options: ApiServerOptions):
   // would otherwise send `100 Continue` to anyone, and then wait for a body the router never reads.
   server.on('checkContinue', router.listener);
   server.maxConnections = options.maxConnections ?? 2_048;
+  capConnectionsPerAddress(server, options.maxConnectionsPerAddress ?? API_MAX_CONNECTIONS_PER_ADDRESS);
   // headersTimeout counts from a request's first byte: a connection that never sends one would be held for
   // ever, and enough of them would fill maxConnections. Until its first byte, a connection has the same time.
   server.on('connection', (socket) => {

@@ -443,8 +443,13 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
       }
       if (ctx.signal.aborted) return 'streamed';
       let settle = () => {};
+      // Set when this server cut the request (stalled, or taken over): no answer is owed then.
+      let cut = false;
       const mine: Upload = {
-        cut: () => ctx.req.destroy(new Error('a newer upload of this artifact took over')),
+        cut: () => {
+          cut = true;
+          ctx.req.destroy(new Error('a newer upload of this artifact took over'));
+        },
         settled: new Promise<void>((resolve) => {
           settle = resolve;
         }),
@@ -456,7 +461,10 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
         await makeDirectories(artifactsDir);
         let received = 0;
         // Cutting the request ends the pipeline below with an error; the answer has nowhere to go.
-        const stalled = () => ctx.req.destroy(new Error(`no byte of the upload for ${uploadIdleMs / 1000} s`));
+        const stalled = () => {
+          cut = true;
+          ctx.req.destroy(new Error(`no byte of the upload for ${uploadIdleMs / 1000} s`));
+        };
         idle = setTimeout(stalled, uploadIdleMs);
         ctx.acceptBody();
         const count = new Transform({
@@ -477,7 +485,7 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
           await rm(part, { force: true });
           if (error instanceof ApiError) throw error;
           // Cut (stalled, or taken over by a newer PUT) or gone: there is no one to answer.
-          if (ctx.signal.aborted || ctx.req.destroyed) return 'streamed';
+          if (ctx.signal.aborted || cut) return 'streamed';
           const disk = diskFailure(error);
           if (disk === undefined) throw error;
           logger.warn({ err: error, artifactId: id }, 'api request failed: the disk cannot take the file');

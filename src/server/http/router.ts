@@ -237,7 +237,9 @@ export class Router {
     // it must make progress. A handler still working (a long poll) or reading (an upload, bounded by its own
     // rules) is left alone: only an answer whose head is out and whose end is not is cut.
     const idleMs = this.options.responseIdleMs ?? RESPONSE_IDLE_MS;
-    req.socket.setTimeout(idleMs);
+    // Kept: node detaches req.socket from a request whose answer has finished.
+    const socket = req.socket;
+    socket.setTimeout(idleMs);
     res.on('timeout', (socket: Socket) => {
       if (res.headersSent && !res.writableFinished) socket.destroy();
       else socket.setTimeout(idleMs);
@@ -263,8 +265,8 @@ export class Router {
     } finally {
       // A body nobody read is not drained (see sendJson): a streamed answer's connection ends with the answer.
       if (bodyUnread(req)) {
-        if (res.writableFinished) req.socket.destroy();
-        else res.once('finish', () => req.socket.destroy());
+        if (res.writableFinished) socket.destroy();
+        else res.once('finish', () => socket.destroy());
       }
     }
   }

@@ -307,7 +307,7 @@ async function runLocalWithStore(
   const stores: ChecksFileStores = { store, heartbeats: heartbeatStore, windows, alerts: alertStore, dashboards };
   try {
     await lifecycle.startHealth(config.healthPort, config.healthHost);
-    await applyChecksFile(stores, parsed);
+    await applyChecksFile(stores, parsed, 'start');
   } catch (error) {
     await store.close().catch(() => undefined);
     throw error;
@@ -399,7 +399,7 @@ async function runLocalWithStore(
     parse: (text) => parseServerChecksFile(text, file, registry, LOCAL_LOCATION),
     apply: async (next) => {
       alerting.rememberSecrets(next.checks);
-      await applyChecksFile(stores, next);
+      await applyChecksFile(stores, next, 'reload');
       await scheduler.reschedule();
       // A check no longer in the file loses its series now, not three frequencies later.
       metrics.checks.retain(next.checks.map((c) => c.check.id));

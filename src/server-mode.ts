@@ -35,7 +35,7 @@ import { readRoutes } from './server/read-api.js';
 import { SessionScheduler } from './server/scheduler.js';
 import { errorGroupRoutes } from './server/error-groups-api.js';
 import { maintenanceRoutes } from './server/maintenance-api.js';
-import type { HeartbeatStore } from './store/heartbeats.js';
+import type { HeartbeatStore, HeartbeatSyncMoment } from './store/heartbeats.js';
 import type { MaintenanceWindowStore } from './store/maintenance-windows.js';
 import { type DatabaseSetting, openServerStores, type ServerStores } from './store/server-stores.js';
 import { Leadership } from './server/leadership.js';
@@ -141,14 +141,15 @@ export interface ChecksFileStores {
 /**
  * Puts a parsed checks file in the store, at start and at every reload:
  * locations, checks (a check missing from the file is marked removed),
- * heartbeat checks (their deadlines count from now), maintenance windows,
+ * heartbeat checks (at start their deadlines count from now; at a reload only
+ * those of new or re-timed checks do, HeartbeatStore.sync), maintenance windows,
  * the file's alert channels, dashboards and incidents. The scheduler picks the checks up on its start
  * or its next reschedule().
  */
-export async function applyChecksFile(stores: ChecksFileStores, parsed: ParsedChecksFile, now = new Date()): Promise<void> {
+export async function applyChecksFile(stores: ChecksFileStores, parsed: ParsedChecksFile, when: HeartbeatSyncMoment, now = new Date()): Promise<void> {
   await stores.store.syncLocations(parsed.privateLocations satisfies PrivateLocation[]);
   await stores.store.syncChecks([...storedChecks(parsed.checks), ...storedHeartbeatChecks(parsed.heartbeats)], now);
-  await stores.heartbeats.sync(heartbeatSyncs(parsed.heartbeats), now);
+  await stores.heartbeats.sync(heartbeatSyncs(parsed.heartbeats), now, when);
   await stores.windows.sync(parsed.maintenanceWindows, now);
   await stores.alerts.syncFileChannels(parsed.alertChannels, now);
   await stores.dashboards.sync(fileDashboards(parsed.dashboards), parsed.incidents, now);
@@ -273,7 +274,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const holder = replicaName();
   const checksFileStores: ChecksFileStores = { store, heartbeats: heartbeatStore, windows, alerts: alertStore, dashboards };
   // Every heartbeat deadline counts from this start (heartbeats.ts, docs/server.md).
-  await applyChecksFile(checksFileStores, parsed);
+  await applyChecksFile(checksFileStores, parsed, 'start');
 
   const jobSignal = new JobSignal();
   // Another replica's new jobs wake this one's waiting claims too (docs/postgres.md).
@@ -393,7 +394,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
     apply: async (next) => {
       alerting.rememberSecrets(next.checks);
       // Each replica watches its own copy of the file and applies it; the leader then reschedules (docs/postgres.md).
-      await applyChecksFile(checksFileStores, next);
+      await applyChecksFile(checksFileStores, next, 'reload');
       await scheduler?.reschedule();
       // A check no longer in the file loses its series now, not three frequencies later.
       fileChecks.clear();

@@ -33,6 +33,9 @@ export interface HeartbeatSync {
   graceMs: number;
 }
 
+/** Why the checks are synced: the process starts, or the checks file was reloaded (HeartbeatStore.sync). */
+export type HeartbeatSyncMoment = 'start' | 'reload';
+
 export type HeartbeatStatus = 'UNKNOWN' | 'PASSING' | 'FAILING';
 
 export interface HeartbeatState extends HeartbeatSync {
@@ -56,10 +59,13 @@ export interface PingOutcome {
 export interface HeartbeatStore {
   /**
    * Makes these the heartbeat checks (others are forgotten; their events stay
-   * until pruned). Every check's current period starts at `now`: pings sent
-   * while the server was down were not the job's fault.
+   * until pruned). At `start`, every check's current period starts at `now`:
+   * pings sent while the server was down were not the job's fault. At
+   * `reload`, only a new check, or one whose period or grace changed, starts
+   * a period at `now`; the others keep their deadline, which is a fact about
+   * pings, not about the file (else every reload would postpone every deadline).
    */
-  sync(checks: readonly HeartbeatSync[], now: Date): Promise<void>;
+  sync(checks: readonly HeartbeatSync[], now: Date, when?: HeartbeatSyncMoment): Promise<void>;
   /** A ping of the check whose token digest is `tokenHash`: an event and a passing FINAL result; undefined for an unknown digest. */
   ping(tokenHash: string, ping: { source: string; userAgent: string }, now: Date): Promise<PingOutcome | undefined>;
   /** Every check past its deadline gets a failing FINAL result and becomes FAILING; the next deadline is one period later. */

@@ -1,7 +1,8 @@
 // The heartbeat store on a real SQLite file (src/store/sqlite/heartbeats-store.ts)
 // and on PostgreSQL (src/store/postgres/heartbeats-store.ts, a cluster this
 // file starts): deadlines, the results a ping and a missed deadline leave,
-// tokens swapped between two syncs, a deleted check, pruning.
+// tokens swapped between two syncs, deadlines kept at a reload, a deleted
+// check, pruning.
 
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -111,6 +112,24 @@ describe.each(['sqlite', 'postgres'] as const)('the %s heartbeat store', (which)
     expect(await heartbeats.expire(at(60_000))).toEqual([]);
     expect((await heartbeats.expire(at(60_001))).map((f) => f.checkId)).toEqual(['b']);
     expect((await heartbeats.expire(at(65_000))).map((f) => f.checkId)).toEqual(['a']);
+  });
+
+  it('at a reload, keeps the deadline of a check whose period and grace did not change, and restarts a re-timed one', async () => {
+    await heartbeats.ping('hash-b', ping, at(4_000));
+    // A reload at 9 s of the same file (b's token changed, which moves no deadline) and of a with a longer grace.
+    await heartbeats.sync(
+      [
+        { checkId: 'a', tokenHash: 'hash-a', periodMs: 10_000, graceMs: 6_000 },
+        { checkId: 'b', tokenHash: 'hash-b2', periodMs: 10_000, graceMs: 0 },
+      ],
+      at(9_000),
+      'reload',
+    );
+    // b: still 10 s from its ping at 4 s, not from the reload; a: re-timed, so 16 s from the reload.
+    expect(await heartbeats.expire(at(13_999))).toEqual([]);
+    expect((await heartbeats.expire(at(14_000))).map((f) => f.checkId)).toEqual(['b']);
+    expect((await heartbeats.expire(at(24_999))).map((f) => f.checkId)).toEqual(['b']);
+    expect((await heartbeats.expire(at(25_000))).map((f) => f.checkId)).toEqual(['a']);
   });
 
   it('keeps events with explicit times, reads them back, and prunes old ones in batches', async () => {

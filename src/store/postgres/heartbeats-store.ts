@@ -12,6 +12,7 @@ import {
   type HeartbeatState,
   type HeartbeatStore,
   type HeartbeatSync,
+  type HeartbeatSyncMoment,
   type PingOutcome,
 } from '../heartbeats.js';
 import { num, type PgDatabase, type Sql, } from './db.js';
@@ -22,7 +23,7 @@ import { heartbeatEventOf, heartbeatStateOf } from '../feature-rows.js';
 export class PgHeartbeatStore implements HeartbeatStore {
   constructor(private readonly db: PgDatabase) {}
 
-  async sync(checks: readonly HeartbeatSync[], now: Date): Promise<void> {
+  async sync(checks: readonly HeartbeatSync[], now: Date, when: HeartbeatSyncMoment = 'start'): Promise<void> {
     const at = now.getTime();
     await this.db.tx(async (sql) => {
       await sql.run('SELECT pg_advisory_xact_lock($1)', [SYNC_LOCK_KEY]);
@@ -34,8 +35,10 @@ export class PgHeartbeatStore implements HeartbeatStore {
           `INSERT INTO heartbeat_checks (check_id, token_hash, period_ms, grace_ms, created_ms, since_ms, last_ping_ms, status)
            VALUES ($1, $2, $3, $4, $5, $5, NULL, 'UNKNOWN')
            ON CONFLICT (check_id) DO UPDATE SET token_hash = excluded.token_hash, period_ms = excluded.period_ms,
-             grace_ms = excluded.grace_ms, since_ms = excluded.since_ms`,
-          [c.checkId, c.tokenHash, c.periodMs, c.graceMs, at],
+             grace_ms = excluded.grace_ms,
+             since_ms = CASE WHEN $6::text = 'start' OR heartbeat_checks.period_ms <> excluded.period_ms OR heartbeat_checks.grace_ms <> excluded.grace_ms
+               THEN excluded.since_ms ELSE heartbeat_checks.since_ms END`,
+          [c.checkId, c.tokenHash, c.periodMs, c.graceMs, at, when],
         );
       }
     });

@@ -12,6 +12,7 @@ import {
   type HeartbeatState,
   type HeartbeatStore,
   type HeartbeatSync,
+  type HeartbeatSyncMoment,
   type PingOutcome,
 } from '../heartbeats.js';
 import { num, str as text } from '../rows.js';
@@ -22,7 +23,7 @@ import { heartbeatEventOf, heartbeatStateOf } from '../feature-rows.js';
 export class SqliteHeartbeatStore implements HeartbeatStore {
   constructor(private readonly db: SqliteAccess) {}
 
-  async sync(checks: readonly HeartbeatSync[], now: Date): Promise<void> {
+  async sync(checks: readonly HeartbeatSync[], now: Date, when: HeartbeatSyncMoment = 'start'): Promise<void> {
     const at = now.getTime();
     this.db.tx(() => {
       const keep = new Set(checks.map((c) => c.checkId));
@@ -36,13 +37,16 @@ export class SqliteHeartbeatStore implements HeartbeatStore {
           `INSERT INTO heartbeat_checks (check_id, token_hash, period_ms, grace_ms, created_ms, since_ms, last_ping_ms, status)
            VALUES (?, ?, ?, ?, ?, ?, NULL, 'UNKNOWN')
            ON CONFLICT (check_id) DO UPDATE SET token_hash = excluded.token_hash, period_ms = excluded.period_ms,
-             grace_ms = excluded.grace_ms, since_ms = excluded.since_ms`,
+             grace_ms = excluded.grace_ms,
+             since_ms = CASE WHEN ? = 'start' OR heartbeat_checks.period_ms <> excluded.period_ms OR heartbeat_checks.grace_ms <> excluded.grace_ms
+               THEN excluded.since_ms ELSE heartbeat_checks.since_ms END`,
           c.checkId,
           c.tokenHash,
           c.periodMs,
           c.graceMs,
           at,
           at,
+          when,
         );
       }
     });

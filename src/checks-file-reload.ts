@@ -33,7 +33,10 @@ export interface ChecksFileReloaderOptions<Parsed extends ParsedChecksFileFields
 }
 
 export class ChecksFileReloader<Parsed extends ParsedChecksFileFields> {
-  private queue: Promise<unknown> = Promise.resolve();
+  /** The reload under way, if any. */
+  private running: Promise<ReloadOutcome> | undefined;
+  /** The one reload that starts when the running one ends: every request made meanwhile joins it. */
+  private pending: { trigger: ReloadTrigger; outcome: Promise<ReloadOutcome> } | undefined;
   private lastText: string | undefined;
   private watcher: FSWatcher | undefined;
   private debounce: NodeJS.Timeout | undefined;
@@ -44,11 +47,39 @@ export class ChecksFileReloader<Parsed extends ParsedChecksFileFields> {
     this.lastText = options.initialText;
   }
 
-  /** One reload after another, in the order asked. */
+  /**
+   * One reload at a time, and at most one waiting: a request made while a
+   * reload runs joins the waiting one, which starts (reading the file anew)
+   * once the running one ends. Every caller is answered with the outcome of a
+   * reload that started after it asked, so none is told of a file older than
+   * its request; and a flood of requests (POST /-/reload needs no key,
+   * docs/server.md) costs two reloads, not one each.
+   */
   reload(trigger: ReloadTrigger): Promise<ReloadOutcome> {
-    const next = this.queue.then(() => this.run(trigger));
-    this.queue = next.catch(() => undefined);
-    return next;
+    if (this.pending) {
+      // A 'file change' skips a text equal to the one in force; a joined SIGHUP or POST applies it whatever.
+      if (this.pending.trigger === 'file change') this.pending.trigger = trigger;
+      return this.pending.outcome;
+    }
+    if (!this.running) return this.start(trigger);
+    // One object: a request that joins later may change the trigger the waiting reload starts with.
+    const joined: { trigger: ReloadTrigger } = { trigger };
+    const outcome = this.running
+      .catch(() => undefined)
+      .then(() => {
+        this.pending = undefined;
+        return this.start(joined.trigger);
+      });
+    this.pending = Object.assign(joined, { outcome });
+    return outcome;
+  }
+
+  private start(trigger: ReloadTrigger): Promise<ReloadOutcome> {
+    const run: Promise<ReloadOutcome> = this.run(trigger).finally(() => {
+      if (this.running === run) this.running = undefined;
+    });
+    this.running = run;
+    return run;
   }
 
   /**

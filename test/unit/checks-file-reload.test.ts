@@ -1,6 +1,7 @@
 // ChecksFileReloader (src/checks-file-reload.ts): a reload whose apply fails
 // part way leaves the process in a state nobody knows, so the next event
-// applies the file again, even a text equal to the one applied before.
+// applies the file again, even a text equal to the one applied before; and
+// requests made while a reload runs join one waiting reload.
 
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -40,6 +41,78 @@ describe('ChecksFileReloader', () => {
     expect(applied).toEqual(['A']);
     // Once applied, the same text is unchanged again.
     expect(await reloader.reload('file change')).toMatchObject({ ok: true, unchanged: true });
+    reloader.close();
+  });
+
+  it('coalesces requests: while one reload runs, every further request joins one waiting reload that starts after them', async () => {
+    const file = path.join(tempDir(), 'checks.json');
+    writeFileSync(file, 'A');
+    const applied: string[] = [];
+    let release: () => void = () => undefined;
+    const reloader = new ChecksFileReloader({
+      file,
+      logger: pino({ level: 'silent' }),
+      initialText: 'A',
+      parse: (text) => ({ text, ignoredFields: [] }),
+      apply: async ({ text }) => {
+        applied.push(text);
+        await new Promise<void>((resolve) => {
+          release = resolve;
+        });
+        return applied.length;
+      },
+    });
+    const first = reloader.reload('POST /-/reload');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(applied).toEqual(['A']);
+    // Asked while A is being applied: these must see a reload that reads the file after they asked.
+    writeFileSync(file, 'B');
+    const later = Array.from({ length: 1_000 }, () => reloader.reload('POST /-/reload'));
+    release();
+    expect(await first).toEqual({ ok: true, checks: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(applied).toEqual(['A', 'B']);
+    release();
+    const outcomes = await Promise.all(later);
+    expect(new Set(outcomes.map((o) => JSON.stringify(o)))).toEqual(new Set([JSON.stringify({ ok: true, checks: 2 })]));
+    expect(applied).toEqual(['A', 'B']);
+    // Idle again: the next request starts at once.
+    const next = reloader.reload('SIGHUP');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    release();
+    expect(await next).toEqual({ ok: true, checks: 3 });
+    reloader.close();
+  });
+
+  it('a SIGHUP or POST that joins a waiting file-change reload applies the file even when its text is unchanged', async () => {
+    const file = path.join(tempDir(), 'checks.json');
+    writeFileSync(file, 'A');
+    const applied: string[] = [];
+    let release: () => void = () => undefined;
+    const reloader = new ChecksFileReloader({
+      file,
+      logger: pino({ level: 'silent' }),
+      initialText: 'A',
+      parse: (text) => ({ text, ignoredFields: [] }),
+      apply: async ({ text }) => {
+        applied.push(text);
+        await new Promise<void>((resolve) => {
+          release = resolve;
+        });
+        return 1;
+      },
+    });
+    const first = reloader.reload('SIGHUP');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const change = reloader.reload('file change');
+    const post = reloader.reload('POST /-/reload');
+    release();
+    await first;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    release();
+    expect(await post).toEqual({ ok: true, checks: 1 });
+    expect(await change).toEqual({ ok: true, checks: 1 });
+    expect(applied).toEqual(['A', 'A']);
     reloader.close();
   });
 });

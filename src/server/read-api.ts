@@ -69,6 +69,9 @@ export interface KeyAnswer {
   updated_at: string;
 }
 
+/** A key as GET /v1/private-locations/{id}/keys lists it: the key record without its secret. */
+export type ListedKey = Omit<KeyAnswer, 'rawKey'>;
+
 export function runtimeRecord(runtime: Runtime): RuntimeRecord {
   return {
     name: runtime.name,
@@ -264,6 +267,36 @@ export function readRoutes(deps: ReadApiDeps): Route[] {
         const record = await store.createKey({ id: randomUUID(), locationId, maskedKey, created_at: at, updated_at: at, hash });
         const body: KeyAnswer = { id: record.id, rawKey, maskedKey: record.maskedKey, created_at: record.created_at, updated_at: record.updated_at };
         return { status: 201, body };
+      },
+    },
+    // Listing and revoking are not in the service's API (../shared/service-api.md shows only POST): Outpost's own,
+    // shaped as the key record without rawKey, which is never stored (docs/server.md, "Agent keys").
+    {
+      method: 'GET',
+      path: '/v1/private-locations/:id/keys',
+      auth: 'public',
+      bodyLimit: 0,
+      async handle({ params, query }) {
+        onlyKnown(query, []);
+        const locationId = params.id as string;
+        if (!(await store.location(locationId))) throw notFound('private location', locationId);
+        const body: ListedKey[] = (await store.keys(locationId)).map((k) => ({ id: k.id, maskedKey: k.maskedKey, created_at: k.created_at, updated_at: k.updated_at }));
+        return { status: 200, body };
+      },
+    },
+    {
+      method: 'DELETE',
+      path: '/v1/private-locations/:id/keys/:keyId',
+      auth: 'public',
+      bodyLimit: 0,
+      async handle({ params, query }) {
+        onlyKnown(query, []);
+        const locationId = params.id as string;
+        const keyId = params.keyId as string;
+        if (!(await store.location(locationId))) throw notFound('private location', locationId);
+        // Agents' requests look their key up in the store each time (server-mode.ts, agentKey): revoked at once.
+        if (!(await store.deleteKey(locationId, keyId))) throw notFound('key', keyId);
+        return { status: 204 };
       },
     },
   ];

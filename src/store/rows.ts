@@ -2,6 +2,8 @@
 // wrong type is a bug in the schema or a query, said with the column's name,
 // never a silent undefined.
 
+import type { KeyRecord } from './store.js';
+
 export type Row = Record<string, unknown>;
 
 export function str(row: Row, column: string): string {
@@ -28,4 +30,9 @@ export function numOrNull(row: Row, column: string): number | null {
 
 export function json<T>(row: Row, column: string): T {
   return JSON.parse(str(row, column)) as T;
+}
+
+/** A row of the keys table (id, location_id, masked_key, created_at, updated_at) as a key record. */
+export function keyRecordOf(row: Row): KeyRecord {
+  return { id: str(row, 'id'), locationId: str(row, 'location_id'), maskedKey: str(row, 'masked_key'), created_at: str(row, 'created_at'), updated_at: str(row, 'updated_at') };
 }

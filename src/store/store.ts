@@ -176,7 +176,11 @@ export class InvalidQueryError extends Error {
 }
 
 export interface Store {
-  /** Replaces the locations with the checks file's (keys of a location that is gone stop working). */
+  /**
+   * Replaces the locations with the checks file's. A location that is gone
+   * loses its keys for good: added back, it starts with none (docs/server.md,
+   * "Agent keys"), so a key revoked by removing its location stays revoked.
+   */
   syncLocations(locations: readonly LocationRecord[]): Promise<void>;
   location(id: string): Promise<LocationRecord | undefined>;
   locations(): Promise<LocationRecord[]>;
@@ -197,6 +201,10 @@ export interface Store {
   createKey(key: KeyRecord & { hash: string }): Promise<KeyRecord>;
   /** The key whose SHA-256 is `hash`, if its location still exists. */
   keyByHash(hash: string): Promise<KeyRecord | undefined>;
+  /** The keys of a location, oldest first (ties by id). */
+  keys(locationId: string): Promise<KeyRecord[]>;
+  /** Revokes a key of the location at once (keyByHash no longer finds it); false when the location has no such key. */
+  deleteKey(locationId: string, keyId: string): Promise<boolean>;
 
   /**
    * A session and one QUEUED job per location, in one transaction. With

@@ -220,6 +220,52 @@ describe('reload in server mode', () => {
   }, 120_000);
 });
 
+describe('agent keys in server mode', () => {
+  it('are listed masked and revoked at once; a location removed and added back does not bring its keys back', async () => {
+    const dir = tempDir();
+    const file = path.join(dir, 'checks.json');
+    const apiKey = 'reload-test-public-key-0123';
+    const withLocation = JSON.stringify({ privateLocations: [{ id: 'loc', name: 'Location' }], checks: [check('first', 60)] });
+    writeFileSync(file, withLocation);
+    const proc = startServerProcess({ checksFile: file, stateDir: path.join(dir, 'state'), apiKey });
+    running.push(proc);
+    const port = await serverReady(proc);
+    const health = await proc.healthPort();
+    const make = async () => (await apiCall(port, apiKey, 'POST', '/v1/private-locations/loc/keys')).body as { id: string; rawKey: string; maskedKey: string };
+    const kept = await make();
+    const revoked = await make();
+    const claim = async (key: string) =>
+      (
+        await agentCall(`http://127.0.0.1:${port}`, '/v1/agent/claim', key, {
+          max: 1,
+          waitSeconds: 0,
+          agent: { id: 'agent-1', version: '0.1.0', checkTypes: ['URL'], runtimes: [] },
+        })
+      ).status;
+    expect(await claim(revoked.rawKey)).toBe(200);
+
+    const listed = await apiCall(port, apiKey, 'GET', '/v1/private-locations/loc/keys');
+    expect(listed.status).toBe(200);
+    expect((listed.body as Array<{ id: string }>).map((k) => k.id).sort()).toEqual([kept.id, revoked.id].sort());
+    expect(JSON.stringify(listed.body)).not.toContain(kept.rawKey);
+    expect((listed.body as Array<Record<string, unknown>>).every((k) => Object.keys(k).sort().join() === 'created_at,id,maskedKey,updated_at')).toBe(true);
+
+    expect((await apiCall(port, apiKey, 'DELETE', `/v1/private-locations/loc/keys/${revoked.id}`)).status).toBe(204);
+    expect(await claim(revoked.rawKey)).toBe(401);
+    expect(await claim(kept.rawKey)).toBe(200);
+    expect((await apiCall(port, apiKey, 'DELETE', `/v1/private-locations/loc/keys/${revoked.id}`)).status).toBe(404);
+
+    // The location leaves the file and comes back: its keys stay revoked.
+    writeFileSync(file, JSON.stringify({ privateLocations: [{ id: 'other', name: 'Other' }], checks: [check('first', 60)] }));
+    expect((await postReload(health)).status).toBe(200);
+    expect(await claim(kept.rawKey)).toBe(401);
+    writeFileSync(file, withLocation);
+    expect((await postReload(health)).status).toBe(200);
+    expect(await claim(kept.rawKey)).toBe(401);
+    expect((await apiCall(port, apiKey, 'GET', '/v1/private-locations/loc/keys')).body).toEqual([]);
+  }, 120_000);
+});
+
 describe('SIGHUP in agent mode', () => {
   it('is logged and ignored: the agent stays up and ready, and has no /-/reload', async () => {
     const cp = await h.server();

@@ -349,6 +349,22 @@ describe('the PostgreSQL store', () => {
     expect(await ids({ checkType: 'API', to: new Date(T0.getTime() + 3) })).toEqual(['r2', 'r1']);
   });
 
+  it('migration 12 deletes the keys an earlier release kept for locations no longer in the store', async () => {
+    const url = await postgres.createDatabase('step12');
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    try {
+      await migratePg(pool, 'test', PG_MIGRATIONS.filter((step) => step.version <= 11));
+      await pool.query("INSERT INTO locations (id, name) VALUES ('loc-a', 'A')");
+      await pool.query("INSERT INTO keys (id, location_id, hash, masked_key, created_at, updated_at) VALUES ('k1', 'loc-a', 'h1', 'm', 't', 't'), ('k2', 'gone', 'h2', 'm', 't', 't')");
+    } finally {
+      await pool.end();
+    }
+    const { store } = await open(url);
+    await store.syncLocations([{ id: 'loc-a', name: 'A' }, { id: 'gone', name: 'Back' }]);
+    expect((await store.keyByHash('h1'))?.id).toBe('k1');
+    expect(await store.keyByHash('h2')).toBeUndefined();
+  });
+
   it("looks a location's newest FINAL up in a few index entries (results_by_kind, migration 11), also for a location without results", async () => {
     const url = await postgres.createDatabase('latest');
     const { store } = await open(url);

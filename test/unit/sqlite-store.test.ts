@@ -56,6 +56,23 @@ describe('opening and migrations', () => {
     }
   });
 
+  it('migration 12 deletes the keys an earlier release kept for locations no longer in the store', async () => {
+    const file = tempFile();
+    const { DatabaseSync } = await import('node:sqlite');
+    const db = new DatabaseSync(file);
+    try {
+      migrate(db, file, MIGRATIONS.filter((step) => step.version <= 11));
+      db.exec("INSERT INTO locations (id, name) VALUES ('loc-a', 'A')");
+      db.exec("INSERT INTO keys (id, location_id, hash, masked_key, created_at, updated_at) VALUES ('k1', 'loc-a', 'h1', 'm', 't', 't'), ('k2', 'gone', 'h2', 'm', 't', 't')");
+    } finally {
+      db.close();
+    }
+    const store = await openStore(file);
+    await store.syncLocations([{ id: 'loc-a', name: 'A' }, { id: 'gone', name: 'Back' }]);
+    expect((await store.keyByHash('h1'))?.id).toBe('k1');
+    expect(await store.keyByHash('h2')).toBeUndefined();
+  });
+
   it('applies a later step on reopen, each step once', async () => {
     const file = tempFile();
     await (await SqliteStore.open(file)).close();

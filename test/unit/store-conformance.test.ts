@@ -166,8 +166,30 @@ describe.each(BACKENDS)('the %s store', (which) => {
       expect(await store.locations()).toEqual([{ id: 'loc-a', name: 'A renamed' }]);
       expect(await store.location('loc-b')).toBeUndefined();
       expect(await store.keyByHash('h1')).toBeUndefined();
+      // Added back, the location starts without keys: its removal revoked them.
       await store.syncLocations([{ id: 'loc-b', name: 'B' }]);
-      expect(await store.keyByHash('h1')).toEqual(key);
+      expect(await store.keyByHash('h1')).toBeUndefined();
+      expect(await store.keys('loc-b')).toEqual([]);
+    });
+
+    it('lists a location’s keys oldest first and revokes one at once', async () => {
+      const store = await openStore();
+      await store.syncLocations([
+        { id: 'loc-a', name: 'A' },
+        { id: 'loc-b', name: 'B' },
+      ]);
+      const key = (id: string, locationId: string, ms: number) => ({ id, locationId, maskedKey: `op_…${id}`, created_at: at(ms).toISOString(), updated_at: at(ms).toISOString() });
+      await store.createKey({ ...key('k2', 'loc-a', 2000), hash: 'h2' });
+      await store.createKey({ ...key('k1', 'loc-a', 1000), hash: 'h1' });
+      await store.createKey({ ...key('k3', 'loc-b', 0), hash: 'h3' });
+      expect(await store.keys('loc-a')).toEqual([key('k1', 'loc-a', 1000), key('k2', 'loc-a', 2000)]);
+      // Another location's key is not this one's to revoke.
+      expect(await store.deleteKey('loc-a', 'k3')).toBe(false);
+      expect(await store.deleteKey('loc-a', 'k1')).toBe(true);
+      expect(await store.deleteKey('loc-a', 'k1')).toBe(false);
+      expect(await store.keyByHash('h1')).toBeUndefined();
+      expect(await store.keyByHash('h2')).toEqual(key('k2', 'loc-a', 2000));
+      expect(await store.keys('loc-b')).toEqual([key('k3', 'loc-b', 0)]);
     });
   });
 

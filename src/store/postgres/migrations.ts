@@ -359,6 +359,15 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
       CREATE INDEX results_by_check_time ON results (check_id, result_type, started_at, has_failures) INCLUDE (location, check_type, seq);
     `,
   },
+  {
+    version: 12,
+    description: 'keys: the keys of locations removed from the checks file are deleted (a location added back starts without keys)',
+    // Before, syncLocations kept a removed location's keys and keyByHash joined them back in when the location came back;
+    // now syncLocations deletes them (docs/server.md, "Agent keys"). This clears those kept by an earlier release.
+    sql: `
+      DELETE FROM keys WHERE location_id NOT IN (SELECT id FROM locations);
+    `,
+  },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.reduce((max, step) => Math.max(max, step.version), 0);

@@ -40,6 +40,7 @@ import { PgErrorGroupStore } from './error-groups-store.js';
 import { JOBS_CHANNEL } from './job-notifications.js';
 import { RESULTS_LOCK_KEY, SYNC_LOCK_KEY } from './locks.js';
 import { migratePg } from './migrations.js';
+import { keyRecordOf } from '../rows.js';
 import { PgResultReader } from './results-reader.js';
 
 /** As on SQLite: a run counts as begun before a lease only by more than this (agent and server clocks differ). */
@@ -89,6 +90,8 @@ export class PgStore implements Store {
     await this.db.tx(async (sql) => {
       await sql.run('SELECT pg_advisory_xact_lock($1)', [SYNC_LOCK_KEY]);
       await sql.run('DELETE FROM locations WHERE NOT (id = ANY($1::text[]))', [locations.map((l) => l.id)]);
+      // A gone location's keys go with it: added back later, it must not bring back keys revoked by its removal.
+      await sql.run('DELETE FROM keys WHERE NOT (location_id = ANY($1::text[]))', [locations.map((l) => l.id)]);
       for (const l of locations) {
         await sql.run('INSERT INTO locations (id, name) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET name = excluded.name', [l.id, l.name]);
       }
@@ -121,15 +124,15 @@ export class PgStore implements Store {
       'SELECT k.id, k.location_id, k.masked_key, k.created_at, k.updated_at FROM keys k JOIN locations l ON l.id = k.location_id WHERE k.hash = $1',
       [hash],
     );
-    return (
-      row && {
-        id: str(row, 'id'),
-        locationId: str(row, 'location_id'),
-        maskedKey: str(row, 'masked_key'),
-        created_at: str(row, 'created_at'),
-        updated_at: str(row, 'updated_at'),
-      }
-    );
+    return row && keyRecordOf(row);
+  }
+
+  async keys(locationId: string): Promise<KeyRecord[]> {
+    return (await this.db.rows('SELECT id, location_id, masked_key, created_at, updated_at FROM keys WHERE location_id = $1 ORDER BY created_at, id', [locationId])).map(keyRecordOf);
+  }
+
+  async deleteKey(locationId: string, keyId: string): Promise<boolean> {
+    return (await this.db.rows('DELETE FROM keys WHERE location_id = $1 AND id = $2 RETURNING id', [locationId, keyId])).length > 0;
   }
 
   // Checks

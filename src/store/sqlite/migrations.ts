@@ -29,8 +29,8 @@ export const MIGRATIONS: readonly Migration[] = [
         id TEXT PRIMARY KEY,
         name TEXT NOT NULL
       );
-      -- No foreign key to locations: syncLocations replaces them, and a key of a
-      -- location that comes back works again (keyByHash joins).
+      -- No foreign key to locations: syncLocations replaces them, deleting the
+      -- keys of a location that is gone (since step 12; keyByHash joins).
       CREATE TABLE keys (
         id TEXT PRIMARY KEY,
         location_id TEXT NOT NULL,
@@ -354,6 +354,15 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX results_by_kind ON results (check_id, location, check_type, result_type, has_failures, seq DESC, started_at);
       DROP INDEX results_by_check_time;
       CREATE INDEX results_by_check_time ON results (check_id, result_type, started_at, has_failures, location, check_type);
+    `,
+  },
+  {
+    version: 12,
+    description: 'keys: the keys of locations removed from the checks file are deleted (a location added back starts without keys)',
+    // Before, syncLocations kept a removed location's keys and keyByHash joined them back in when the location came back;
+    // now syncLocations deletes them (docs/server.md, "Agent keys"). This clears those kept by an earlier release.
+    sql: `
+      DELETE FROM keys WHERE location_id NOT IN (SELECT id FROM locations);
     `,
   },
 ];

@@ -35,7 +35,7 @@ import { migrate, NewerSchemaError } from './migrations.js';
 import { listResultPage } from '../result-list.js';
 import { SqliteResultReader } from './results-reader.js';
 import { claimedJob } from '../claimed-job.js';
-import { json, num, numOrNull, type Row, str, strOrNull } from '../rows.js';
+import { json, keyRecordOf, num, numOrNull, type Row, str, strOrNull } from '../rows.js';
 import { WriteHealth } from '../write-health.js';
 
 export type { Row } from '../rows.js';
@@ -243,7 +243,10 @@ export class SqliteStore implements Store {
     this.tx(() => {
       const keep = new Set(locations.map((l) => l.id));
       for (const row of this.all('SELECT id FROM locations')) {
-        if (!keep.has(str(row, 'id'))) this.run('DELETE FROM locations WHERE id = ?', str(row, 'id'));
+        if (keep.has(str(row, 'id'))) continue;
+        this.run('DELETE FROM locations WHERE id = ?', str(row, 'id'));
+        // Its keys go with it: a location added back later must not bring back keys revoked by its removal.
+        this.run('DELETE FROM keys WHERE location_id = ?', str(row, 'id'));
       }
       for (const l of locations) {
         this.run('INSERT INTO locations (id, name) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET name = excluded.name', l.id, l.name);
@@ -280,15 +283,15 @@ export class SqliteStore implements Store {
       'SELECT k.id, k.location_id, k.masked_key, k.created_at, k.updated_at FROM keys k JOIN locations l ON l.id = k.location_id WHERE k.hash = ?',
       hash,
     );
-    return (
-      row && {
-        id: str(row, 'id'),
-        locationId: str(row, 'location_id'),
-        maskedKey: str(row, 'masked_key'),
-        created_at: str(row, 'created_at'),
-        updated_at: str(row, 'updated_at'),
-      }
-    );
+    return row && keyRecordOf(row);
+  }
+
+  async keys(locationId: string): Promise<KeyRecord[]> {
+    return this.all('SELECT id, location_id, masked_key, created_at, updated_at FROM keys WHERE location_id = ? ORDER BY created_at, id', locationId).map(keyRecordOf);
+  }
+
+  async deleteKey(locationId: string, keyId: string): Promise<boolean> {
+    return this.tx(() => this.run('DELETE FROM keys WHERE location_id = ? AND id = ?', locationId, keyId) > 0);
   }
 
   // Checks

@@ -75,4 +75,17 @@ describe('RateLimiter', () => {
     for (let i = 0; i < 10_000; i++) limiter.take(`x${i}`, later);
     expect((limiter as unknown as { windows: Map<string, unknown> }).windows.size).toBeLessThanOrEqual(3);
   });
+
+  it('sweeps its windows once per tenth of maxKeys new keys, not once per new key, when full of active keys', () => {
+    const limiter = new RateLimiter(1, 60, 1_000);
+    const t = 6_000_000 * S;
+    for (let i = 0; i < 1_000; i++) limiter.take(`a${i}`, t);
+    expect(limiter.sweeps).toBe(0);
+    // 10,000 new addresses while all are active: each sweep makes room for 100.
+    for (let i = 0; i < 10_000; i++) expect(limiter.take(`b${i}`, t).allowed).toBe(true);
+    expect(limiter.sweeps).toBeLessThanOrEqual(100);
+    expect((limiter as unknown as { windows: Map<string, unknown> }).windows.size).toBeLessThanOrEqual(1_000);
+    // The newest keys are still tracked.
+    expect(limiter.take('b9999', t).allowed).toBe(false);
+  });
 });

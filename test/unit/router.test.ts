@@ -215,6 +215,30 @@ describe('router', () => {
     expect((await call(`${base}/v1/things/1`, { headers: { authorization: 'Bearer nope' } })).status).toBe(401);
   });
 
+  it('limits wrong keys per client address on public and agent routes: then 429 even for a right key, and a window later 401 again', async () => {
+    let nowMs = Date.UTC(2026, 10, 25);
+    const base = await serve({ failedAuthLimiter: new RateLimiter(3, 60), now: () => nowMs });
+    const wrong = { authorization: 'Bearer nope', 'x-agent-id': 'a' };
+    expect((await call(`${base}/v1/things/1`, { headers: wrong })).status).toBe(401);
+    expect((await call(`${base}/v1/agent/whoami`, { method: 'POST', headers: wrong })).status).toBe(401);
+    expect((await call(`${base}/v1/things/1`, { headers: {} })).status).toBe(401);
+    // One budget for both kinds of route: the fourth wrong key is refused with 429.
+    const over = await call(`${base}/v1/agent/whoami`, { method: 'POST', headers: wrong });
+    expect(over.status).toBe(429);
+    expect(Number(over.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    // While limited no key is compared: a right one gets the same 429, so the limit tells nothing.
+    expect((await call(`${base}/v1/things/1`, { headers: pub })).status).toBe(429);
+    expect((await call(`${base}/v1/agent/whoami`, { method: 'POST', headers: agent })).status).toBe(429);
+    nowMs += 61_000;
+    expect((await call(`${base}/v1/things/1`, { headers: pub })).status).toBe(200);
+    expect((await call(`${base}/v1/things/1`, { headers: wrong })).status).toBe(401);
+  });
+
+  it('counts no failed key where the public routes are open (no public key set)', async () => {
+    const base = await serve({ publicKey: undefined, failedAuthLimiter: new RateLimiter(1, 60) });
+    for (let i = 0; i < 3; i++) expect((await call(`${base}/v1/things/1`, { headers: { authorization: 'Bearer nope' } })).status).toBe(200);
+  });
+
   it('refuses a body over the route limit with 413 and invalid JSON with 400', async () => {
     const base = await serve();
     const json = { ...pub, 'content-type': 'application/json' };

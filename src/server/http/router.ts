@@ -12,7 +12,7 @@ import { NotFoundError } from '../../store/store.js';
 import type { Logger } from '../../observability/logger.js';
 import { ApiError, errorBody, unauthorized } from './api-error.js';
 import { bearerToken, sameKey } from './credentials.js';
-import type { RateLimiter } from './rate-limit.js';
+import { RateLimiter } from './rate-limit.js';
 import { diskFailure, storageFailure } from '../../store/write-health.js';
 import { hasNul } from '../../core/nul.js';
 
@@ -76,6 +76,8 @@ export interface RouterOptions {
   agentLimiter: RateLimiter;
   /** Routes without credentials, per client address; the public limiter's limit when absent. */
   anonymousLimiter?: RateLimiter;
+  /** Wrong or missing keys on the public and agent routes, per client address; FAILED_AUTH_PER_MINUTE when absent. */
+  failedAuthLimiter?: RateLimiter;
   logger: Logger;
   now?: () => number;
   /** How long a JSON body may take to arrive (JSON_BODY_DEADLINE_MS). */
@@ -90,6 +92,17 @@ interface CompiledRoute {
 }
 
 const AGENT_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/**
+ * Wrong or missing keys one client address may send per minute to the public
+ * and agent routes (one budget for both). Agent keys are 256 random bits, but
+ * OUTPOST_API_KEY is the operator's (16 characters at least, config.ts) and
+ * makes agent keys, so guessing it must stay slow, as a private dashboard's
+ * keys do (dashboards-api.ts, KEY_ATTEMPTS_PER_MINUTE). Generous enough that
+ * agents with a revoked key behind one NAT, which retry slowly
+ * (control-plane/client.ts, withRetry), do not lock out the others.
+ */
+export const FAILED_AUTH_PER_MINUTE = 60;
 
 function compile(route: Route): CompiledRoute {
   return { route, segments: route.path.split('/').slice(1) };
@@ -214,11 +227,14 @@ function refuseNul(params: Readonly<Record<string, string>>, query: URLSearchPar
 export class Router {
   private readonly routes: CompiledRoute[];
 
+  private readonly failedAuth: RateLimiter;
+
   constructor(
     routes: readonly Route[],
     private readonly options: RouterOptions,
   ) {
     this.routes = routes.map(compile);
+    this.failedAuth = options.failedAuthLimiter ?? new RateLimiter(FAILED_AUTH_PER_MINUTE, 60);
   }
 
   /** The node:http request listener. */
@@ -320,20 +336,40 @@ export class Router {
       this.limit(this.options.anonymousLimiter ?? this.options.publicLimiter, `${route.budget ?? 'address'}:${req.socket.remoteAddress ?? 'unknown'}`, now);
       return { kind: 'anonymous' };
     }
+    const address = `address:${req.socket.remoteAddress ?? 'unknown'}`;
     if (route.auth === 'public') {
       const key = this.options.publicKey;
-      if (key !== undefined && (token === undefined || !sameKey(token, key))) throw unauthorized();
+      if (key !== undefined) {
+        this.keysAllowed(address, now);
+        if (token === undefined || !sameKey(token, key)) this.wrongKey(address, now);
+      }
       this.limit(this.options.publicLimiter, 'public', now);
       return { kind: 'public' };
     }
+    this.keysAllowed(address, now);
     const key = token === undefined ? undefined : await this.options.agentKey(token);
-    if (!key) throw unauthorized();
+    if (!key) this.wrongKey(address, now);
     this.limit(this.options.agentLimiter, key.id, now);
     const agentId = req.headers['x-agent-id'];
     if (typeof agentId !== 'string' || !AGENT_ID.test(agentId)) {
       throw new ApiError(400, 'the x-agent-id header is required: 1 to 64 letters, digits or ._:-', { header: 'x-agent-id' });
     }
     return { kind: 'agent', key, agentId };
+  }
+
+  /**
+   * Before any key is compared: while an address is limited none is, so a
+   * right key gets the same 429 as a wrong one and the limit is no oracle.
+   */
+  private keysAllowed(address: string, now: number): void {
+    const decision = this.failedAuth.peek(address, now);
+    if (!decision.allowed) throw new ApiError(429, 'Too Many Requests', {}, { 'retry-after': String(decision.retryAfterSeconds) });
+  }
+
+  /** A wrong or missing key: counted against the address, then 401 (429 once over FAILED_AUTH_PER_MINUTE). */
+  private wrongKey(address: string, now: number): never {
+    this.limit(this.failedAuth, address, now);
+    throw unauthorized();
   }
 
   private limit(limiter: RateLimiter, key: string, now: number): void {

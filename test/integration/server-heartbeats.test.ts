@@ -1,6 +1,7 @@
 // Heartbeat checks against the real server (dist/main.js, docs/server.md
 // "Heartbeat monitors"): a check pinged at /ping/{token} goes FAILING when
-// pings stop and PASSING on the next ping; GET, POST and HEAD are pings, an
+// pings stop and PASSING on the next ping, also while the checks file is
+// reloaded all the time; GET, POST and HEAD are pings, an
 // unknown token is a 404; the events route answers the ratios of a scripted
 // ping history (seeded with explicit times through the heartbeat store, on the
 // server's own database file); local mode serves pings too; and no token ever
@@ -117,6 +118,27 @@ describe('heartbeat checks on the server', () => {
       source: 'POST 127.0.0.1',
       userAgent: 'backup-script/1.0',
     });
+  });
+
+  it('goes FAILING on time however often the checks file is reloaded (a reload moves no unchanged deadline)', async () => {
+    const health = await server.healthPort();
+    expect((await call(`/ping/${FAST_TOKEN}`)).status).toBe(200);
+    expect(await status('hb-fast')).toBe('PASSING');
+    // Reloads every 500 ms, well inside period 2 s + grace 1 s: before, each restarted the deadline.
+    let reloading = true;
+    const reloads = (async () => {
+      while (reloading) {
+        expect((await fetch(`http://127.0.0.1:${health}/-/reload`, { method: 'POST' })).status).toBe(200);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    })();
+    try {
+      const failed = await retryUntil(10_000, async () => (await status('hb-fast')) === 'FAILING', 200);
+      expect(failed, 'hb-fast went FAILING while the file was reloaded every 500 ms').toBe(true);
+    } finally {
+      reloading = false;
+      await reloads;
+    }
   });
 
   it('takes GET, POST and HEAD without credentials and answers 404 for an unknown token', async () => {

@@ -8,6 +8,7 @@
 // a re-run safe (the same source gives the same target).
 
 import type { DatabaseSync, SQLOutputValue } from 'node:sqlite';
+import { storableJson } from '../core/nul.js';
 import { PgDatabase, type Sql } from './postgres/db.js';
 import { migratePg } from './postgres/migrations.js';
 import { SCHEMA_VERSION } from './sqlite/migrations.js';
@@ -145,7 +146,9 @@ export async function migrateSqliteToPostgres(options: {
           const params: unknown[] = [];
           const tuples = rows.map((row) => {
             const marks = columns.map((column) => {
-              params.push(pgValue(row[column] as SQLOutputValue));
+              const value = pgValue(row[column] as SQLOutputValue);
+              // A body SQLite stored before src/core/nul.ts replaced U+0000 and lone surrogates: PostgreSQL's trigger reads it as json.
+              params.push(table === 'results' && column === 'body' && typeof value === 'string' ? storableJson(value) : value);
               return `$${params.length}`;
             });
             return `(${marks.join(', ')})`;

@@ -718,6 +718,22 @@ describe.each(BACKENDS)('the %s store', (which) => {
       expect((await store.session(s.session.id))?.status).toBe('PASSED');
     });
 
+    it('stores U+0000 and lone surrogates of a result as U+FFFD (PostgreSQL cannot read them as json); pairs stay; the session and window follow', async () => {
+      const { store, analytics } = await openStores();
+      const c = check('c1', { locations: ['loc-a'] });
+      await store.syncChecks([c], T0);
+      const s = await startSession(store, c);
+      // What an agent reads from a target answering {"name":"caf\ud800"} and asserts on (src/core/nul.ts).
+      const odd = { name: 'caf\ud800', low: '\udc00x', high: 'x\ud83d', nul: 'a\u0000b', pair: '🔑', text: 'a\\ud800 \\u0000' };
+      const failed = { source: 'JSON_BODY', property: '$.name', comparison: 'EQUALS', target: 'cafe', actual: odd.name, passed: false };
+      const final = envelope(s.jobs['loc-a'] as string, { hasFailures: true, responseTime: 12, [odd.high]: odd, apiCheckResult: { assertions: [failed] } } as Partial<CheckResultEntry>);
+      expect(await store.acceptResults('x', 'loc-a', [final], at(10))).toMatchObject({ accepted: [final.resultId], rejected: [] });
+      const stored = await store.result('c1', final.resultId);
+      expect(stored?.['x\ufffd' as keyof CheckResultEntry]).toEqual({ name: 'caf\ufffd', low: '\ufffdx', high: 'x\ufffd', nul: 'a\ufffdb', pair: '🔑', text: 'a\\ud800 \\u0000' });
+      expect(stored?.apiCheckResult).toEqual({ assertions: [{ ...failed, actual: 'caf\ufffd' }] });
+      expect((await store.session(s.session.id))?.status).toBe('FAILED');
+      expect(rowsOf(await analytics.window('c1', T0.getTime(), at(60_000).getTime(), 10))).toEqual([['loc-a', T0.getTime(), 12, FLAG_FAILED, 1]]);
+    });
   });
 
 

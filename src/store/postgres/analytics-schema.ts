@@ -12,8 +12,9 @@
 // scan time on a million rows than fetching each from the table, for an
 // index about as large as the table.
 //
-// Bodies are TEXT; they are read as `json` (not `jsonb`), which takes any
-// text JSON.parse took, \u0000 included.
+// Bodies are TEXT; they are read as `json` (not `jsonb`). It refuses the
+// escapes `\u0000` and a lone surrogate's (`\ud800`), which JSON.parse takes,
+// so a stored body never holds them: src/core/nul.ts (storableJson).
 
 /** Whole milliseconds; a result without a numeric responseTime stores -1. */
 const RESPONSE_TIME = `CASE WHEN json_typeof(b -> 'responseTime') = 'number'

@@ -11,7 +11,7 @@
 //   - a session is made once per (check, location, slot time)
 //     (schedule_slots), whichever replica's scheduler asks.
 
-import { jsonWithoutNul } from '../../core/nul.js';
+import { storableJson } from '../../core/nul.js';
 import type { AgentEvent, Job, ResultEnvelope } from '../../core/protocol.js';
 import type { CheckResultEntry } from '../../core/result-entry.js';
 import { downFlag, FINISHED_STATUSES, type FinalOutcome, finalOutcome, sessionStatus } from '../session-status.js';
@@ -475,8 +475,8 @@ export class PgStore implements Store {
           str(job, 'check_type'),
           receivedAt,
           // The check, type and location are the job's: an agent's result body cannot file itself under another.
-          // U+0000 is kept as U+FFFD, as PostgreSQL can read it (src/core/nul.ts), the same on both stores.
-          jsonWithoutNul(JSON.stringify({ ...result, checkId: str(job, 'check_id'), checkType: str(job, 'check_type'), runLocation: location, errorGroupIds })),
+          // U+0000 and lone surrogates are kept as U+FFFD, as PostgreSQL can read them (src/core/nul.ts), the same on both stores.
+          storableJson(JSON.stringify({ ...result, checkId: str(job, 'check_id'), checkType: str(job, 'check_type'), runLocation: location, errorGroupIds })),
         ]);
         // Later envelopes of this batch see what this one did.
         stored.add(resultId);

@@ -8,7 +8,7 @@
 import { closeSync, existsSync, openSync, statfsSync } from 'node:fs';
 import path from 'node:path';
 import type { DatabaseSync, SQLInputValue, StatementSync } from 'node:sqlite';
-import { jsonWithoutNul } from '../../core/nul.js';
+import { storableJson } from '../../core/nul.js';
 import type { AgentEvent, Job, ResultEnvelope } from '../../core/protocol.js';
 import type { CheckResultEntry } from '../../core/result-entry.js';
 import { downFlag, FINISHED_STATUSES, type FinalOutcome, finalOutcome, sessionStatus } from '../session-status.js';
@@ -633,8 +633,8 @@ export class SqliteStore implements Store {
           str(job, 'check_type'),
           receivedAt,
           // The check, type and location are the job's: an agent's result body cannot file itself under another.
-          // U+0000 is kept as U+FFFD, as PostgreSQL can read it (src/core/nul.ts), the same on both stores.
-          jsonWithoutNul(JSON.stringify({ ...result, checkId: str(job, 'check_id'), checkType: str(job, 'check_type'), runLocation: location, errorGroupIds })),
+          // U+0000 and lone surrogates are kept as U+FFFD, as PostgreSQL can read them (src/core/nul.ts), the same on both stores.
+          storableJson(JSON.stringify({ ...result, checkId: str(job, 'check_id'), checkType: str(job, 'check_type'), runLocation: location, errorGroupIds })),
         );
         if (isFinal) {
           this.run("UPDATE jobs SET status = 'DONE', final_result_id = ?, lease_expires_at = NULL WHERE id = ?", resultId, jobId);

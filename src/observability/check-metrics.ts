@@ -104,6 +104,21 @@ function one(value: number): Sample[] {
   return [{ extra: '', value }];
 }
 
+/**
+ * probe_tls_version_info's version label, from the protocols Node.js names (tls.TLSSocket.getProtocol()).
+ * The label is one of these or "other", never the result's text: on the server that text is what an agent
+ * sent, and two results with a 15 MB `protocol` made /metrics 30 MB (docs/configuration.md).
+ */
+const TLS_VERSION_SAMPLES: ReadonlyMap<string, Sample[]> = new Map(
+  [
+    ['TLSv1', 'TLS 1'],
+    ['TLSv1.1', 'TLS 1.1'],
+    ['TLSv1.2', 'TLS 1.2'],
+    ['TLSv1.3', 'TLS 1.3'],
+  ].map(([protocol, version]) => [protocol as string, Object.freeze([Object.freeze({ extra: `,version="${version}"`, value: 1 })]) as Sample[]]),
+);
+const OTHER_TLS_VERSION: Sample[] = Object.freeze([Object.freeze({ extra: ',version="other"', value: 1 })]) as Sample[];
+
 /** The series a FINAL result gives; what a check type does not report is left out. */
 export function seriesOf(entry: CheckResultEntry): Partial<Record<FamilyKey, Sample[]>> {
   const passed = !entry.hasFailures && !entry.hasErrors;
@@ -126,7 +141,7 @@ export function seriesOf(entry: CheckResultEntry): Partial<Record<FamilyKey, Sam
         const expiry = typeof tls.chainEarliestExpiry === 'string' ? tls.chainEarliestExpiry : typeof tls.validTo === 'string' ? tls.validTo : null;
         const at = expiry ? Date.parse(expiry) : Number.NaN;
         if (!Number.isNaN(at)) samples.sslExpiry = one(at / 1000);
-        if (typeof tls.protocol === 'string') samples.tlsVersion = [{ extra: `,version="${escapeLabel(tls.protocol.replace('v', ' '))}"`, value: 1 }];
+        if (typeof tls.protocol === 'string') samples.tlsVersion = TLS_VERSION_SAMPLES.get(tls.protocol) ?? OTHER_TLS_VERSION;
       }
     }
     const assertions = Array.isArray(api.assertions) ? (api.assertions as unknown[]).map(obj) : [];

@@ -63,6 +63,17 @@ describe('CheckMetrics', () => {
     expect(text).not.toContain('probe_dns_');
   });
 
+  it('takes the TLS version label from a fixed set, never from the result: a hostile protocol is "other"', () => {
+    const metrics = new CheckMetrics();
+    const hostile = `v${'x'.repeat(15 * 1024 * 1024)}"}\nprobe_success{x="y"} 1`;
+    const protocols = ['TLSv1', 'TLSv1.1', 'TLSv1.2', 'SSLv3', 'unknown', '', hostile];
+    for (const [i, protocol] of protocols.entries()) metrics.record(entry({ checkId: `c${i}`, apiCheckResult: { response: { status: 200, tls: { protocol } } } }));
+    const text = metrics.render();
+    expect(text.length).toBeLessThan(10_000);
+    const versions = text.split('\n').filter((line) => line.startsWith('probe_tls_version_info{')).map((line) => /,version="([^"]*)"\} 1$/.exec(line)?.[1]);
+    expect(versions).toEqual(['TLS 1', 'TLS 1.1', 'TLS 1.2', 'other', 'other', 'other', 'other']);
+  });
+
   it('renders DNS and ICMP results', () => {
     const metrics = new CheckMetrics();
     metrics.record(entry({ checkId: 'dns', checkType: 'DNS', dnsCheckResult: { timings: { total: 12 }, response: { answer: [{}, {}] } } }));

@@ -14,6 +14,7 @@ import { ApiError, errorBody, unauthorized } from './api-error.js';
 import { bearerToken, sameKey } from './credentials.js';
 import { RateLimiter } from './rate-limit.js';
 import { diskFailure, storageFailure } from '../../store/write-health.js';
+import { MAX_DOCUMENT_DEPTH, textNestedDeeperThan } from '../../core/json-depth.js';
 import { hasNul } from '../../core/nul.js';
 
 /** Retry-After of a 503 while the database cannot write: the write probe's period (src/server/database-writes.ts). */
@@ -146,8 +147,16 @@ export function acceptBody(req: IncomingMessage, res: ServerResponse): void {
 }
 
 /**
- * Reads at most `limit` bytes of JSON within `deadlineMs`; more is a 413, slower a 408, and what is not JSON a 400.
- * Given `res`, a client waiting for `100 Continue` gets it once the announced size is known to fit.
+ * Deepest nesting of a JSON body, checked on its text before it is parsed. Above what any route takes
+ * (a result nested MAX_DOCUMENT_DEPTH deep inside its batch's three levels), so such a result still gets
+ * its own answer in the batch (src/server/agent-api.ts envelopeProblem).
+ */
+export const MAX_BODY_DEPTH = 2 * MAX_DOCUMENT_DEPTH;
+
+/**
+ * Reads at most `limit` bytes of JSON within `deadlineMs`; more is a 413, slower a 408, and what is not JSON
+ * or nested deeper than MAX_BODY_DEPTH a 400. Given `res`, a client waiting for `100 Continue` gets it once
+ * the announced size is known to fit.
  */
 export async function readJsonBody(req: IncomingMessage, limit: number, deadlineMs = JSON_BODY_DEADLINE_MS, res?: ServerResponse): Promise<unknown> {
   const declared = Number(req.headers['content-length']);
@@ -174,8 +183,11 @@ export async function readJsonBody(req: IncomingMessage, limit: number, deadline
   }
   if (late) throw new ApiError(408, `the body did not arrive within ${deadlineMs / 1000} s`);
   if (size === 0) return undefined;
+  const bytes = Buffer.concat(chunks, size);
+  // Before parsing: JSON.parse builds any depth, and a body of brackets held the event loop seconds doing so.
+  if (textNestedDeeperThan(bytes, MAX_BODY_DEPTH)) throw new ApiError(400, `the body is nested deeper than ${MAX_BODY_DEPTH} levels`, { limit: MAX_BODY_DEPTH });
   try {
-    return JSON.parse(Buffer.concat(chunks, size).toString('utf8'));
+    return JSON.parse(bytes.toString('utf8'));
   } catch (error) {
     throw new ApiError(400, `the body is not valid JSON: ${(error as Error).message}`);
   }

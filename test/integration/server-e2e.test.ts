@@ -2,8 +2,10 @@
 // agents, one per private location, keys made through the keys route. A
 // check in both locations yields sessions with a FINAL from each; the read
 // API pages through every result once; an agent never gets another
-// location's job; and after kill -9 of the server and of an agent mid-run,
-// no accepted result is missing and none is duplicated.
+// location's job; a result holding a lone surrogate is stored (U+FFFD in its
+// place) without holding up the agent's others; and after kill -9 of the
+// server and of an agent mid-run, no accepted result is missing and none is
+// duplicated.
 
 import { writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -125,7 +127,9 @@ beforeAll(async () => {
     inFlight++;
     setTimeout(() => {
       inFlight--;
-      res.end('ok');
+      // A lone surrogate in JSON escape form: the assertion's actual carries it to the server (src/core/nul.ts).
+      if (req.url === '/surrogate') res.end('{"name":"caf\\ud800"}');
+      else res.end('ok');
     }, delay);
   });
   await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
@@ -145,6 +149,15 @@ beforeAll(async () => {
       checks: [
         { id: 'both', name: 'Both networks', checkType: 'URL', frequency: 2, request: { url: `${targetUrl}/slow` } },
         { id: 'only-b', name: 'Network B only', checkType: 'URL', frequency: 2, request: { url: `${targetUrl}/b` }, locations: ['b'] },
+        {
+          id: 'surrogate',
+          name: 'Lone surrogate',
+          checkType: 'API',
+          frequency: 2,
+          request: { url: `${targetUrl}/surrogate` },
+          assertions: [{ source: 'JSON_BODY', property: '$.name', comparison: 'EQUALS', target: 'cafe' }],
+          locations: ['b'],
+        },
       ],
     }),
   );
@@ -226,6 +239,14 @@ describe('outpost server with two agents', () => {
     expect(ran('b')).toContain('only-b');
     expect(ran('a')).toContain('both');
     expect(ran('a')).not.toContain('only-b');
+  });
+
+  it("stores a result whose assertion holds a lone surrogate, with U+FFFD there, on either store; the agent's other results follow", { timeout: 120_000 }, async () => {
+    await waitForFinals('surrogate', 'b', 2);
+    const [latest] = await finals('surrogate', 'b');
+    expect(latest?.hasFailures).toBe(true);
+    expect((latest?.apiCheckResult as { assertions?: unknown[] } | undefined)?.assertions?.[0]).toMatchObject({ source: 'JSON_BODY', actual: 'caf\ufffd', passed: false });
+    await waitForFinals('only-b', 'b', 2);
   });
 
   it('refuses a wrong token with the service body', async () => {

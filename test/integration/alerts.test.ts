@@ -183,13 +183,19 @@ describe('alerts', () => {
     expect((await call('POST', '/v1/alert-channels', { type: 'WEBHOOK' })).status).toBe(400);
     expect((await call('POST', '/v1/alert-channels', { type: 'NOPE', config: {} })).status).toBe(400);
     // Written out by hand: JSON.stringify itself cannot go 20,000 levels deep.
-    const deep = await fetch(`${apiUrl}/v1/alert-channels`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
-      body: `{"type":"WEBHOOK","config":{"url":"http://h/","extra":${'['.repeat(20_000)}${']'.repeat(20_000)}}}`,
-    });
+    const nested = (depth: number) =>
+      fetch(`${apiUrl}/v1/alert-channels`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+        body: `{"type":"WEBHOOK","config":{"url":"http://h/","extra":${'['.repeat(depth)}${']'.repeat(depth)}}}`,
+      });
+    // Within the body's limit (src/server/http/router.ts MAX_BODY_DEPTH) the field is named; past it, the body is refused unparsed.
+    const deep = await nested(200);
     expect(deep.status).toBe(400);
     expect(await deep.text()).toContain('config.extra[0][0][0]…: is nested deeper than 64 levels');
+    const deeper = await nested(20_000);
+    expect(deeper.status).toBe(400);
+    expect(await deeper.text()).toContain('the body is nested deeper than 512 levels');
     // Every field the channel does not have is refused, a misspelling naming the field meant (a checks file warns of the others).
     const unknown = await call('POST', '/v1/alert-channels', { type: 'WEBHOOK', config: { url: 'http://h/', heders: {} }, sendFailrue: false, muted: true, id: 7 });
     expect(unknown.status).toBe(400);

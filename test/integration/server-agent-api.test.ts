@@ -9,6 +9,7 @@ import http from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../src/core/protocol.js';
 import type { CheckResultEntry } from '../../src/core/result-entry.js';
+import { MAX_BODY_DEPTH } from '../../src/server/http/router.js';
 import { agentCall, type AgentApiServer, PUBLIC_KEY, startAgentApiServer } from '../support/agent-api-server.js';
 import { type AgentProcess, cleanEnv, startAgent, tempDir } from '../support/agent-process.js';
 import { startTargetServer, type TargetServer } from '../support/target-server.js';
@@ -270,11 +271,15 @@ describe('results', () => {
     // fail the batch (a 500 an agent retries for ever).
     const hostile = { ...entry(one), apiCheckResult: { nested: 'DEEP' } } as CheckResultEntry;
     const fine = entry(two);
-    const text = JSON.stringify({ results: [envelope(one.id, hostile), envelope(two.id, fine)] }).replace(
-      '"DEEP"',
-      `${'{"a":'.repeat(100_000)}1${'}'.repeat(100_000)}`,
-    );
-    const raw = await agentCall(server.url, '/v1/agent/results', keyA, text);
+    const batch = (depth: number) =>
+      JSON.stringify({ results: [envelope(one.id, hostile), envelope(two.id, fine)] }).replace('"DEEP"', `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`);
+    // Past the body's limit (src/server/http/router.ts MAX_BODY_DEPTH) the whole batch is a 400, read from
+    // the text before JSON.parse builds it; an agent splits such a batch until the result at fault is alone.
+    const deep = await agentCall(server.url, '/v1/agent/results', keyA, batch(100_000));
+    expect(deep.status).toBe(400);
+    expect(deep.body).toMatchObject({ statusCode: 400, message: `the body is nested deeper than ${MAX_BODY_DEPTH} levels`, attributes: { limit: MAX_BODY_DEPTH } });
+    // Within it, a result past MAX_DOCUMENT_DEPTH is refused alone.
+    const raw = await agentCall(server.url, '/v1/agent/results', keyA, batch(MAX_BODY_DEPTH - 10));
     expect(raw.status, JSON.stringify(raw.body)).toBe(200);
     const answer = raw.body as { accepted: string[]; rejected: unknown[] };
     expect(answer.accepted).toEqual([fine.id]);
@@ -476,12 +481,10 @@ describe('events', () => {
     expect(answer.status).toBe(202);
     const logged = server.logs.find((l) => l.msg === 'agent event');
     expect(logged).toMatchObject({ level: 40, location: 'loc-a', agentId: 'agent-7', event });
-    // Fields the protocol does not have are not kept, however deep.
-    const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
-    const extra = await agentCall(server.url, '/v1/agent/events', keyA, JSON.stringify({ events: [{ ...event, extra: 'DEEP' }] }).replace('"DEEP"', deep), {
-      agentId: 'agent-7',
-    });
-    expect(extra.status).toBe(202);
+    // Fields the protocol does not have are not kept, however deep the body may be (MAX_BODY_DEPTH).
+    const nested = (depth: number) => JSON.stringify({ events: [{ ...event, extra: 'DEEP' }] }).replace('"DEEP"', `${'['.repeat(depth)}${']'.repeat(depth)}`);
+    expect((await agentCall(server.url, '/v1/agent/events', keyA, nested(MAX_BODY_DEPTH - 3), { agentId: 'agent-7' })).status).toBe(202);
+    expect((await agentCall(server.url, '/v1/agent/events', keyA, nested(100_000), { agentId: 'agent-7' })).status).toBe(400);
     for (const body of [{ events: [] }, { events: [{ ...event, level: 'info' }] }, { events: Array.from({ length: 101 }, () => event) }]) {
       expect((await agentCall(server.url, '/v1/agent/events', keyA, body)).status).toBe(400);
     }

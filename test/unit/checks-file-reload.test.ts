@@ -45,32 +45,16 @@ describe('ChecksFileReloader', () => {
   });
 
   it('coalesces requests: while one reload runs, every further request joins one waiting reload that starts after them', async () => {
-    const file = path.join(tempDir(), 'checks.json');
-    writeFileSync(file, 'A');
-    const applied: string[] = [];
-    let release: () => void = () => undefined;
-    const reloader = new ChecksFileReloader({
-      file,
-      logger: pino({ level: 'silent' }),
-      initialText: 'A',
-      parse: (text) => ({ text, ignoredFields: [] }),
-      apply: async ({ text }) => {
-        applied.push(text);
-        await new Promise<void>((resolve) => {
-          release = resolve;
-        });
-        return applied.length;
-      },
-    });
+    const { file, reloader, applied, release, applying } = gatedReloader((count) => count);
     const first = reloader.reload('POST /-/reload');
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await applying(1);
     expect(applied).toEqual(['A']);
     // Asked while A is being applied: these must see a reload that reads the file after they asked.
     writeFileSync(file, 'B');
     const later = Array.from({ length: 1_000 }, () => reloader.reload('POST /-/reload'));
     release();
     expect(await first).toEqual({ ok: true, checks: 1 });
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await applying(2);
     expect(applied).toEqual(['A', 'B']);
     release();
     const outcomes = await Promise.all(later);
@@ -78,37 +62,21 @@ describe('ChecksFileReloader', () => {
     expect(applied).toEqual(['A', 'B']);
     // Idle again: the next request starts at once.
     const next = reloader.reload('SIGHUP');
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await applying(3);
     release();
     expect(await next).toEqual({ ok: true, checks: 3 });
     reloader.close();
   });
 
   it('a SIGHUP or POST that joins a waiting file-change reload applies the file even when its text is unchanged', async () => {
-    const file = path.join(tempDir(), 'checks.json');
-    writeFileSync(file, 'A');
-    const applied: string[] = [];
-    let release: () => void = () => undefined;
-    const reloader = new ChecksFileReloader({
-      file,
-      logger: pino({ level: 'silent' }),
-      initialText: 'A',
-      parse: (text) => ({ text, ignoredFields: [] }),
-      apply: async ({ text }) => {
-        applied.push(text);
-        await new Promise<void>((resolve) => {
-          release = resolve;
-        });
-        return 1;
-      },
-    });
+    const { reloader, applied, release, applying } = gatedReloader(() => 1);
     const first = reloader.reload('SIGHUP');
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await applying(1);
     const change = reloader.reload('file change');
     const post = reloader.reload('POST /-/reload');
     release();
     await first;
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await applying(2);
     release();
     expect(await post).toEqual({ ok: true, checks: 1 });
     expect(await change).toEqual({ ok: true, checks: 1 });
@@ -116,3 +84,35 @@ describe('ChecksFileReloader', () => {
     reloader.close();
   });
 });
+
+/**
+ * A reloader on a file holding "A" whose every apply waits for `release()`; `applying(n)` resolves once the
+ * n-th apply has begun (a deadline, not a fixed sleep: the file is read first, slowly on a busy machine).
+ */
+function gatedReloader(checks: (count: number) => number) {
+  const file = path.join(tempDir(), 'checks.json');
+  writeFileSync(file, 'A');
+  const applied: string[] = [];
+  let open: () => void = () => undefined;
+  const reloader = new ChecksFileReloader({
+    file,
+    logger: pino({ level: 'silent' }),
+    initialText: 'A',
+    parse: (text) => ({ text, ignoredFields: [] }),
+    apply: async ({ text }) => {
+      applied.push(text);
+      await new Promise<void>((resolve) => {
+        open = resolve;
+      });
+      return checks(applied.length);
+    },
+  });
+  const applying = async (n: number) => {
+    const deadline = Date.now() + 10_000;
+    while (applied.length < n) {
+      if (Date.now() > deadline) throw new Error(`apply ${n} did not begin within 10 s (${applied.length} so far)`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  };
+  return { file, reloader, applied, release: () => open(), applying };
+}

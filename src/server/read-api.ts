@@ -176,6 +176,11 @@ async function listPage(store: Store, query: ResultQuery): Promise<JsonAnswer> {
 export function readRoutes(deps: ReadApiDeps): Route[] {
   const { store } = deps;
   const now = deps.now ?? (() => new Date());
+  /** The id of a private location the server has, or a 404. */
+  const knownLocation = async (id: string): Promise<string> => {
+    if (!(await store.location(id))) throw notFound('private location', id);
+    return id;
+  };
   // The runtimes ship with the package and change only with it: read once, on the first request.
   let runtimes: Map<string, RuntimeRecord> | undefined;
   const runtime = (id: string): RuntimeRecord | undefined => {
@@ -260,8 +265,7 @@ export function readRoutes(deps: ReadApiDeps): Route[] {
       bodyLimit: 0,
       async handle({ params, query }) {
         onlyKnown(query, []);
-        const locationId = params.id as string;
-        if (!(await store.location(locationId))) throw notFound('private location', locationId);
+        const locationId = await knownLocation(params.id as string);
         const { rawKey, maskedKey, hash } = newAgentKey();
         const at = now().toISOString();
         const record = await store.createKey({ id: randomUUID(), locationId, maskedKey, created_at: at, updated_at: at, hash });
@@ -278,8 +282,7 @@ export function readRoutes(deps: ReadApiDeps): Route[] {
       bodyLimit: 0,
       async handle({ params, query }) {
         onlyKnown(query, []);
-        const locationId = params.id as string;
-        if (!(await store.location(locationId))) throw notFound('private location', locationId);
+        const locationId = await knownLocation(params.id as string);
         const body: ListedKey[] = (await store.keys(locationId)).map((k) => ({ id: k.id, maskedKey: k.maskedKey, created_at: k.created_at, updated_at: k.updated_at }));
         return { status: 200, body };
       },
@@ -291,9 +294,8 @@ export function readRoutes(deps: ReadApiDeps): Route[] {
       bodyLimit: 0,
       async handle({ params, query }) {
         onlyKnown(query, []);
-        const locationId = params.id as string;
+        const locationId = await knownLocation(params.id as string);
         const keyId = params.keyId as string;
-        if (!(await store.location(locationId))) throw notFound('private location', locationId);
         // Agents' requests look their key up in the store each time (server-mode.ts, agentKey): revoked at once.
         if (!(await store.deleteKey(locationId, keyId))) throw notFound('key', keyId);
         return { status: 204 };

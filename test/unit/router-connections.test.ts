@@ -31,8 +31,9 @@ afterEach(async () => {
   for (const server of servers.splice(0)) await closeApiServer(server, 100);
 });
 
-async function serve(options: Partial<RouterOptions> = {}): Promise<{ server: Server; port: number }> {
-  const router = new Router(routes, {
+/** The test's routes behind the public key, with limits no test reaches. */
+function testRouter(options: Partial<RouterOptions> = {}): Router {
+  return new Router(routes, {
     publicKey: PUBLIC_KEY,
     agentKey: async () => undefined,
     publicLimiter: new RateLimiter(1000, 60),
@@ -40,6 +41,10 @@ async function serve(options: Partial<RouterOptions> = {}): Promise<{ server: Se
     logger: pino({ level: 'silent' }),
     ...options,
   });
+}
+
+async function serve(options: Partial<RouterOptions> = {}): Promise<{ server: Server; port: number }> {
+  const router = testRouter(options);
   const server = await startApiServer(router, { host: '127.0.0.1', port: 0 });
   servers.push(server);
   return { server, port: (server.address() as AddressInfo).port };
@@ -144,13 +149,7 @@ describe('router connections', () => {
 
 describe('connections per address', () => {
   it('refuses at accept a connection from an address that holds its share, and serves other addresses', async () => {
-    const router = new Router(routes, {
-      publicKey: PUBLIC_KEY,
-      agentKey: async () => undefined,
-      publicLimiter: new RateLimiter(1000, 60),
-      agentLimiter: new RateLimiter(1000, 60),
-      logger: pino({ level: 'silent' }),
-    });
+    const router = testRouter();
     const server = await startApiServer(router, { host: '127.0.0.1', port: 0, maxConnectionsPerAddress: 3 });
     servers.push(server);
     const port = (server.address() as AddressInfo).port;

@@ -9,6 +9,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { Backoff, parseRetryAfter, SlidingWindowLimiter, sleep } from '../core/backoff.js';
 import { withoutTrailingSlashes } from '../core/text-scan.js';
+import { transferAllowanceMs } from '../core/transfer-allowance.js';
 import { type LenientClaimAnswer, parseClaimAnswerLeniently } from './claim-answer.js';
 import {
   AGENT_ROUTE_LIMIT_PER_MINUTE,
@@ -93,6 +94,13 @@ export function claimAnswerMaxBytes(max: number): number {
   return Math.min(CLAIM_ANSWER_MAX_BYTES, CLAIM_ANSWER_BASE_BYTES + Math.max(1, max) * CLAIM_JOB_MAX_BYTES);
 }
 
+/** The time a results request of these lines may take on top of its timeout to cross a slow link (src/core/transfer-allowance.ts). */
+export function resultsTransferAllowanceMs(lines: readonly string[]): number {
+  let bytes = 16;
+  for (const line of lines) bytes += Buffer.byteLength(line) + 1;
+  return transferAllowanceMs(bytes);
+}
+
 /** The body as text, or a retryable error once it passes `maxBytes` (read no further: the rest is not held). */
 async function boundedText(body: Dispatcher.ResponseData['body'], maxBytes: number, route: RouteName, status: number): Promise<string> {
   const chunks: Buffer[] = [];
@@ -154,10 +162,14 @@ export class ControlPlaneClient {
     return this.sendResultLines(body.results.map((r) => JSON.stringify(r)), signal);
   }
 
-  /** `results` with each envelope already serialized (as the spool holds them): no parse and re-stringify per send. */
+  /**
+   * `results` with each envelope already serialized (as the spool holds them): no parse and re-stringify per send.
+   * The request is given its time to cross a slow link on top of the timeout (resultsTransferAllowanceMs).
+   */
   sendResultLines(lines: string[], signal?: AbortSignal): Promise<ResultsResponse> {
     const body = new RawJson(`{"results":[${lines.join(',')}]}`);
-    return this.post<ResultsResponse>('results', body, this.options.timeoutMs, signal).then((answer) => {
+    const timeoutMs = this.options.timeoutMs + resultsTransferAllowanceMs(lines);
+    return this.post<ResultsResponse>('results', body, timeoutMs, signal).then((answer) => {
       if (!answer || !Array.isArray(answer.accepted) || !Array.isArray(answer.rejected)) {
         throw new ControlPlaneError('results', 'retryable', 'malformed results answer: accepted or rejected is not an array');
       }

@@ -9,7 +9,7 @@ import type { Logger } from '../observability/logger.js';
 import { superviseLoop } from '../health/supervise.js';
 import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
 import { Backoff, sleep } from '../core/backoff.js';
-import { type ControlPlaneClient, ControlPlaneError, withRetry } from './client.js';
+import { type ControlPlaneClient, ControlPlaneError, resultsTransferAllowanceMs, withRetry } from './client.js';
 import type { ResultEnvelope } from '../core/protocol.js';
 import type { Spool, SpoolItem } from './spool.js';
 
@@ -252,10 +252,12 @@ export class ControlPlaneSink {
   /** Sends one batch; returns the results that must be sent again. */
   private async send(items: SpoolItem[], signal: AbortSignal, backoff: Backoff): Promise<SpoolItem[]> {
     const lines = items.map((item) => item.line);
+    // A large batch on a slow link is given its time to cross (the client's own timeout grows alike).
+    const boundMs = this.watch.sendBoundMs + resultsTransferAllowanceMs(lines);
     const answer = await withRetry(
       () => {
         // Each request of a split batch promises its own bound: refusals (400, 413) never pass through onWait.
-        this.watch.heartbeat.beat(this.watch.sendBoundMs);
+        this.watch.heartbeat.beat(boundMs);
         return this.client.sendResultLines(lines, signal);
       },
       {
@@ -264,7 +266,7 @@ export class ControlPlaneSink {
         authRetryMs: this.authRetryMs,
         backoff,
         onFailure: this.onFailure,
-        onWait: (ms) => this.watch.heartbeat.beat(ms + this.watch.sendBoundMs),
+        onWait: (ms) => this.watch.heartbeat.beat(ms + boundMs),
       },
     );
     const accepted = new Set(answer.accepted);

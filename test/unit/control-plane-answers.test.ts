@@ -46,7 +46,42 @@ async function failure(call: Promise<unknown>): Promise<ControlPlaneError> {
   throw new Error('the call succeeded');
 }
 
+/** A control plane that reads a request's body at `bytesPerSecond`, then accepts none of it. */
+async function slowReader(bytesPerSecond: number, timeoutMs: number): Promise<ControlPlaneClient> {
+  const server = createServer((req, res) => {
+    req.on('data', (chunk: Buffer) => {
+      req.pause();
+      setTimeout(() => req.resume(), (chunk.length / bytesPerSecond) * 1000);
+    });
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{"accepted":[],"rejected":[]}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  servers.push(server);
+  return new ControlPlaneClient(
+    { apiUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, apiKey: 'k'.repeat(24), agentId: 'a-1', version: '0.0.0-test', timeoutMs, proxy: {} },
+    createMetrics(),
+  );
+}
+
 describe('control plane answers', () => {
+  it('gives a results request the time its body takes on a slow link on top of the timeout', async () => {
+    // 256 KiB read at 64 KiB/s: about 4 s, against a timeout of 1 s plus 1 s per 32 KiB (8 s).
+    const lines = Array.from({ length: 64 }, (_, i) => JSON.stringify({ jobId: `j-${i}`, resultId: `r-${i}`, pad: 'x'.repeat(4 * 1024 - 40) }));
+    const slow = await slowReader(64 * 1024, 1_000);
+    const started = Date.now();
+    expect(await slow.sendResultLines(lines)).toEqual({ accepted: [], rejected: [] });
+    expect(Date.now() - started).toBeGreaterThan(1_000);
+    await slow.close();
+    // A request with little to send keeps the timeout alone.
+    const stalled = await slowReader(1, 1_000);
+    const refused = await failure(stalled.sendResultLines(['{"jobId":"j","resultId":"r","pad":"xx"}']));
+    expect(refused.message).toMatch(/^results: timed out after 10\d\d ms$/);
+    await stalled.close();
+  });
+
   it('refuses a claim answer larger than its jobs can be, unread past the bound, as a retryable failure', async () => {
     const bound = claimAnswerMaxBytes(1);
     const client = await controlPlane(200, () => `{"pad":"${'x'.repeat(bound + 1)}","jobs":[]}`);

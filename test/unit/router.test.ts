@@ -33,6 +33,13 @@ const routes: Route[] = [
   },
   {
     method: 'POST',
+    path: '/v1/big-echo',
+    auth: 'public',
+    bodyLimit: 1024 * 1024,
+    handle: async (ctx) => ({ status: 200, body: { length: String((ctx.body as { pad: string }).pad).length } }),
+  },
+  {
+    method: 'POST',
     path: '/v1/agent/whoami',
     auth: 'agent',
     bodyLimit: 1024,
@@ -338,5 +345,30 @@ describe('router', () => {
     await closed;
     expect(Date.now() - started).toBeLessThan(10_000);
     expect((await call(`${url.origin}/v1/echo`, { method: 'POST', headers: { ...pub, 'content-type': 'application/json' }, body: '{"a":1}' })).status).toBe(200);
+  });
+
+  it('gives a body that keeps coming at a slow link\'s rate its time past the deadline', async () => {
+    // 480 KiB in 30 pieces, one every 100 ms: about 3 s, against a deadline of 1 s plus 1 s per 32 KiB received.
+    const url = new URL(await serve({ bodyDeadlineMs: 1_000 }));
+    const pad = 'x'.repeat(30 * 16 * 1024 - 10);
+    const body = Buffer.from(JSON.stringify({ pad }));
+    const { connect } = await import('node:net');
+    const socket = connect(Number(url.port), url.hostname);
+    socket.on('error', () => undefined);
+    let answer = '';
+    socket.on('data', (data: Buffer) => {
+      answer += data.toString('latin1');
+    });
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.write(`POST /v1/big-echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${PUBLIC_KEY}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`);
+    const started = Date.now();
+    for (let at = 0; at < body.length; at += 16 * 1024) {
+      socket.write(body.subarray(at, at + 16 * 1024));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    await closed;
+    expect(Date.now() - started).toBeGreaterThan(1_000);
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answer).toContain(`{"length":${pad.length}}`);
   });
 });

@@ -16,6 +16,7 @@ import { RateLimiter } from './rate-limit.js';
 import { diskFailure, storageFailure } from '../../store/write-health.js';
 import { MAX_DOCUMENT_DEPTH, textNestedDeeperThan } from '../../core/json-depth.js';
 import { hasNul } from '../../core/nul.js';
+import { MIN_BODY_BYTES_PER_SECOND, transferAllowanceMs } from '../../core/transfer-allowance.js';
 
 /** Retry-After of a 503 while the database cannot write: the write probe's period (src/server/database-writes.ts). */
 export const STORAGE_RETRY_AFTER_SECONDS = 5;
@@ -125,7 +126,11 @@ function match(compiled: CompiledRoute, parts: readonly string[]): Record<string
   return params;
 }
 
-/** A JSON body must arrive within this long: a client trickling one byte at a time does not hold a connection for ever. */
+/**
+ * A JSON body must arrive within this long, plus the time what has arrived takes at MIN_BODY_BYTES_PER_SECOND
+ * (src/core/transfer-allowance.ts): a client trickling one byte at a time does not hold a connection for ever,
+ * and an agent on a slow link still gets its largest batch through.
+ */
 export const JSON_BODY_DEADLINE_MS = 30_000;
 
 /**
@@ -154,7 +159,8 @@ export function acceptBody(req: IncomingMessage, res: ServerResponse): void {
 export const MAX_BODY_DEPTH = 2 * MAX_DOCUMENT_DEPTH;
 
 /**
- * Reads at most `limit` bytes of JSON within `deadlineMs`; more is a 413, slower a 408, and what is not JSON
+ * Reads at most `limit` bytes of JSON within `deadlineMs` plus the transfer allowance of the bytes received;
+ * more is a 413, slower a 408, and what is not JSON
  * or nested deeper than MAX_BODY_DEPTH a 400. Given `res`, a client waiting for `100 Continue` gets it once
  * the announced size is known to fit.
  */
@@ -165,11 +171,19 @@ export async function readJsonBody(req: IncomingMessage, limit: number, deadline
   const chunks: Buffer[] = [];
   let size = 0;
   let late = false;
-  const timer = setTimeout(() => {
+  const started = performance.now();
+  let timer: NodeJS.Timeout | undefined;
+  const check = () => {
+    const leftMs = deadlineMs + transferAllowanceMs(size) - (performance.now() - started);
+    if (leftMs > 0) {
+      timer = setTimeout(check, leftMs);
+      return;
+    }
     late = true;
     // Ends the iteration below by cutting the connection: a client this slow gets no answer, only its socket back.
     req.destroy();
-  }, deadlineMs);
+  };
+  timer = setTimeout(check, deadlineMs);
   try {
     for await (const chunk of req as AsyncIterable<Buffer>) {
       size += chunk.length;
@@ -181,7 +195,9 @@ export async function readJsonBody(req: IncomingMessage, limit: number, deadline
   } finally {
     clearTimeout(timer);
   }
-  if (late) throw new ApiError(408, `the body did not arrive within ${deadlineMs / 1000} s`);
+  if (late) {
+    throw new ApiError(408, `the body did not arrive in time: ${deadlineMs / 1000} s, plus 1 s per ${MIN_BODY_BYTES_PER_SECOND / 1024} KiB received`);
+  }
   if (size === 0) return undefined;
   const bytes = Buffer.concat(chunks, size);
   // Before parsing: JSON.parse builds any depth, and a body of brackets held the event loop seconds doing so.

@@ -18,6 +18,7 @@ import { type NetworkPolicy, NetworkPolicyParseError, type OwnPort, parseNetwork
 import type { ToolPaths } from './net/tool-process.js';
 import { processSecrets } from './core/process-secrets.js';
 import type { DatabaseSetting } from './store/server-stores.js';
+import { API_MAX_CONNECTIONS, API_MAX_CONNECTIONS_PER_ADDRESS } from './server/http/router.js';
 
 export const EXIT_USAGE = 64;
 export const EXIT_CONFIG = 78;
@@ -115,6 +116,8 @@ export interface ServerSettings {
   database?: DatabaseSetting;
   /** LEADER_LEASE_SECONDS: with PostgreSQL, how long the scheduling replica's lease lasts unrenewed, default 15. */
   leaderLeaseSeconds: number;
+  /** API_MAX_CONNECTIONS_PER_ADDRESS: connections one client address may hold on the API, default 256. */
+  maxConnectionsPerAddress: number;
 }
 
 /** The shortest OUTPOST_API_KEY accepted: a key is a password, not a name. */
@@ -366,6 +369,7 @@ function serverSettings(env: Env, problems: Problems): ServerSettings | undefine
     leaseSeconds: int('LEASE_SECONDS', 60, 5, 3600),
     ...found.take(() => databaseSettings(env), {}),
     leaderLeaseSeconds: int('LEADER_LEASE_SECONDS', 15, 2, 300),
+    maxConnectionsPerAddress: int('API_MAX_CONNECTIONS_PER_ADDRESS', API_MAX_CONNECTIONS_PER_ADDRESS, 1, API_MAX_CONNECTIONS),
   };
   return problems.take(() => {
     found.throwIfAny();
@@ -614,7 +618,7 @@ DIAGNOSTICS, ARTIFACT_UPLOAD_TIMEOUT_SECONDS, TCPDUMP_PATH, TRACEPATH_PATH, TRAC
 RUNTIMES_DIR, SCRIPT_CONCURRENCY, SCRIPT_MEMORY_MB, SCRIPT_ISOLATION, BROWSER_PATH, SECRET_DETECTION,
 BLOCKED_NETWORKS, ALLOWED_NETWORKS, DEPENDENCY_CACHE_DIR, DEPENDENCY_CACHE_MAX_MB, DEPENDENCY_INSTALL_TIMEOUT_SECONDS,
 DEPENDENCY_REGISTRY;
-server mode: OUTPOST_API_KEY, API_PORT, API_HOST, RESULTS_RETENTION_DAYS, LEASE_SECONDS (docs/server.md),
+server mode: OUTPOST_API_KEY, API_PORT, API_HOST, RESULTS_RETENTION_DAYS, LEASE_SECONDS, API_MAX_CONNECTIONS_PER_ADDRESS (docs/server.md),
 DATABASE_URL, DATABASE_POOL_SIZE, LEADER_LEASE_SECONDS (docs/postgres.md).
 Bad values exit with code 78; bad usage with 64.`;
 

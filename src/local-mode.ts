@@ -370,7 +370,7 @@ async function runLocalWithStore(
   );
   let api: Server | undefined;
   try {
-    api = await startApiServer(router, { host: LOCAL_API_HOST, port: settings.apiPort });
+    api = await startApiServer(router, { host: LOCAL_API_HOST, port: settings.apiPort, logger });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if ((error as NodeJS.ErrnoException).syscall !== 'listen') throw error;

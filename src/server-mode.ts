@@ -326,7 +326,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
       logger,
     },
   );
-  const api = await startApiServer(router, { host: settings.apiHost, port: settings.apiPort }).catch((error: NodeJS.ErrnoException) => {
+  const api = await startApiServer(router, { host: settings.apiHost, port: settings.apiPort, maxConnectionsPerAddress: settings.maxConnectionsPerAddress, logger }).catch((error: NodeJS.ErrnoException) => {
     if (error.syscall === 'listen') {
       throw new ConfigError(`API_PORT=${settings.apiPort} on API_HOST=${settings.apiHost} cannot be used (${error.code}): choose a free port and an address of this host`, EXIT_CONFIG);
     }

@@ -1,12 +1,13 @@
 // What every mode shares: readiness state, the health server, and signals
 // (first SIGTERM/SIGINT drains, a second exits at once; SIGHUP reloads the checks file where a mode can, and is logged and ignored elsewhere).
 
-import { type HealthSource, type ReloadOutcome, startHealthServer } from './server.js';
+import { HEALTH_MAX_CONNECTIONS_PER_ADDRESS, type HealthSource, type ReloadOutcome, startHealthServer } from './server.js';
 import type { StartupSignals } from './startup-signals.js';
 import { Watchdog } from './watchdog.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { VERSION } from '../core/version.js';
+import { refusalReporter } from '../core/connection-cap.js';
 
 export interface LoadFigures {
   inFlight(): number;
@@ -68,6 +69,12 @@ export class Lifecycle {
         return this.reload('POST /-/reload');
       },
       isReady: () => this.isReady(),
+      onRefusedConnection: refusalReporter((address, refused) =>
+        this.logger.warn(
+          { address, refused, limit: HEALTH_MAX_CONNECTIONS_PER_ADDRESS },
+          'health port: connections refused, this address already holds the most one address may (a flood, or a port that belongs behind a network policy)',
+        ),
+      ),
       status: () => {
         const watch = this.watchdog.report();
         return {

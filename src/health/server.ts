@@ -39,6 +39,8 @@ export interface HealthSource {
   extraMetrics?: () => string;
   /** Re-reads the checks file (local and server modes); undefined where there is nothing to reload, and POST /-/reload is then 404. */
   reload?(): Promise<ReloadOutcome> | undefined;
+  /** A connection refused for its address holding HEALTH_MAX_CONNECTIONS_PER_ADDRESS already. */
+  onRefusedConnection?(address: string): void;
 }
 
 function sendJson(res: http.ServerResponse, statusCode: number, body: unknown, extra: http.OutgoingHttpHeaders = {}): void {
@@ -141,7 +143,7 @@ export async function startHealthServer(
     }
   });
   server.maxConnections = HEALTH_MAX_CONNECTIONS;
-  capConnectionsPerAddress(server, HEALTH_MAX_CONNECTIONS_PER_ADDRESS);
+  capConnectionsPerAddress(server, HEALTH_MAX_CONNECTIONS_PER_ADDRESS, source.onRefusedConnection);
   // With no 'timeout' listener, node:http destroys a socket idle this long.
   server.setTimeout(HEALTH_IDLE_TIMEOUT_MS);
   await new Promise<void>((resolve, reject) => {

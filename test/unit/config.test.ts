@@ -460,11 +460,35 @@ describe('configFromEnv: server mode', () => {
   const key = 'a-long-enough-api-key';
 
   it('reads API_PORT, API_HOST, OUTPOST_API_KEY and RESULTS_RETENTION_DAYS, with their defaults', () => {
-    expect(configFromEnv({ OUTPOST_API_KEY: key }, 'server').server).toEqual({ apiPort: 8080, apiHost: '0.0.0.0', apiKey: key, retentionDays: 30, leaseSeconds: 60, leaderLeaseSeconds: 15 });
+    expect(configFromEnv({ OUTPOST_API_KEY: key }, 'server').server).toEqual({
+      apiPort: 8080,
+      apiHost: '0.0.0.0',
+      apiKey: key,
+      retentionDays: 30,
+      leaseSeconds: 60,
+      leaderLeaseSeconds: 15,
+      maxConnectionsPerAddress: 256,
+    });
     expect(
-      configFromEnv({ OUTPOST_API_KEY: key, API_PORT: '9000', API_HOST: '::1', RESULTS_RETENTION_DAYS: '7', LEASE_SECONDS: '15' }, 'server').server,
-    ).toEqual({ apiPort: 9000, apiHost: '::1', apiKey: key, retentionDays: 7, leaseSeconds: 15, leaderLeaseSeconds: 15 });
+      configFromEnv(
+        { OUTPOST_API_KEY: key, API_PORT: '9000', API_HOST: '::1', RESULTS_RETENTION_DAYS: '7', LEASE_SECONDS: '15', API_MAX_CONNECTIONS_PER_ADDRESS: '1024' },
+        'server',
+      ).server,
+    ).toEqual({ apiPort: 9000, apiHost: '::1', apiKey: key, retentionDays: 7, leaseSeconds: 15, leaderLeaseSeconds: 15, maxConnectionsPerAddress: 1024 });
     expect(configFromEnv({}, 'local').server).toBeUndefined();
+  });
+
+  it('refuses API_MAX_CONNECTIONS_PER_ADDRESS outside 1 to the 2,048 connections the API holds, with exit 78', () => {
+    for (const value of ['0', '2049', 'many']) {
+      try {
+        configFromEnv({ OUTPOST_API_KEY: key, API_MAX_CONNECTIONS_PER_ADDRESS: value }, 'server');
+        throw new Error(`accepted ${value}`);
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        expect((error as ConfigError).exitCode).toBe(EXIT_CONFIG);
+        expect((error as Error).message).toMatch(/API_MAX_CONNECTIONS_PER_ADDRESS.*1.*2048/);
+      }
+    }
   });
 
   it('reads DATABASE_URL (postgres://), DATABASE_POOL_SIZE and LEADER_LEASE_SECONDS; shows the database without its password', () => {

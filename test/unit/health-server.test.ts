@@ -58,8 +58,9 @@ describe('health server error bodies', () => {
 });
 
 describe('health server connections per address', () => {
-  it('keeps room for a probe from another address while one address holds its share', async () => {
-    const server = await startHealthServer(0, source, '127.0.0.1');
+  it('keeps room for a probe from another address while one address holds its share, and tells of the refusal', async () => {
+    const refused: string[] = [];
+    const server = await startHealthServer(0, { ...source, onRefusedConnection: (address) => refused.push(address) }, '127.0.0.1');
     close = server.close;
     const held = await idleConnections(server.port, '127.0.0.1', HEALTH_MAX_CONNECTIONS_PER_ADDRESS);
     try {
@@ -68,6 +69,7 @@ describe('health server connections per address', () => {
       expect(await rawRequest(server.port, '127.0.0.1', probe)).toBe('');
       // The kubelet's address (another one) is served.
       expect(await rawRequest(server.port, '127.0.0.2', probe)).toMatch(/^HTTP\/1\.1 200 /);
+      expect(refused).toEqual(['127.0.0.1']);
     } finally {
       for (const socket of held) socket.destroy();
     }

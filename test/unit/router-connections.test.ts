@@ -13,6 +13,7 @@ import { RateLimiter } from '../../src/server/http/rate-limit.js';
 import { retryUntil } from '../support/daemon.js';
 import { idleConnections, rawRequest } from '../support/raw-request.js';
 import { closeApiServer, type Route, Router, type RouterOptions, startApiServer } from '../../src/server/http/router.js';
+import { REFUSAL_REPORT_EVERY_MS, refusalReporter } from '../../src/core/connection-cap.js';
 
 const PUBLIC_KEY = 'public-key-0123456789';
 const BIG = 'x'.repeat(16 * 1024 * 1024);
@@ -161,5 +162,52 @@ describe('connections per address', () => {
     expect(await rawRequest(port, '127.0.0.2', ping)).toMatch(/^HTTP\/1\.1 200 /);
     held[0]?.destroy();
     expect(await retryUntil(5_000, async () => (await rawRequest(port, '127.0.0.1', ping)).startsWith('HTTP/1.1 200 '))).toBe(true);
+  });
+
+  it('says so in one warning naming the address and the setting, not one a refused connection', async () => {
+    const lines: string[] = [];
+    const logger = pino({ level: 'warn' }, { write: (line: string) => lines.push(line) });
+    const server = await startApiServer(testRouter(), { host: '127.0.0.1', port: 0, maxConnectionsPerAddress: 2, logger });
+    servers.push(server);
+    const port = (server.address() as AddressInfo).port;
+    sockets.push(...(await idleConnections(port, '127.0.0.1', 2)));
+    const ping = 'GET /ping/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n';
+    for (let i = 0; i < 5; i++) expect(await rawRequest(port, '127.0.0.1', ping)).toBe('');
+    const warnings = lines.map((line) => JSON.parse(line) as { msg: string; address: string; refused: number; limit: number });
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ address: '127.0.0.1', refused: 1, limit: 2 });
+    expect(warnings[0]?.msg).toContain('API_MAX_CONNECTIONS_PER_ADDRESS');
+  });
+});
+
+describe('refusalReporter', () => {
+  it('reports an address at most once per ten minutes, with the refusals since its last report', () => {
+    let now = 0;
+    const reports: [string, number][] = [];
+    const refused = refusalReporter((address, count) => reports.push([address, count]), () => now);
+    for (let i = 0; i < 7; i++) refused('10.0.0.1');
+    refused('10.0.0.2');
+    now = REFUSAL_REPORT_EVERY_MS - 1;
+    refused('10.0.0.1');
+    now = REFUSAL_REPORT_EVERY_MS;
+    refused('10.0.0.1');
+    expect(reports).toEqual([
+      ['10.0.0.1', 1],
+      ['10.0.0.2', 1],
+      ['10.0.0.1', 8],
+    ]);
+  });
+
+  it('remembers a bounded number of addresses: a flood from many forgets the stalest, never grows without end', () => {
+    let now = 0;
+    let reports = 0;
+    const refused = refusalReporter(() => reports++, () => now);
+    for (let i = 0; i < 100_000; i++) refused(`10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`);
+    expect(reports).toBe(100_000);
+    now = 1;
+    // The first address was forgotten long ago: reported again. The last is remembered: not.
+    refused('10.0.0.0');
+    refused(`10.1.134.159`);
+    expect(reports).toBe(100_001);
   });
 });

@@ -6,7 +6,7 @@
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { capConnectionsPerAddress } from '../../core/connection-cap.js';
+import { capConnectionsPerAddress, refusalReporter } from '../../core/connection-cap.js';
 import type { KeyRecord } from '../../store/store.js';
 import { NotFoundError } from '../../store/store.js';
 import type { Logger } from '../../observability/logger.js';
@@ -417,12 +417,18 @@ export interface ApiServerOptions {
   maxConnectionsPerAddress?: number;
   /** API_HEADERS_TIMEOUT_MS unless given (tests). */
   headersTimeoutMs?: number;
+  /** Told of refused connections (at most one line per address per REFUSAL_REPORT_EVERY_MS). */
+  logger?: Logger;
 }
 
+/** Connections the API holds at once, from every client together. */
+export const API_MAX_CONNECTIONS = 2_048;
+
 /**
- * Of the API's 2,048 connections, what one client address may hold: a client reconnecting faster than the head
- * deadline closes its connections fills no more than this, and the rest stay for everyone else. An agent holds
- * up to 16 (src/control-plane/client.ts), so 16 agents behind one NAT address still fit.
+ * Of the API's 2,048 connections, what one client address may hold unless API_MAX_CONNECTIONS_PER_ADDRESS says
+ * otherwise: a client reconnecting faster than the head deadline closes its connections fills no more than this,
+ * and the rest stay for everyone else. An agent holds up to 16 (src/control-plane/client.ts), so 16 agents behind
+ * one NAT address fit whatever they do.
  */
 export const API_MAX_CONNECTIONS_PER_ADDRESS = 256;
 
@@ -447,8 +453,18 @@ export async function startApiServer(router: Router, options: ApiServerOptions):
   // `Expect: 100-continue` is the router's to answer (acceptBody), once the request may send its body: node
   // would otherwise send `100 Continue` to anyone, and then wait for a body the router never reads.
   server.on('checkContinue', router.listener);
-  server.maxConnections = options.maxConnections ?? 2_048;
-  capConnectionsPerAddress(server, options.maxConnectionsPerAddress ?? API_MAX_CONNECTIONS_PER_ADDRESS);
+  server.maxConnections = options.maxConnections ?? API_MAX_CONNECTIONS;
+  const perAddress = options.maxConnectionsPerAddress ?? API_MAX_CONNECTIONS_PER_ADDRESS;
+  const { logger } = options;
+  const onRefused = logger
+    ? refusalReporter((address, refused) =>
+        logger.warn(
+          { address, refused, limit: perAddress },
+          'API: connections refused, this address already holds API_MAX_CONNECTIONS_PER_ADDRESS (many agents behind one NAT address need it raised)',
+        ),
+      )
+    : undefined;
+  capConnectionsPerAddress(server, perAddress, onRefused);
   // headersTimeout counts from a request's first byte: a connection that never sends one would be held for
   // ever, and enough of them would fill maxConnections. Until its first byte, a connection has the same time.
   server.on('connection', (socket) => {

@@ -2,11 +2,11 @@
 // values as one ConfigError naming the variable, the value and what is
 // allowed (exit 78), and usage errors (exit 64).
 
-import { linkSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, checkSettings, configFromEnv, type Env, EXIT_CONFIG, EXIT_USAGE, type Mode, maskUrlCredentials, parseArgs } from '../../src/config.js';
+import { ConfigError, checkSettings, configFromEnv, type Env, EXIT_CONFIG, EXIT_USAGE, type Mode, maskUrlCredentials, parseArgs, USAGE } from '../../src/config.js';
 
 const AGENT_ENV = { API_URL: 'https://cp.example.test', API_KEY: 'pl_key_123' };
 
@@ -551,5 +551,19 @@ describe('configFromEnv: server mode', () => {
     expect(() => parseArgs(['server'])).toThrow('server needs a checks file: outpost server <checks.json>');
     expect(() => parseArgs(['server', 'c.json', '--results', 'r.jsonl'])).toThrow(/server mode only schedules them/);
     expect(() => parseArgs(['server', 'c.json', '--uptime-only'])).toThrow(/server mode only schedules them/);
+  });
+});
+
+describe('every variable the agent reads is documented', () => {
+  // Read from the source, so a new variable cannot be added without its line in the docs and in --help.
+  const source = readFileSync(new URL('../../src/config.ts', import.meta.url), 'utf8');
+  const read = [...source.matchAll(/[a-zA-Z]+\((?:env, )?'([A-Z][A-Z0-9_]{2,})'/g)].map((m) => m[1] as string);
+  const variables = [...new Set(read)].filter((name) => name !== 'OUTPOST_TEST_FAULT');
+
+  it('in docs/configuration.md and in --help', () => {
+    expect(variables.length).toBeGreaterThan(40);
+    const docs = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
+    expect(variables.filter((name) => !docs.includes(`\`${name}\``))).toEqual([]);
+    expect(variables.filter((name) => !USAGE.includes(name))).toEqual([]);
   });
 });

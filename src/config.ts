@@ -613,7 +613,7 @@ Environment (docs/configuration.md): API_URL, API_KEY, JOB_CONCURRENCY, AGENT_HE
 HTTPS_PROXY, HTTP_PROXY, NO_PROXY, NODE_EXTRA_CA_CERTS, EXTERNAL_OBSERVABILITY, STATE_DIR,
 SHUTDOWN_GRACE_SECONDS, SPOOL_MAX_RESULTS, SPOOL_MAX_BYTES, CLAIM_WAIT_SECONDS,
 AUTH_RETRY_SECONDS, CONTROL_PLANE_TIMEOUT_SECONDS, RESPONSE_BODY_LIMIT_BYTES, BODY_MEMORY_BUDGET_MB,
-MAX_RESULT_BYTES, CHECK_PROXY, PING_PATH,
+MAX_RESULT_BYTES, CHECK_PROXY, PING_PATH, OUTPOST_SECRET_*,
 DIAGNOSTICS, ARTIFACT_UPLOAD_TIMEOUT_SECONDS, TCPDUMP_PATH, TRACEPATH_PATH, TRACEROUTE_PATH,
 RUNTIMES_DIR, CHECK_WORKERS, SCRIPT_CONCURRENCY, SCRIPT_MEMORY_MB, SCRIPT_ISOLATION, BROWSER_PATH, SECRET_DETECTION,
 BLOCKED_NETWORKS, ALLOWED_NETWORKS, DEPENDENCY_CACHE_DIR, DEPENDENCY_CACHE_MAX_MB, DEPENDENCY_INSTALL_TIMEOUT_SECONDS,
@@ -668,7 +668,7 @@ export function parseArgs(argv: string[]): Command {
   }
   if (command === 'migrate') return migrateArgs(rest);
   if (command !== 'agent' && command !== 'local' && command !== 'once' && command !== 'server') {
-    throw new ConfigError(`unknown command ${shown(command)}: use agent, local <file>, once <file> or server <file> (see --help)`, EXIT_USAGE);
+    throw new ConfigError(`unknown command ${shown(command)}: use agent, local <file>, once <file> or server <file>; also runtimes, db-check and migrate (see --help)`, EXIT_USAGE);
   }
   let checksFile: string | undefined;
   let resultsFile: string | undefined;

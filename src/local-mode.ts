@@ -38,7 +38,7 @@ import { analyticsRoutes } from './server/analytics-api.js';
 import { LEASE_MS } from './server/agent-api.js';
 import { SessionScheduler } from './server/scheduler.js';
 import { heartbeatRoutes } from './server/heartbeat-api.js';
-import { HeartbeatWatcher } from './server/heartbeats.js';
+import { HeartbeatSeries, HeartbeatWatcher } from './server/heartbeats.js';
 import { SqliteHeartbeatStore } from './store/sqlite/heartbeats-store.js';
 import { SqliteAnalyticsStore } from './store/sqlite/analytics-store.js';
 import type { SqliteStore } from './store/sqlite/sqlite-store.js';
@@ -342,7 +342,9 @@ async function runLocalWithStore(
     },
     heartbeat: lifecycle.watchdog.heart('scheduler'),
   });
-  const watcher = new HeartbeatWatcher({ store: heartbeatStore, logger, heartbeat: lifecycle.watchdog.heart('heartbeats') });
+  const heartbeatSeries = new HeartbeatSeries(metrics.checks);
+  heartbeatSeries.use(parsed.heartbeats);
+  const watcher = new HeartbeatWatcher({ store: heartbeatStore, logger, heartbeat: lifecycle.watchdog.heart('heartbeats'), onResult: heartbeatSeries.record });
   const router = new Router(
     [
       ...readRoutes({
@@ -351,7 +353,7 @@ async function runLocalWithStore(
         onCheckDeleted: () => void scheduler.reschedule(),
       }),
       ...badgeRoutes({ store }),
-      ...heartbeatRoutes({ heartbeats: heartbeatStore, logger }),
+      ...heartbeatRoutes({ heartbeats: heartbeatStore, logger, onResult: heartbeatSeries.record }),
       ...errorGroupRoutes({ errorGroups: store.errorGroups }),
       ...maintenanceRoutes({ windows }),
       ...alertsRoutes({ store, alerts: alertStore }),
@@ -402,7 +404,8 @@ async function runLocalWithStore(
       await applyChecksFile(stores, next, 'reload');
       await scheduler.reschedule();
       // A check no longer in the file loses its series now, not three frequencies later.
-      metrics.checks.retain(next.checks.map((c) => c.check.id));
+      heartbeatSeries.use(next.heartbeats);
+      metrics.checks.retain([...next.checks.map((c) => c.check.id), ...next.heartbeats.map((h) => h.id)]);
       return next.checks.filter((c) => c.locations.includes(LOCAL_LOCATION.id)).length;
     },
   });

@@ -30,7 +30,7 @@ import { closeApiServer, Router, startApiServer } from './server/http/router.js'
 import { JobSignal } from './server/job-signal.js';
 import { DatabaseWrites } from './server/database-writes.js';
 import { heartbeatRoutes } from './server/heartbeat-api.js';
-import { HeartbeatWatcher, heartbeatSyncs, storedHeartbeatChecks } from './server/heartbeats.js';
+import { HeartbeatSeries, HeartbeatWatcher, heartbeatSyncs, storedHeartbeatChecks } from './server/heartbeats.js';
 import { readRoutes } from './server/read-api.js';
 import { SessionScheduler } from './server/scheduler.js';
 import { errorGroupRoutes } from './server/error-groups-api.js';
@@ -56,7 +56,10 @@ async function requireSqlite(): Promise<void> {
   try {
     await import('node:sqlite');
   } catch {
-    throw new ConfigError(`the server's database needs Node.js 22.13 or newer (node:sqlite); this is Node.js ${process.versions.node}`, EXIT_CONFIG);
+    throw new ConfigError(
+      `the server's database needs Node.js 22.13 or newer (node:sqlite); this is Node.js ${process.versions.node} (from a clone, \`npx outpost server …\` runs on the Node.js 24 that npm ci installed)`,
+      EXIT_CONFIG,
+    );
   }
 }
 
@@ -239,6 +242,8 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   const settings = config.server;
   if (!settings || !config.checksFile) throw new Error('server mode without its settings or checks file');
   const file = config.checksFile;
+  // Before the health server says anything: a Node.js without node:sqlite cannot run this server at all.
+  if ((settings.database?.kind ?? 'sqlite') === 'sqlite') await requireSqlite();
   const startText = await readChecksFileText(file);
   const parsed = parseServerChecksFile(startText, file, definitionRegistry());
   logIgnoredFields(logger, file, parsed.ignoredFields);
@@ -247,6 +252,8 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
   // The per-check series are labelled from the file, never from a result's body: an agent's result names its
   // check, but only a check of the file that runs at the agent's location gets (or changes) a series.
   const fileChecks = fileCheckLabels(checks);
+  const heartbeatSeries = new HeartbeatSeries(metrics.checks);
+  heartbeatSeries.use(heartbeats);
   let stores: ServerStores | undefined;
   let databaseAnswers = true;
   const lifecycle = new Lifecycle(
@@ -309,7 +316,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
         },
       }),
       ...badgeRoutes({ store }),
-      ...heartbeatRoutes({ heartbeats: heartbeatStore, logger }),
+      ...heartbeatRoutes({ heartbeats: heartbeatStore, logger, onResult: heartbeatSeries.record }),
       ...errorGroupRoutes({ errorGroups: opened.errorGroups }),
       ...maintenanceRoutes({ windows }),
       ...alertsRoutes({ store, alerts: alertStore }),
@@ -360,7 +367,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
       });
       await next.start();
       scheduler = next;
-      watcher = new HeartbeatWatcher({ store: heartbeatStore, logger, heartbeat: heartbeatsHeart });
+      watcher = new HeartbeatWatcher({ store: heartbeatStore, logger, heartbeat: heartbeatsHeart, onResult: heartbeatSeries.record });
       watcher.start();
       await alerting.evaluate(true);
     },
@@ -399,6 +406,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
       // A check no longer in the file loses its series now, not three frequencies later.
       fileChecks.clear();
       for (const [id, labelled] of fileCheckLabels(next.checks)) fileChecks.set(id, labelled);
+      heartbeatSeries.use(next.heartbeats);
       metrics.checks.retain([...next.checks.map((c) => c.check.id), ...next.heartbeats.map((h) => h.id)]);
       return next.checks.length;
     },

@@ -94,7 +94,8 @@ export function badgeRoutes(deps: BadgeApiDeps): Route[] {
           status: badgeStatus(latest),
           style: parsed.style,
           theme: parsed.theme,
-          ...(parsed.responseTime && newest ? { responseTimeMs: newest.responseTime } : {}),
+          // A heartbeat is a ping received, not a request timed: its results' responseTime is always 0.
+          ...(parsed.responseTime && newest && check.checkType !== 'HEARTBEAT' ? { responseTimeMs: newest.responseTime } : {}),
         });
         const etag = `"${createHash('sha256').update(badge.svg).digest('base64url').slice(0, 27)}"`;
         const headers: Record<string, string> = {

@@ -6,7 +6,7 @@
 
 import type { Logger } from '../observability/logger.js';
 import type { HeartbeatStore } from '../store/heartbeats.js';
-import { windowStats } from './heartbeats.js';
+import { type HeartbeatResultListener, windowStats } from './heartbeats.js';
 import { ApiError, notFound } from './http/api-error.js';
 import { keyHash } from './http/credentials.js';
 import type { Route } from './http/router.js';
@@ -20,6 +20,7 @@ export interface HeartbeatApiDeps {
   heartbeats: HeartbeatStore;
   logger: Logger;
   now?: () => Date;
+  onResult?: HeartbeatResultListener;
 }
 
 export function heartbeatRoutes(deps: HeartbeatApiDeps): Route[] {
@@ -33,6 +34,7 @@ export function heartbeatRoutes(deps: HeartbeatApiDeps): Route[] {
     );
     // The token is not echoed: a 404 says nothing about which tokens exist.
     if (!outcome) throw new ApiError(404, 'no heartbeat check has this token');
+    deps.onResult?.(outcome.checkId, outcome.result);
     if (outcome.previous === 'FAILING') deps.logger.info({ checkId: outcome.checkId, eventId: outcome.event.id }, 'heartbeat check pinged again: PASSING');
     return { status: 200, body: { id: outcome.event.id }, headers: { 'cache-control': 'no-store' } };
   };

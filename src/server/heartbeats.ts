@@ -5,7 +5,9 @@
 
 import type { HeartbeatCheck } from '../checks/heartbeat-check.js';
 import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
+import type { CheckMetrics } from '../observability/check-metrics.js';
 import type { Logger } from '../observability/logger.js';
+import type { CheckResultEntry } from '../core/result-entry.js';
 import type { HeartbeatStore, HeartbeatSync } from '../store/heartbeats.js';
 import type { StoredCheck } from '../store/store.js';
 import { keyHash } from './http/credentials.js';
@@ -34,6 +36,32 @@ export function storedHeartbeatChecks(heartbeats: readonly HeartbeatCheck[]): St
 /** What the heartbeat store keeps of each check: the token only as its SHA-256. */
 export function heartbeatSyncs(heartbeats: readonly HeartbeatCheck[]): HeartbeatSync[] {
   return heartbeats.map((h) => ({ checkId: h.id, tokenHash: keyHash(h.token), periodMs: h.periodSeconds * 1000, graceMs: h.graceSeconds * 1000 }));
+}
+
+/** Hears of each FINAL result a heartbeat check gets: a ping's passing one, a missed deadline's failing one. */
+export type HeartbeatResultListener = (checkId: string, result: CheckResultEntry) => void;
+
+/**
+ * The per-check series (`/metrics`) of the file's heartbeat checks, as an agent's results give a URL check's:
+ * Prometheus sees a missed ping as `probe_success 0`. Kept as long as a ping may take (period plus grace,
+ * times the stale factor of every series).
+ */
+export class HeartbeatSeries {
+  private byId = new Map<string, HeartbeatCheck>();
+
+  constructor(private readonly checks: CheckMetrics) {}
+
+  /** The file's heartbeat checks now (at start and at each reload). */
+  use(heartbeats: readonly HeartbeatCheck[]): void {
+    this.byId = new Map(heartbeats.map((h) => [h.id, h]));
+  }
+
+  readonly record: HeartbeatResultListener = (checkId, result) => {
+    const heartbeat = this.byId.get(checkId);
+    // A check removed from the file while its ping was being stored keeps no series.
+    if (!heartbeat) return;
+    this.checks.record({ ...result, checkId, name: heartbeat.name, checkType: 'HEARTBEAT' }, { frequencySeconds: heartbeat.periodSeconds + heartbeat.graceSeconds });
+  };
 }
 
 export interface SuccessRatio {
@@ -87,6 +115,7 @@ export interface HeartbeatWatcherOptions {
   /** Beats every round: a store that stops answering shows as a stuck watcher. */
   heartbeat?: Heartbeat;
   now?: () => number;
+  onResult?: HeartbeatResultListener;
 }
 
 /** One loop: every `everyMs`, each check past period + grace since its last ping gets a failing FINAL result. */
@@ -136,6 +165,7 @@ export class HeartbeatWatcher {
     for (const { checkId, result } of failed) {
       this.missed++;
       this.options.logger.warn({ checkId, resultId: result.id }, 'heartbeat check missed its deadline: FAILING');
+      this.options.onResult?.(checkId, result);
     }
   }
 }

@@ -10,6 +10,8 @@ import type { Logger } from '../observability/logger.js';
 import type { LeaderLease } from '../store/leader-lease.js';
 
 export const LEASE_NAME = 'scheduler';
+/** The reason given when the leader steps down because its process stops. */
+const STEPPING_DOWN = 'shutting down';
 
 export interface LeadershipOptions {
   lease: LeaderLease;
@@ -59,7 +61,7 @@ export class Leadership {
     clearTimeout(this.timer);
     await this.tick;
     if (this.leader) {
-      await this.depose('shutting down');
+      await this.depose(STEPPING_DOWN);
       await this.options.lease.release(LEASE_NAME, this.options.holder).catch((error: unknown) => {
         this.options.logger.warn({ err: error }, 'giving the leader lease up failed; it runs out by itself');
       });
@@ -118,7 +120,9 @@ export class Leadership {
   private async depose(reason: string): Promise<void> {
     if (!this.leader) return;
     this.leader = false;
-    this.options.logger.warn({ holder: this.options.holder, reason }, 'no longer the leader: scheduling stops here');
+    // Stepping down to stop is the normal end of every server's run, not a warning.
+    const log = reason === STEPPING_DOWN ? this.options.logger.info.bind(this.options.logger) : this.options.logger.warn.bind(this.options.logger);
+    log({ holder: this.options.holder, reason }, 'no longer the leader: scheduling stops here');
     await this.options.onDeposed().catch((error: unknown) => this.options.logger.error({ err: error }, "stopping the leader's work failed"));
   }
 }

@@ -273,7 +273,7 @@ export function readRoutes(deps: ReadApiDeps): Route[] {
         return { status: 201, body };
       },
     },
-    // Listing and revoking are not in the service's API (../shared/service-api.md shows only POST): Outpost's own,
+    // Listing and revoking are not in the monitoring service's API (it has only the POST): Outpost's own,
     // shaped as the key record without rawKey, which is never stored (docs/server.md, "Agent keys").
     {
       method: 'GET',

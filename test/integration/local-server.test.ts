@@ -197,3 +197,15 @@ describe.skipIf(!old)('local mode on a Node.js without node:sqlite', () => {
     expect((await proc.exit).code, proc.stderr()).toBe(0);
   });
 });
+
+describe.skipIf(!old)('server mode on a Node.js without node:sqlite', () => {
+  it('exits 78 with one line saying what to run instead, before its health server listens', async () => {
+    const file = writeChecks({ checks: [urlCheck('ok', '/ok')] });
+    const proc = startAgent(['server', file], cleanEnv({ STATE_DIR: tempDir(), OUTPOST_API_KEY: 'k'.repeat(24) }), [], old);
+    running.push(proc);
+    expect((await proc.exit).code).toBe(78);
+    expect(proc.stderr()).toContain("the server's database needs Node.js 22.13 or newer (node:sqlite)");
+    expect(proc.stderr()).toContain('npx outpost server');
+    expect(proc.logs.some((l) => l.msg === 'health server listening')).toBe(false);
+  });
+});

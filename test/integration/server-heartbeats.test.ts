@@ -103,12 +103,20 @@ describe('heartbeat checks on the server', () => {
     const failing = (await finals('hb-fast'))[0] as CheckResultEntry & { heartbeatCheckResult: { error: string } };
     expect(failing).toMatchObject({ checkType: 'HEARTBEAT', runLocation: 'heartbeat', resultType: 'FINAL', hasFailures: true });
     expect(failing.heartbeatCheckResult.error).toMatch(/No ping received/);
+    // Prometheus sees it as any check: probe_success 0 under the check's labels, the location the results are filed under.
+    const series = 'probe_success{check_id="hb-fast",check_name="Fast heartbeat",check_type="HEARTBEAT",location="heartbeat"}';
+    const health = await server.healthPort();
+    const metrics = async () => (await fetch(`http://127.0.0.1:${health}/metrics`)).text();
+    expect(await metrics()).toContain(`${series} 0`);
     await server.waitForLog((l) => l.msg === 'heartbeat check missed its deadline: FAILING' && l.checkId === 'hb-fast', 10_000, 'the FAILING log line');
 
     const again = await call(`/ping/${FAST_TOKEN}`, { method: 'POST', body: 'job output', headers: { 'user-agent': 'backup-script/1.0' } });
     expect(again.status).toBe(200);
     expect(await status('hb-fast')).toBe('PASSING');
+    expect(await metrics()).toContain(`${series} 1`);
     expect(await (await fetch(`http://127.0.0.1:${port}/v1/badges/checks/hb-fast`)).text()).toMatch(/<title>[^<]*: passing<\/title>/);
+    // A ping has no response time to show: no "| 0 ms".
+    expect(await (await fetch(`http://127.0.0.1:${port}/v1/badges/checks/hb-fast?responseTime=true`)).text()).toMatch(/<title>[^<]*: passing<\/title>/);
     const event = await call(`/v1/checks/heartbeats/hb-fast/events/${(again.body as { id: string }).id}`, { headers: { authorization: `Bearer ${API_KEY}` } });
     expect(event.status, event.text).toBe(200);
     expect((event.body as { event: unknown }).event).toEqual({

@@ -1,5 +1,5 @@
 // Network namespaces for tests that need several hosts on one machine
-// (TESTING.md): namespaces, veth pairs, per-namespace sysctls, nftables rules
+// (docs/development.md, "Tests"): namespaces, veth pairs, per-namespace sysctls, nftables rules
 // and /etc/hosts files, all with names unique to this run. Every command runs
 // through execFileSync/spawn without a shell. Addresses are picked by the test
 // in 10.213.N.0/24 (a subnet this host does not route), and traffic only ever

@@ -29,12 +29,12 @@ function lease(answer: () => Answer): LeaderLease & { released: string[]; asked:
   return state;
 }
 
-function leadership(l: LeaderLease, events: string[], now: () => number = Date.now, ttlMs = 300) {
+function leadership(l: LeaderLease, events: string[], now: () => number = Date.now, ttlMs = 300, logger = pino({ level: 'silent' })) {
   return new Leadership({
     lease: l,
     holder: 'me',
     ttlMs,
-    logger: pino({ level: 'silent' }),
+    logger,
     now,
     onElected: async () => {
       events.push('elected');
@@ -46,6 +46,25 @@ function leadership(l: LeaderLease, events: string[], now: () => number = Date.n
 }
 
 describe('leadership', () => {
+  it('warns when another replica takes the lease, but steps down at stop with an info line', async () => {
+    let answer: Answer = 'held';
+    const lines: { level: number; msg: string; reason?: string }[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line)) });
+    const lead = leadership(lease(() => answer), [], Date.now, 300, logger);
+    await lead.start();
+    expect(await retryUntil(5_000, async () => lead.isLeader, 10)).toBe(true);
+    answer = 'taken';
+    expect(await retryUntil(5_000, async () => !lead.isLeader, 10)).toBe(true);
+    answer = 'held';
+    expect(await retryUntil(5_000, async () => lead.isLeader, 10)).toBe(true);
+    await lead.stop();
+    const deposed = lines.filter((l) => l.msg === 'no longer the leader: scheduling stops here');
+    expect(deposed.map((l) => [l.level, l.reason])).toEqual([
+      [40, 'another replica holds the lease'],
+      [30, 'shutting down'],
+    ]);
+  });
+
   it('leads once the lease is taken, and stops at once when another holder has it', async () => {
     let answer: Answer = 'taken';
     const events: string[] = [];

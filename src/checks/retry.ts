@@ -2,7 +2,8 @@
 // to wait before the next. Each retried attempt is reported as an ATTEMPT
 // result; the last one as FINAL with `attempts`.
 
-import type { Fields } from './fields.js';
+import { MAX_RETRIES } from '../core/protocol.js';
+import { Fields } from './fields.js';
 
 export const RETRY_TYPES = ['FIXED', 'LINEAR', 'EXPONENTIAL', 'NO_RETRIES'] as const;
 export type RetryType = (typeof RETRY_TYPES)[number];
@@ -28,11 +29,23 @@ export function parseRetryStrategy(fields: Fields): RetryStrategy {
   const strategy: RetryStrategy = {
     type,
     baseBackoffSeconds: f.integer('baseBackoffSeconds', { min: 0, max: 600, default: 60, unit: 'seconds' }),
-    maxRetries: f.integer('maxRetries', { min: 1, max: 10, default: 2 }),
+    maxRetries: f.integer('maxRetries', { min: 1, max: MAX_RETRIES, default: 2 }),
     maxDurationSeconds: f.integer('maxDurationSeconds', { min: 0, max: 600, default: 600, unit: 'seconds' }),
     onlyOn: onlyOn ?? null,
   };
   return type === 'NO_RETRIES' ? NO_RETRIES : strategy;
+}
+
+/**
+ * The ATTEMPT results one run of a check definition (raw, as a job carries it) can send: its maxRetries, as
+ * src/jobs/run.ts retries while shouldRetry says so and that is false once `attempt` passes maxRetries. A
+ * strategy that does not parse makes the agent refuse the job (no ATTEMPT at all); the protocol's maximum is
+ * answered then, so that a server never refuses an agent that reads it otherwise.
+ */
+export function attemptsPerRun(definition: unknown): number {
+  const fields = new Fields(definition, 'check');
+  const strategy = parseRetryStrategy(fields);
+  return fields.issues.length > 0 ? MAX_RETRIES : strategy.maxRetries;
 }
 
 /** Wait before retry number `retry` (1 = the first retry). */

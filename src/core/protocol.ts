@@ -14,6 +14,12 @@ export const PROTOCOL_ROUTES = {
 
 export type RouteName = keyof typeof PROTOCOL_ROUTES;
 
+/**
+ * The most retries a check's retryStrategy may ask for (src/checks/retry.ts): a run of a job sends at most
+ * this many ATTEMPT results, one per retried attempt, then its FINAL.
+ */
+export const MAX_RETRIES = 10;
+
 /** Most results one `results` call may carry. */
 export const MAX_RESULTS_PER_BATCH = 500;
 /** Agent routes allow this many requests per 60 s per key. */

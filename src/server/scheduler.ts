@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { nextSlot, offsetMs } from '../core/schedule.js';
+import { attemptsPerRun } from '../checks/retry.js';
 import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
 import type { Logger } from '../observability/logger.js';
 import type { NewJob, SessionRecord, Store, StoredCheck } from '../store/store.js';
@@ -258,7 +259,9 @@ export class SessionScheduler {
       stoppedAt: null,
       durationMs: null,
     };
-    const jobs: NewJob[] = locations.map((location) => ({ id: randomUUID(), location, deadlineAt }));
+    // What an agent's run of it may send as ATTEMPTs: the store refuses more (src/store/attempt-bound.ts).
+    const attempts = attemptsPerRun(check.definition);
+    const jobs: NewJob[] = locations.map((location) => ({ id: randomUUID(), location, deadlineAt, attemptsPerRun: attempts }));
     if ((await this.store.createSession(session, jobs, check, slotMs)) === false) {
       this.logger.debug({ checkId: check.id, slot: new Date(slotMs).toISOString() }, 'slot made already by another server');
       return;

@@ -77,6 +77,8 @@ export interface NewJob {
   location: string;
   /** After this, a job without a FINAL result is TIMED_OUT (created + the check's cap + the lease window). */
   deadlineAt: string;
+  /** ATTEMPT results one run of the job can send (src/checks/retry.ts attemptsPerRun); absent: the protocol's MAX_RETRIES. */
+  attemptsPerRun?: number;
 }
 
 export interface ClaimQuery {
@@ -103,12 +105,18 @@ export interface LeaseUpdate {
 }
 
 /**
- * ATTEMPT results kept per job. A run retries at most 10 times (src/checks/retry.ts maxRetries), 11 attempts,
- * and a job whose lease ran out runs again on another agent: this leaves room for several such runs. A further
- * ATTEMPT is rejected with 409 (the agent drops it from its spool, docs/protocol.md "Rejections"); the FINAL
- * is always taken. It also bounds what GET /v1/check-sessions/{id} answers (session()).
+ * The ceiling of ATTEMPT results kept per job, whatever its claims: below it, a job keeps what its runs can
+ * send (attempt-bound.ts). A further ATTEMPT is rejected with 409 (the agent drops it from its spool,
+ * docs/protocol.md "Rejections"); the FINAL is always taken. It also bounds what GET /v1/check-sessions/{id}
+ * answers (session()).
  */
 export const MAX_ATTEMPTS_PER_JOB = 50;
+
+/**
+ * Agent events kept per location. An honest agent sends at most 30 a minute (src/control-plane/events.ts
+ * MAX_PER_MINUTE) and only when something goes wrong; retention would keep a flood's 30 days of them.
+ */
+export const MAX_EVENTS_PER_LOCATION = 10_000;
 
 export interface ResultsOutcome {
   accepted: string[];
@@ -252,6 +260,7 @@ export interface Store {
   artifact(id: string): Promise<ArtifactRecord | undefined>;
   markArtifactStored(id: string, now: Date): Promise<void>;
 
+  /** Keeps the newest MAX_EVENTS_PER_LOCATION of the location's events: older ones go as new ones come. */
   addEvents(location: string, agentId: string, events: readonly AgentEvent[], now: Date): Promise<void>;
 
   /**

@@ -24,6 +24,7 @@ import {
   type LeaseUpdate,
   type LocationRecord,
   MAX_ATTEMPTS_PER_JOB,
+  MAX_EVENTS_PER_LOCATION,
   type NewJob,
   NotFoundError,
   type ResultPage,
@@ -41,6 +42,7 @@ import { JOBS_CHANNEL } from './job-notifications.js';
 import { RESULTS_LOCK_KEY, SYNC_LOCK_KEY } from './locks.js';
 import { migratePg } from './migrations.js';
 import { keyRecordOf } from '../rows.js';
+import { attemptBound, tooManyAttempts } from '../attempt-bound.js';
 import { PgResultReader } from './results-reader.js';
 
 /** As on SQLite: a run counts as begun before a lease only by more than this (agent and server clocks differ). */
@@ -263,9 +265,9 @@ export class PgStore implements Store {
       for (const job of made) {
         const runId = await nextCounter(sql, 'check_run_id');
         await sql.run(
-          `INSERT INTO jobs (id, session_id, check_id, location, check_type, runtime_id, status, agent_id, lease_expires_at, deadline_at, created_at, check_run_id, final_result_id, payload)
-           VALUES ($1, $2, $3, $4, $5, $6, 'QUEUED', NULL, NULL, $7, $8, $9, NULL, $10)`,
-          [job.id, session.id, session.checkId, job.location, check.checkType, check.runtimeId, msOf(job.deadlineAt, created), created, runId, payload],
+          `INSERT INTO jobs (id, session_id, check_id, location, check_type, runtime_id, status, agent_id, lease_expires_at, deadline_at, created_at, check_run_id, final_result_id, payload, attempts_per_run)
+           VALUES ($1, $2, $3, $4, $5, $6, 'QUEUED', NULL, NULL, $7, $8, $9, NULL, $10, $11)`,
+          [job.id, session.id, session.checkId, job.location, check.checkType, check.runtimeId, msOf(job.deadlineAt, created), created, runId, payload, job.attemptsPerRun ?? null],
         );
       }
       return true;
@@ -312,7 +314,7 @@ export class PgStore implements Store {
          SELECT id FROM jobs
          WHERE location = $1 AND status = 'QUEUED' AND check_type = ANY($2::text[]) AND (runtime_id IS NULL OR runtime_id = ANY($3::text[]))
          ORDER BY created_at, check_run_id LIMIT $4 FOR UPDATE SKIP LOCKED)
-       UPDATE jobs j SET status = 'LEASED', agent_id = $5, lease_expires_at = $6, leased_at = $7, claim_id = $8
+       UPDATE jobs j SET status = 'LEASED', agent_id = $5, lease_expires_at = $6, leased_at = $7, claim_id = $8, leases = j.leases + 1
        FROM picked WHERE j.id = picked.id
        RETURNING j.id, j.session_id, j.location, j.check_run_id, j.payload, j.created_at`,
       [query.location, [...query.checkTypes], [...query.runtimes], max, query.agentId, expires, query.now.getTime(), query.claimId ?? null],
@@ -405,7 +407,7 @@ export class PgStore implements Store {
       const jobIds = [...new Set(results.map((r) => r.jobId))].sort();
       // In id order, so two replicas locking overlapping batches never deadlock.
       const jobs = new Map((await sql.rows('SELECT * FROM jobs WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE', [jobIds])).map((row) => [str(row, 'id'), row]));
-      // ATTEMPTs each job has already (MAX_ATTEMPTS_PER_JOB), counted on under the jobs' locks as the batch goes.
+      // ATTEMPTs each job has already (attempt-bound.ts), counted on under the jobs' locks as the batch goes.
       const attempts = new Map(
         (
           await sql.rows(
@@ -455,8 +457,9 @@ export class PgStore implements Store {
         }
         if (!isFinal) {
           const kept = attempts.get(jobId) ?? 0;
-          if (kept >= MAX_ATTEMPTS_PER_JOB) {
-            reject(409, `job ${jobId} has ${MAX_ATTEMPTS_PER_JOB} ATTEMPT results already: no more are kept`);
+          const bound = attemptBound(numOrNull(job, 'attempts_per_run'), num(job, 'leases'));
+          if (kept >= bound.max) {
+            reject(409, tooManyAttempts(jobId, kept, bound));
             continue;
           }
           attempts.set(jobId, kept + 1);
@@ -622,6 +625,11 @@ export class PgStore implements Store {
           JSON.stringify(event),
         ]);
       }
+      // Through events_by_location: the newest MAX_EVENTS_PER_LOCATION are skipped, the rest go.
+      await sql.run('DELETE FROM events WHERE location = $1 AND seq <= (SELECT seq FROM events WHERE location = $1 ORDER BY seq DESC LIMIT 1 OFFSET $2)', [
+        location,
+        MAX_EVENTS_PER_LOCATION,
+      ]);
     });
   }
 

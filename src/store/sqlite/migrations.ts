@@ -365,6 +365,17 @@ export const MIGRATIONS: readonly Migration[] = [
       DELETE FROM keys WHERE location_id NOT IN (SELECT id FROM locations);
     `,
   },
+  {
+    version: 13,
+    description: 'jobs keep the ATTEMPTs a run may send and count their claims; events listed per location (each keeps its newest)',
+    // A job queued or claimed before this step is read as the protocol's maximum a run, claimed once
+    // (src/store/attempt-bound.ts): no UPDATE of every job.
+    sql: `
+      ALTER TABLE jobs ADD COLUMN attempts_per_run INTEGER;
+      ALTER TABLE jobs ADD COLUMN leases INTEGER NOT NULL DEFAULT 0;
+      CREATE INDEX events_by_location ON events (location, seq);
+    `,
+  },
 ];
 
 /** The schema version this build knows: the last step's. */

@@ -20,6 +20,7 @@ import {
   type LeaseUpdate,
   type LocationRecord,
   MAX_ATTEMPTS_PER_JOB,
+  MAX_EVENTS_PER_LOCATION,
   type NewJob,
   NotFoundError,
   type ResultPage,
@@ -36,6 +37,7 @@ import { listResultPage } from '../result-list.js';
 import { SqliteResultReader } from './results-reader.js';
 import { claimedJob } from '../claimed-job.js';
 import { json, keyRecordOf, num, numOrNull, type Row, str, strOrNull } from '../rows.js';
+import { attemptBound, tooManyAttempts } from '../attempt-bound.js';
 import { WriteHealth } from '../write-health.js';
 
 export type { Row } from '../rows.js';
@@ -409,8 +411,8 @@ export class SqliteStore implements Store {
       for (const job of jobs) {
         const runId = this.nextCounter('check_run_id');
         this.run(
-          `INSERT INTO jobs (id, session_id, check_id, location, check_type, runtime_id, status, agent_id, lease_expires_at, deadline_at, created_at, check_run_id, final_result_id, payload)
-           VALUES (?, ?, ?, ?, ?, ?, 'QUEUED', NULL, NULL, ?, ?, ?, NULL, ?)`,
+          `INSERT INTO jobs (id, session_id, check_id, location, check_type, runtime_id, status, agent_id, lease_expires_at, deadline_at, created_at, check_run_id, final_result_id, payload, attempts_per_run)
+           VALUES (?, ?, ?, ?, ?, ?, 'QUEUED', NULL, NULL, ?, ?, ?, NULL, ?, ?)`,
           job.id,
           session.id,
           session.checkId,
@@ -421,6 +423,7 @@ export class SqliteStore implements Store {
           created,
           runId,
           payload,
+          job.attemptsPerRun ?? null,
         );
       }
     });
@@ -477,7 +480,8 @@ export class SqliteStore implements Store {
       );
       for (const row of rows) {
         this.run(
-          "UPDATE jobs SET status = 'LEASED', agent_id = ?, lease_expires_at = ?, leased_at = ?, claim_id = ? WHERE id = ?",
+          // leases counts the runs the job may have had: each brings room for its ATTEMPTs (attempt-bound.ts).
+          "UPDATE jobs SET status = 'LEASED', agent_id = ?, lease_expires_at = ?, leased_at = ?, claim_id = ?, leases = leases + 1 WHERE id = ?",
           query.agentId,
           expires,
           query.now.getTime(),
@@ -611,10 +615,13 @@ export class SqliteStore implements Store {
           continue;
         }
         // Counted through the session's index: a session holds a few jobs' results.
-        const attempts = isFinal ? 0 : num(this.get("SELECT COUNT(*) AS n FROM results WHERE session_id = ? AND job_id = ? AND result_type = 'ATTEMPT'", str(job, 'session_id'), jobId) ?? { n: 0 }, 'n');
-        if (attempts >= MAX_ATTEMPTS_PER_JOB) {
-          reject(409, `job ${jobId} has ${MAX_ATTEMPTS_PER_JOB} ATTEMPT results already: no more are kept`);
-          continue;
+        if (!isFinal) {
+          const attempts = num(this.get("SELECT COUNT(*) AS n FROM results WHERE session_id = ? AND job_id = ? AND result_type = 'ATTEMPT'", str(job, 'session_id'), jobId) ?? { n: 0 }, 'n');
+          const bound = attemptBound(numOrNull(job, 'attempts_per_run'), num(job, 'leases'));
+          if (attempts >= bound.max) {
+            reject(409, tooManyAttempts(jobId, attempts, bound));
+            continue;
+          }
         }
         const sessionId = str(job, 'session_id');
         // A failing result joins its check's error groups in this same transaction (error-groups-store.ts).
@@ -738,6 +745,13 @@ export class SqliteStore implements Store {
           JSON.stringify(event),
         );
       }
+      // Through events_by_location: the newest MAX_EVENTS_PER_LOCATION are skipped, the rest go.
+      this.run(
+        'DELETE FROM events WHERE location = ? AND seq <= (SELECT seq FROM events WHERE location = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)',
+        location,
+        location,
+        MAX_EVENTS_PER_LOCATION,
+      );
     });
   }
 

@@ -19,6 +19,7 @@ import type { ToolPaths } from './net/tool-process.js';
 import { processSecrets } from './core/process-secrets.js';
 import type { DatabaseSetting } from './store/server-stores.js';
 import { API_MAX_CONNECTIONS, API_MAX_CONNECTIONS_PER_ADDRESS } from './server/http/router.js';
+import { DEFAULT_WRITE_BYTES_PER_MINUTE } from './server/write-budget.js';
 
 export const EXIT_USAGE = 64;
 export const EXIT_CONFIG = 78;
@@ -118,6 +119,8 @@ export interface ServerSettings {
   leaderLeaseSeconds: number;
   /** API_MAX_CONNECTIONS_PER_ADDRESS: connections one client address may hold on the API, default 256. */
   maxConnectionsPerAddress: number;
+  /** LOCATION_WRITE_BYTES_PER_MINUTE: bytes of results and events a location's agents may send a minute, default 256 MiB; 0: unbounded. */
+  writeBytesPerMinute: number;
 }
 
 /** The shortest OUTPOST_API_KEY accepted: a key is a password, not a name. */
@@ -351,6 +354,9 @@ function localSettings(env: Env, problems: Problems): LocalSettings {
   };
 }
 
+/** LOCATION_WRITE_BYTES_PER_MINUTE's largest value: 1 TiB, far past any disk's minute. */
+const MAX_WRITE_BYTES_PER_MINUTE = 1024 ** 4;
+
 /** Server mode's settings; undefined when one of them is bad (each problem is in `problems`). */
 function serverSettings(env: Env, problems: Problems): ServerSettings | undefined {
   const found = new Problems();
@@ -370,6 +376,7 @@ function serverSettings(env: Env, problems: Problems): ServerSettings | undefine
     ...found.take(() => databaseSettings(env), {}),
     leaderLeaseSeconds: int('LEADER_LEASE_SECONDS', 15, 2, 300),
     maxConnectionsPerAddress: int('API_MAX_CONNECTIONS_PER_ADDRESS', API_MAX_CONNECTIONS_PER_ADDRESS, 1, API_MAX_CONNECTIONS),
+    writeBytesPerMinute: int('LOCATION_WRITE_BYTES_PER_MINUTE', DEFAULT_WRITE_BYTES_PER_MINUTE, 0, MAX_WRITE_BYTES_PER_MINUTE),
   };
   return problems.take(() => {
     found.throwIfAny();
@@ -618,7 +625,8 @@ DIAGNOSTICS, ARTIFACT_UPLOAD_TIMEOUT_SECONDS, TCPDUMP_PATH, TRACEPATH_PATH, TRAC
 RUNTIMES_DIR, CHECK_WORKERS, SCRIPT_CONCURRENCY, SCRIPT_MEMORY_MB, SCRIPT_ISOLATION, BROWSER_PATH, SECRET_DETECTION,
 BLOCKED_NETWORKS, ALLOWED_NETWORKS, DEPENDENCY_CACHE_DIR, DEPENDENCY_CACHE_MAX_MB, DEPENDENCY_INSTALL_TIMEOUT_SECONDS,
 DEPENDENCY_REGISTRY;
-server mode: OUTPOST_API_KEY, API_PORT, API_HOST, RESULTS_RETENTION_DAYS, LEASE_SECONDS, API_MAX_CONNECTIONS_PER_ADDRESS (docs/server.md),
+server mode: OUTPOST_API_KEY, API_PORT, API_HOST, RESULTS_RETENTION_DAYS, LEASE_SECONDS, API_MAX_CONNECTIONS_PER_ADDRESS,
+LOCATION_WRITE_BYTES_PER_MINUTE (docs/server.md),
 DATABASE_URL, DATABASE_POOL_SIZE, LEADER_LEASE_SECONDS (docs/postgres.md).
 Bad values exit with code 78; bad usage with 64.`;
 

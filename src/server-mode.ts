@@ -18,6 +18,7 @@ import { createMetrics, type Metrics } from './observability/metrics.js';
 import type { ResultEnvelope } from './core/protocol.js';
 import { Scrubber } from './secrets/scrubber.js';
 import { agentRoutes } from './server/agent-api.js';
+import { WriteBudget } from './server/write-budget.js';
 import { AgentAddressBook, staticIpv6Routes } from './server/agent-addresses.js';
 import { analyticsRoutes } from './server/analytics-api.js';
 import { badgeRoutes } from './server/badge-api.js';
@@ -303,6 +304,8 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
         logger,
         leaseMs: settings.leaseSeconds * 1000,
         addresses: addressBook,
+        // Per replica, as the rate limits below (docs/server.md, "Write budget").
+        ...(settings.writeBytesPerMinute > 0 ? { writeBudget: new WriteBudget(settings.writeBytesPerMinute) } : {}),
         onAccepted: (envelope, location) =>
           recordFileCheck(metrics, fileChecks, envelope, location),
       }),

@@ -24,7 +24,9 @@ import { diskFailure } from '../store/write-health.js';
 import { ApiError, badRequest, notFound } from './http/api-error.js';
 import type { Principal, Route, RouteContext } from './http/router.js';
 import { sendJson, STORAGE_RETRY_AFTER_SECONDS } from './http/router.js';
+import { AgentEventLog } from './event-log.js';
 import type { JobSignal } from './job-signal.js';
+import type { WriteBudget } from './write-budget.js';
 
 /** How long a claimed job is the agent's before it goes back to the queue, unless extended. */
 export const LEASE_MS = 60_000;
@@ -69,6 +71,8 @@ export interface AgentApiDeps {
   addresses?: { report(location: string, agentId: string, addresses: readonly string[]): Promise<number> };
   /** UPLOAD_IDLE_MS unless given (tests). */
   uploadIdleMs?: number;
+  /** Bytes of results and events each location may send a minute (LOCATION_WRITE_BYTES_PER_MINUTE); none: unbounded. */
+  writeBudget?: WriteBudget;
 }
 
 /** An upload being written: a newer PUT of the same artifact cuts it and waits until its partial file is gone. */
@@ -270,6 +274,29 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
    * the earlier's .part file is removed before writing its own. (A 409 here made the retry fail for good.)
    */
   const uploading = new Map<string, Upload>();
+  const eventLog = new AgentEventLog(logger);
+  const { writeBudget } = deps;
+
+  /** Refuses, before its body is read, a location that has sent its write budget's worth (write-budget.ts). */
+  const withinBudget = (principal: Principal): void => {
+    if (!writeBudget || principal.kind !== 'agent') return;
+    const location = principal.key.locationId;
+    const decision = writeBudget.admit(location);
+    if (decision.allowed) return;
+    if (decision.warn) {
+      logger.warn(
+        { location, bytesPerMinute: writeBudget.bytesPerMinute, retryAfterSeconds: decision.retryAfterSeconds },
+        "a location's agents sent more results and events than LOCATION_WRITE_BYTES_PER_MINUTE allows: their writes get 429 until the budget refills (told at most once an hour)",
+      );
+    }
+    throw new ApiError(
+      429,
+      `location ${location} has sent its write budget (${writeBudget.bytesPerMinute} bytes of results and events a minute); retry after ${decision.retryAfterSeconds} s`,
+      { location, bytesPerMinute: writeBudget.bytesPerMinute },
+      { 'retry-after': String(decision.retryAfterSeconds) },
+    );
+  };
+  const charge = (ctx: RouteContext): void => writeBudget?.charge(agentOf(ctx).key.locationId, ctx.bodyBytes);
 
   const claim: Route = {
     method: 'POST',
@@ -374,8 +401,11 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
     path: '/v1/agent/results',
     auth: 'agent',
     bodyLimit: RESULTS_BODY_LIMIT,
+    beforeBody: withinBudget,
     async handle(ctx) {
       const { key, agentId } = agentOf(ctx);
+      // Charged whatever becomes of the batch: a refused one cost the budget as much as a stored one.
+      charge(ctx);
       const envelopes = arrayIn(objectBody(ctx.body).results, 'results', 1, MAX_RESULTS_PER_BATCH);
       const valid: ResultEnvelope[] = [];
       const rejected: ResultsOutcome['rejected'] = [];
@@ -535,11 +565,13 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
     path: '/v1/agent/events',
     auth: 'agent',
     bodyLimit: SMALL_BODY_LIMIT,
+    beforeBody: withinBudget,
     async handle(ctx) {
       const { key, agentId } = agentOf(ctx);
+      charge(ctx);
       const list = parseEvents(ctx.body);
       await store.addEvents(key.locationId, agentId, list, now());
-      for (const event of list) logger.warn({ location: key.locationId, agentId, event }, 'agent event');
+      eventLog.log(key.locationId, agentId, list);
       return { status: 202 };
     },
   };

@@ -165,6 +165,12 @@ describe('outpost CLI', () => {
     expect(line).toBe('outpost: JOB_CONCURRENCY="1001" is invalid: must be an integer from 1 to 1000');
   });
 
+  it('a bad LOCATION_WRITE_BYTES_PER_MINUTE stops server mode → exit 78, one line', async () => {
+    const proc = run(['server', checksFile(VALID)], { OUTPOST_API_KEY: 'a-long-enough-api-key', API_PORT: '0', LOCATION_WRITE_BYTES_PER_MINUTE: '64MB' });
+    const line = await expectOneLineFailure(proc, 78);
+    expect(line).toBe(`outpost: LOCATION_WRITE_BYTES_PER_MINUTE="64MB" is invalid: must be an integer from 0 to ${1024 ** 4}`);
+  });
+
   it('a missing NODE_EXTRA_CA_CERTS file → exit 78 with one outpost line naming it', async () => {
     const proc = run(['once', checksFile(VALID)], { NODE_EXTRA_CA_CERTS: '/no/such/ca.pem' });
     expect((await proc.exit).code).toBe(78);

@@ -460,6 +460,7 @@ describe('configFromEnv: server mode', () => {
   const key = 'a-long-enough-api-key';
 
   it('reads API_PORT, API_HOST, OUTPOST_API_KEY and RESULTS_RETENTION_DAYS, with their defaults', () => {
+    const budget = 256 * 1024 * 1024;
     expect(configFromEnv({ OUTPOST_API_KEY: key }, 'server').server).toEqual({
       apiPort: 8080,
       apiHost: '0.0.0.0',
@@ -468,13 +469,14 @@ describe('configFromEnv: server mode', () => {
       leaseSeconds: 60,
       leaderLeaseSeconds: 15,
       maxConnectionsPerAddress: 256,
+      writeBytesPerMinute: budget,
     });
     expect(
       configFromEnv(
         { OUTPOST_API_KEY: key, API_PORT: '9000', API_HOST: '::1', RESULTS_RETENTION_DAYS: '7', LEASE_SECONDS: '15', API_MAX_CONNECTIONS_PER_ADDRESS: '1024' },
         'server',
       ).server,
-    ).toEqual({ apiPort: 9000, apiHost: '::1', apiKey: key, retentionDays: 7, leaseSeconds: 15, leaderLeaseSeconds: 15, maxConnectionsPerAddress: 1024 });
+    ).toEqual({ apiPort: 9000, apiHost: '::1', apiKey: key, retentionDays: 7, leaseSeconds: 15, leaderLeaseSeconds: 15, maxConnectionsPerAddress: 1024, writeBytesPerMinute: budget });
     expect(configFromEnv({}, 'local').server).toBeUndefined();
   });
 
@@ -488,6 +490,24 @@ describe('configFromEnv: server mode', () => {
         expect((error as ConfigError).exitCode).toBe(EXIT_CONFIG);
         expect((error as Error).message).toMatch(/API_MAX_CONNECTIONS_PER_ADDRESS.*1.*2048/);
       }
+    }
+  });
+
+  it('reads LOCATION_WRITE_BYTES_PER_MINUTE: 0 switches the budget off, anything but 0 to 1 TiB is refused with exit 78', () => {
+    const read = (value: string) => configFromEnv({ OUTPOST_API_KEY: key, LOCATION_WRITE_BYTES_PER_MINUTE: value }, 'server').server?.writeBytesPerMinute;
+    expect(read('0')).toBe(0);
+    expect(read('65536')).toBe(65536);
+    expect(read(String(1024 ** 4))).toBe(1024 ** 4);
+    for (const bad of ['-1', '64MB', '1.5', String(1024 ** 4 + 1)]) {
+      let caught: unknown;
+      try {
+        read(bad);
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught, bad).toBeInstanceOf(ConfigError);
+      expect((caught as ConfigError).exitCode).toBe(EXIT_CONFIG);
+      expect((caught as Error).message).toBe(`LOCATION_WRITE_BYTES_PER_MINUTE=${JSON.stringify(bad)} is invalid: must be an integer from 0 to ${1024 ** 4}`);
     }
   });
 

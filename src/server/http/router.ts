@@ -35,6 +35,8 @@ export interface RouteContext {
   signal: AbortSignal;
   /** The origin this request came in on (`http://host:port`), for URLs in answers. */
   origin: string;
+  /** Bytes of the JSON body read (0 for a route with bodyLimit 0). */
+  bodyBytes: number;
   /**
    * A route that reads `req` itself calls this once it will read it: a client that sent `Expect: 100-continue`
    * then gets `100 Continue` (never before the request is authorized and its checks passed).
@@ -66,6 +68,11 @@ export interface Route {
   budget?: string;
   /** Largest JSON body in bytes; 0: the body is not read (a streaming handler reads `req` itself). */
   bodyLimit: number;
+  /**
+   * Called once the caller is authenticated, before its body is read: a route throws here (an ApiError) to
+   * refuse what it will not read at all, such as a location's write past its budget (src/server/write-budget.ts).
+   */
+  beforeBody?(principal: Principal): void;
   /** A JSON answer, or 'streamed' when the handler wrote the response itself. */
   handle(ctx: RouteContext): Promise<JsonAnswer | 'streamed'>;
 }
@@ -164,7 +171,14 @@ export const MAX_BODY_DEPTH = 2 * MAX_DOCUMENT_DEPTH;
  * or nested deeper than MAX_BODY_DEPTH a 400. Given `res`, a client waiting for `100 Continue` gets it once
  * the announced size is known to fit.
  */
-export async function readJsonBody(req: IncomingMessage, limit: number, deadlineMs = JSON_BODY_DEADLINE_MS, res?: ServerResponse): Promise<unknown> {
+export async function readJsonBody(
+  req: IncomingMessage,
+  limit: number,
+  deadlineMs = JSON_BODY_DEADLINE_MS,
+  res?: ServerResponse,
+  /** Told the body's size once it is read whole. */
+  onSize?: (bytes: number) => void,
+): Promise<unknown> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) throw new ApiError(413, `the body is larger than ${limit} bytes`, { limit });
   if (res) acceptBody(req, res);
@@ -198,6 +212,7 @@ export async function readJsonBody(req: IncomingMessage, limit: number, deadline
   if (late) {
     throw new ApiError(408, `the body did not arrive in time: ${deadlineMs / 1000} s, plus 1 s per ${MIN_BODY_BYTES_PER_SECOND / 1024} KiB received`);
   }
+  onSize?.(size);
   if (size === 0) return undefined;
   const bytes = Buffer.concat(chunks, size);
   // Before parsing: JSON.parse builds any depth, and a body of brackets held the event loop seconds doing so.
@@ -346,10 +361,17 @@ export class Router {
       }
       const principal = await this.authenticate(compiled.route, req);
       refuseNul(params, url.searchParams);
-      const body = compiled.route.bodyLimit > 0 ? await readJsonBody(req, compiled.route.bodyLimit, this.options.bodyDeadlineMs, res) : undefined;
+      compiled.route.beforeBody?.(principal);
+      let bodyBytes = 0;
+      const body =
+        compiled.route.bodyLimit > 0
+          ? await readJsonBody(req, compiled.route.bodyLimit, this.options.bodyDeadlineMs, res, (bytes) => {
+              bodyBytes = bytes;
+            })
+          : undefined;
       const host = req.headers.host ?? `${req.socket.localAddress}:${req.socket.localPort}`;
       const accept = () => acceptBody(req, res);
-      return compiled.route.handle({ params, query: url.searchParams, body, principal, req, res, signal, origin: `http://${host}`, acceptBody: accept });
+      return compiled.route.handle({ params, query: url.searchParams, body, principal, req, res, signal, origin: `http://${host}`, acceptBody: accept, bodyBytes });
     }
     if (allowed.includes('GET')) allowed.push('HEAD');
     allowed = [...new Set(allowed)];

@@ -28,7 +28,7 @@ export function check(id: string, overrides: Partial<StoredCheck> = {}): StoredC
 }
 
 /** A session of `c` started at `startMs` with one QUEUED job per location; returns the job ids by location. */
-export async function startSession(store: Store, c: StoredCheck, startMs = 0, locations = c.locations) {
+export async function startSession(store: Store, c: StoredCheck, startMs = 0, locations = c.locations, attemptsPerRun?: number) {
   const session: SessionRecord = {
     id: randomUUID(),
     checkId: c.id,
@@ -41,7 +41,12 @@ export async function startSession(store: Store, c: StoredCheck, startMs = 0, lo
     stoppedAt: null,
     durationMs: null,
   };
-  const jobs = locations.map((location) => ({ id: randomUUID(), location, deadlineAt: at(startMs + c.capMs + 2 * LEASE).toISOString() }));
+  const jobs = locations.map((location) => ({
+    id: randomUUID(),
+    location,
+    deadlineAt: at(startMs + c.capMs + 2 * LEASE).toISOString(),
+    ...(attemptsPerRun === undefined ? {} : { attemptsPerRun }),
+  }));
   await store.createSession(session, jobs, c);
   return { session, jobs: Object.fromEntries(jobs.map((j) => [j.location, j.id])) as Record<string, string> };
 }

@@ -22,8 +22,9 @@ import { FLAG_DEGRADED, FLAG_FAILED, type LocationColumns, MAX_ADDRESSES_PER_LOC
 import { openServerStores, type ServerStores } from '../../src/store/server-stores.js';
 import { finalOutcome } from '../../src/store/session-status.js';
 import { SCAN_BUDGET } from '../../src/store/result-list.js';
-import { decodeCursor, encodeCursor } from '../../src/store/sqlite/sqlite-store.js';
-import { InvalidQueryError, NotFoundError, type ResultPage, type Store, type StoredCheck } from '../../src/store/store.js';
+import { PgStore } from '../../src/store/postgres/pg-store.js';
+import { decodeCursor, encodeCursor, SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { InvalidQueryError, MAX_EVENTS_PER_LOCATION, NotFoundError, type ResultPage, type Store, type StoredCheck } from '../../src/store/store.js';
 import { type PostgresServer, startPostgres } from '../support/postgres.js';
 import { BIG_CHECK, BIG_N, expectedRows, FILTER_CASES, insertResultRows, resultRows } from '../support/result-rows.js';
 import { at, check, dashboard, entry, envelope, LEASE, startSession, T0 } from '../support/store-fixtures.js';
@@ -628,6 +629,58 @@ describe.each(BACKENDS)('the %s store', (which) => {
     });
   });
 
+  describe('ATTEMPTs per job', () => {
+    const attempts = (jobId: string, n: number) => Array.from({ length: n }, () => envelope(jobId, { resultType: 'ATTEMPT', hasFailures: true }));
+
+    it("keeps what the job's runs can send: its check's retries a claim, one more run's after a lease ran out; refuses more with 409 naming why", async () => {
+      const store = await openStore();
+      const c = check('c1', { locations: ['loc-a'] });
+      await store.syncChecks([c], T0);
+      const { jobs } = await startSession(store, c, 0, c.locations, 2);
+      const job = jobs['loc-a'] as string;
+      expect(await claimAll(store, 'loc-a', 'agent-1')).toHaveLength(1);
+      // An honest run of maxRetries 2, sent as one batch: every ATTEMPT is kept; a third is not.
+      const run1 = attempts(job, 3);
+      const first = await store.acceptResults('agent-1', 'loc-a', run1, at(10));
+      expect(first.accepted).toEqual(run1.slice(0, 2).map((e) => e.resultId));
+      expect(first.rejected).toEqual([
+        {
+          resultId: run1[2]?.resultId,
+          statusCode: 409,
+          message: `job ${job} has 2 ATTEMPT results already, as many as its one run can send (its check's retryStrategy allows 2 retries a run): no more are kept`,
+        },
+      ]);
+      // A re-send of a kept one is still taken.
+      expect((await store.acceptResults('agent-1', 'loc-a', run1.slice(0, 1), at(11))).accepted).toEqual([run1[0]?.resultId]);
+      // The lease ran out and another agent claimed the job: its run may send its own.
+      expect(await store.requeueExpiredLeases(at(LEASE + 1_000))).toBe(1);
+      expect(await claimAll(store, 'loc-a', 'agent-2', at(LEASE + 2_000))).toHaveLength(1);
+      const run2 = attempts(job, 3).map((e) => ({ ...e, result: { ...e.result, startedAt: at(LEASE + 3_000).toISOString() } }));
+      const second = await store.acceptResults('agent-2', 'loc-a', run2, at(LEASE + 4_000));
+      expect(second.accepted).toEqual(run2.slice(0, 2).map((e) => e.resultId));
+      expect(second.rejected[0]?.message).toContain('as many as its 2 runs can send');
+      const final = envelope(job);
+      expect((await store.acceptResults('agent-2', 'loc-a', [final], at(LEASE + 5_000))).accepted).toEqual([final.resultId]);
+    });
+
+    it('refuses every ATTEMPT of a check without retries; a job queued without the figure (an older server) keeps the protocol maximum, 10', async () => {
+      const store = await openStore();
+      const c = check('c1', { locations: ['loc-a'] });
+      await store.syncChecks([c], T0);
+      const none = (await startSession(store, c, 0, c.locations, 0)).jobs['loc-a'] as string;
+      const refused = await store.acceptResults('agent-1', 'loc-a', attempts(none, 1), at(10));
+      expect(refused.accepted).toEqual([]);
+      expect(refused.rejected[0]).toMatchObject({ statusCode: 409, message: expect.stringContaining("retryStrategy allows 0 retries a run") });
+      expect((await store.acceptResults('agent-1', 'loc-a', [envelope(none)], at(11))).rejected).toEqual([]);
+      // Not claimed yet (a spool from before a restart may come first) counts as one run.
+      const older = (await startSession(store, c, 1)).jobs['loc-a'] as string;
+      const eleven = attempts(older, 11);
+      const outcome = await store.acceptResults('agent-1', 'loc-a', eleven, at(20));
+      expect(outcome.accepted).toHaveLength(10);
+      expect(outcome.rejected.map((r) => r.resultId)).toEqual([eleven[10]?.resultId]);
+    });
+  });
+
   describe('artifacts and events', () => {
     it('creates, reads and marks artifacts stored; an unknown one is NotFound', async () => {
       const store = await openStore();
@@ -646,6 +699,29 @@ describe.each(BACKENDS)('the %s store', (which) => {
       expect(await store.artifact('a2')).toBeUndefined();
       await store.addEvents('loc-a', 'agent-1', [{ level: 'error', name: 'TypeError', message: 'boom', agentVersion: '1.0.0' }], T0);
       await store.addEvents('loc-a', 'agent-1', [], T0);
+    });
+  });
+
+  describe('events kept', () => {
+    async function eventCounts(store: Store): Promise<Record<string, number>> {
+      const sql = 'SELECT location, count(*) AS n FROM events GROUP BY location ORDER BY location';
+      const rows = store instanceof SqliteStore ? store.access.all(sql) : store instanceof PgStore ? await store.db.rows(sql) : [];
+      return Object.fromEntries(rows.map((row) => [String(row.location), Number(row.n)]));
+    }
+
+    it('keeps the newest MAX_EVENTS_PER_LOCATION of each location: a flood of one never removes another location’s', async () => {
+      const store = await openStore();
+      const event = (i: number) => ({ level: 'error' as const, name: `E${i}`, message: 'boom', agentVersion: '1.0.0' });
+      await store.addEvents('loc-b', 'quiet', [event(0), event(1)], T0);
+      const batches = MAX_EVENTS_PER_LOCATION / 100 + 2;
+      for (let b = 0; b < batches; b++) {
+        await store.addEvents('loc-a', 'flood', Array.from({ length: 100 }, (_, i) => event(b * 100 + i)), at(b));
+      }
+      expect(await eventCounts(store)).toEqual({ 'loc-a': MAX_EVENTS_PER_LOCATION, 'loc-b': 2 });
+      // The oldest went: the first kept is the 201st sent.
+      const sql = "SELECT name FROM events WHERE location = 'loc-a' ORDER BY seq LIMIT 1";
+      const first = store instanceof SqliteStore ? store.access.get(sql) : store instanceof PgStore ? await store.db.row(sql) : undefined;
+      expect(first?.name).toBe('E200');
     });
   });
 

@@ -288,7 +288,9 @@ describe('results', () => {
 
   it('stores ATTEMPT results, then the FINAL that closes the job', async () => {
     const { server, keyA } = await serve();
-    const { sessionId } = await server.queue({ locations: ['loc-a'] });
+    // A check that retries: one without a retryStrategy never sends an ATTEMPT, and none of its is kept.
+    const definition = { id: 'retried', name: 'retried', checkType: 'URL', request: { url: 'http://127.0.0.1:9/' }, retryStrategy: { type: 'FIXED', maxRetries: 1 } };
+    const { sessionId } = await server.queue({ id: 'retried', locations: ['loc-a'], definition });
     const [job] = (await claim(server, keyA)) as [Job];
     const attempt = entry(job, { resultType: 'ATTEMPT', hasFailures: true, attempts: 1 });
     expect((await results(server, keyA, [envelope(job.id, attempt)])).accepted).toEqual([attempt.id]);
@@ -525,6 +527,33 @@ describe('the real agent against the server', () => {
     expect((await agentCall(server.url, '/v1/agent/leases', keyA, { jobIds: [jobs['loc-a']] })).body).toMatchObject({ extended: [] });
     expect(server.logs.filter((l) => l.level >= 50)).toEqual([]);
   });
+
+  it('behind a small write budget, delivers every result: refused with 429 and Retry-After, it keeps them spooled and sends them again', async () => {
+    // Waves of 10 jobs, each wave's results about 13 KB, against a budget of 60 KB a minute (1 KB/s): one wave's
+    // debt is paid back in about 13 s. Waves are queued until one is refused (the warning says so).
+    const { server, keyA } = await serve({ writeBytesPerMinute: 60_000 });
+    agent = startAgent(['agent'], cleanEnv({ API_URL: server.url, API_KEY: keyA, STATE_DIR: tempDir(), CLAIM_WAIT_SECONDS: '5' }));
+    await agent.healthPort();
+    const overBudget = () => server.logs.some((l) => String(l.msg).startsWith("a location's agents sent more results and events"));
+    const passed = async (ids: readonly string[]) => {
+      for (const id of ids) if ((await server.store.session(id))?.status !== 'PASSED') return false;
+      return true;
+    };
+    const sessions: string[] = [];
+    for (let wave = 0; wave < 20 && !overBudget(); wave++) {
+      const queued: string[] = [];
+      for (let i = 0; i < 10; i++) queued.push((await server.queue({ locations: ['loc-a'], url: `${target.url}/ok` })).sessionId);
+      sessions.push(...queued);
+      await until(async () => overBudget() || (await passed(queued)), `wave ${wave} to pass or be refused`, 60_000);
+    }
+    expect(overBudget()).toBe(true);
+    await until(() => passed(sessions), 'every session to pass', 90_000);
+    for (const id of sessions) expect((await server.store.session(id))?.results).toMatchObject([{ resultType: 'FINAL', hasFailures: false }]);
+    // The agent was told to wait, and waited: nothing was dropped from its spool.
+    expect(agent.logs.some((l) => l.status === 429 && l.route === 'results')).toBe(true);
+    expect(agent.logs.filter((l) => String(l.msg).includes('dropping it from the spool'))).toEqual([]);
+    expect(server.logs.filter((l) => String(l.msg).startsWith("a location's agents sent more results and events"))).toHaveLength(1);
+  }, 180_000);
 
   it('keeps the lease of a job that outlasts it, through the leases call', async () => {
     const { server, keyA } = await serve({ leaseMs: 2_000 });

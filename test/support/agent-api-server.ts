@@ -10,7 +10,9 @@ import path from 'node:path';
 import pino from 'pino';
 import type { CheckType } from '../../src/core/check-type.js';
 import { AGENT_ROUTE_LIMIT_PER_MINUTE } from '../../src/core/protocol.js';
+import { attemptsPerRun } from '../../src/checks/retry.js';
 import { agentRoutes, LEASE_MS } from '../../src/server/agent-api.js';
+import { WriteBudget } from '../../src/server/write-budget.js';
 import { keyHash, newAgentKey } from '../../src/server/http/credentials.js';
 import { RateLimiter } from '../../src/server/http/rate-limit.js';
 import { closeApiServer, Router, startApiServer } from '../../src/server/http/router.js';
@@ -47,6 +49,8 @@ export interface AgentApiServerOptions {
   leaseMs?: number;
   /** Holds each claim this long before it reaches the store: room for a caller to go away meanwhile. */
   claimDelayMs?: number;
+  /** LOCATION_WRITE_BYTES_PER_MINUTE; none: unbounded. */
+  writeBytesPerMinute?: number;
 }
 
 export interface CheckSpec {
@@ -93,7 +97,8 @@ export async function startAgentApiServer(locations: readonly LocationRecord[], 
       return typeof value === 'function' ? value.bind(target) : value;
     },
   });
-  const router = new Router(agentRoutes({ store: routeStore, jobSignal, artifactsDir, logger, leaseMs: options.leaseMs ?? LEASE_MS }), {
+  const writeBudget = options.writeBytesPerMinute === undefined ? {} : { writeBudget: new WriteBudget(options.writeBytesPerMinute) };
+  const router = new Router(agentRoutes({ store: routeStore, jobSignal, artifactsDir, logger, leaseMs: options.leaseMs ?? LEASE_MS, ...writeBudget }), {
     publicKey: PUBLIC_KEY,
     agentKey: (token) => store.keyByHash(keyHash(token)),
     publicLimiter: new RateLimiter(600, 60),
@@ -155,6 +160,8 @@ export async function startAgentApiServer(locations: readonly LocationRecord[], 
           id: jobs[location] as string,
           location,
           deadlineAt: new Date(now.getTime() + check.capMs + 2 * LEASE_MS).toISOString(),
+          // As the scheduler queues it (src/server/scheduler.ts).
+          attemptsPerRun: attemptsPerRun(definition),
         })),
         check,
       );

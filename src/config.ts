@@ -119,7 +119,7 @@ export interface ServerSettings {
   leaderLeaseSeconds: number;
   /** API_MAX_CONNECTIONS_PER_ADDRESS: connections one client address may hold on the API, default 256. */
   maxConnectionsPerAddress: number;
-  /** LOCATION_WRITE_BYTES_PER_MINUTE: bytes of results and events a location's agents may send a minute, default 256 MiB; 0: unbounded. */
+  /** LOCATION_WRITE_BYTES_PER_MINUTE: bytes of results and events a location's agents may send a minute, default 512 MiB; 0: unbounded. */
   writeBytesPerMinute: number;
 }
 

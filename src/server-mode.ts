@@ -304,7 +304,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
         logger,
         leaseMs: settings.leaseSeconds * 1000,
         addresses: addressBook,
-        // Per replica, as the rate limits below (docs/server.md, "Write budget").
+        // Per replica, as the rate limits below (docs/server.md, "Write limits").
         ...(settings.writeBytesPerMinute > 0 ? { writeBudget: new WriteBudget(settings.writeBytesPerMinute) } : {}),
         onAccepted: (envelope, location) =>
           recordFileCheck(metrics, fileChecks, envelope, location),

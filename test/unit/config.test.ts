@@ -460,7 +460,7 @@ describe('configFromEnv: server mode', () => {
   const key = 'a-long-enough-api-key';
 
   it('reads API_PORT, API_HOST, OUTPOST_API_KEY and RESULTS_RETENTION_DAYS, with their defaults', () => {
-    const budget = 256 * 1024 * 1024;
+    const budget = 512 * 1024 * 1024;
     expect(configFromEnv({ OUTPOST_API_KEY: key }, 'server').server).toEqual({
       apiPort: 8080,
       apiHost: '0.0.0.0',

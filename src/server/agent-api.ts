@@ -13,6 +13,7 @@ import { open, rename, rm } from 'node:fs/promises';
 import { makeDirectories } from '../core/make-directories.js';
 import { isIPv6 } from 'node:net';
 import path from 'node:path';
+import type { IncomingMessage } from 'node:http';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { AgentEvent, Job, ResultEnvelope } from '../core/protocol.js';
@@ -26,7 +27,7 @@ import type { Principal, Route, RouteContext } from './http/router.js';
 import { sendJson, STORAGE_RETRY_AFTER_SECONDS } from './http/router.js';
 import { AgentEventLog } from './event-log.js';
 import type { JobSignal } from './job-signal.js';
-import type { WriteBudget } from './write-budget.js';
+import type { WriteBudget, WriteDecision } from './write-budget.js';
 
 /** How long a claimed job is the agent's before it goes back to the queue, unless extended. */
 export const LEASE_MS = 60_000;
@@ -277,26 +278,42 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
   const eventLog = new AgentEventLog(logger);
   const { writeBudget } = deps;
 
+  /**
+   * The bytes a request announces (Content-Length), charged as it is let in: charged only once read, any number
+   * of requests let in together would each have found the budget unspent. A body over the route's limit is
+   * refused unread (413) and costs nothing.
+   */
+  const announced = (req: IncomingMessage, limit: number): number => {
+    const declared = Number(req.headers['content-length']);
+    return Number.isInteger(declared) && declared > 0 && declared <= limit ? declared : 0;
+  };
   /** Refuses, before its body is read, a location that has sent its write budget's worth (write-budget.ts). */
-  const withinBudget = (principal: Principal): void => {
-    if (!writeBudget || principal.kind !== 'agent') return;
-    const location = principal.key.locationId;
-    const decision = writeBudget.admit(location);
-    if (decision.allowed) return;
+  const withinBudget =
+    (limit: number) =>
+    (principal: Principal, req: IncomingMessage): void => {
+      if (!writeBudget || principal.kind !== 'agent') return;
+      const location = principal.key.locationId;
+      const decision = writeBudget.admit(location);
+      if (!decision.allowed) refuse(writeBudget, location, decision);
+      writeBudget.charge(location, announced(req, limit));
+    };
+  const refuse = (budget: WriteBudget, location: string, decision: Extract<WriteDecision, { allowed: false }>): never => {
     if (decision.warn) {
       logger.warn(
-        { location, bytesPerMinute: writeBudget.bytesPerMinute, retryAfterSeconds: decision.retryAfterSeconds },
+        { location, bytesPerMinute: budget.bytesPerMinute, retryAfterSeconds: decision.retryAfterSeconds },
         "a location's agents sent more results and events than LOCATION_WRITE_BYTES_PER_MINUTE allows: their writes get 429 until the budget refills (told at most once an hour)",
       );
     }
     throw new ApiError(
       429,
-      `location ${location} has sent its write budget (${writeBudget.bytesPerMinute} bytes of results and events a minute); retry after ${decision.retryAfterSeconds} s`,
-      { location, bytesPerMinute: writeBudget.bytesPerMinute },
+      `location ${location} has sent its write budget (${budget.bytesPerMinute} bytes of results and events a minute); retry after ${decision.retryAfterSeconds} s`,
+      { location, bytesPerMinute: budget.bytesPerMinute },
       { 'retry-after': String(decision.retryAfterSeconds) },
     );
   };
-  const charge = (ctx: RouteContext): void => writeBudget?.charge(agentOf(ctx).key.locationId, ctx.bodyBytes);
+  /** The rest of the body's bytes: what it was let in with was charged already. */
+  const charge = (ctx: RouteContext, limit: number): void =>
+    writeBudget?.charge(agentOf(ctx).key.locationId, ctx.bodyBytes - announced(ctx.req, limit));
 
   const claim: Route = {
     method: 'POST',
@@ -401,11 +418,11 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
     path: '/v1/agent/results',
     auth: 'agent',
     bodyLimit: RESULTS_BODY_LIMIT,
-    beforeBody: withinBudget,
+    beforeBody: withinBudget(RESULTS_BODY_LIMIT),
     async handle(ctx) {
       const { key, agentId } = agentOf(ctx);
       // Charged whatever becomes of the batch: a refused one cost the budget as much as a stored one.
-      charge(ctx);
+      charge(ctx, RESULTS_BODY_LIMIT);
       const envelopes = arrayIn(objectBody(ctx.body).results, 'results', 1, MAX_RESULTS_PER_BATCH);
       const valid: ResultEnvelope[] = [];
       const rejected: ResultsOutcome['rejected'] = [];
@@ -565,10 +582,10 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
     path: '/v1/agent/events',
     auth: 'agent',
     bodyLimit: SMALL_BODY_LIMIT,
-    beforeBody: withinBudget,
+    beforeBody: withinBudget(SMALL_BODY_LIMIT),
     async handle(ctx) {
       const { key, agentId } = agentOf(ctx);
-      charge(ctx);
+      charge(ctx, SMALL_BODY_LIMIT);
       const list = parseEvents(ctx.body);
       await store.addEvents(key.locationId, agentId, list, now());
       eventLog.log(key.locationId, agentId, list);

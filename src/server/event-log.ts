@@ -2,8 +2,9 @@
 // fast as its write budget lets it, and every one was a warning line. A
 // location's first MAX_LOGGED_PER_MINUTE events of a minute are logged as
 // before; one line says when the rest of the minute's are not, and their
-// count is logged with the location's next event after the minute. An honest agent sends at most 30 a
-// minute (src/control-plane/events.ts MAX_PER_MINUTE).
+// count is logged with the location's next event after the minute. An
+// honest agent sends at most 30 a minute (src/control-plane/events.ts
+// MAX_PER_MINUTE).
 
 import type { AgentEvent } from '../core/protocol.js';
 import type { Logger } from '../observability/logger.js';

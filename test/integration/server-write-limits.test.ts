@@ -37,6 +37,7 @@ beforeAll(async () => {
         { id: 'retries', name: 'Retries' },
         { id: 'flood', name: 'Flood' },
         { id: 'calm', name: 'Calm' },
+        { id: 'burst', name: 'Burst' },
       ],
       checks: [
         // Every second, so that a job is queued at once; the test's agent is the only one.
@@ -56,7 +57,7 @@ beforeAll(async () => {
   server = startServerProcess({ checksFile, stateDir, apiKey: API_KEY, env: { LOCATION_WRITE_BYTES_PER_MINUTE: String(BUDGET) } });
   const port = await serverReady(server);
   url = `http://127.0.0.1:${port}`;
-  for (const location of ['retries', 'flood', 'calm']) {
+  for (const location of ['retries', 'flood', 'calm', 'burst']) {
     const key = await apiCall(port, API_KEY, 'POST', `/v1/private-locations/${location}/keys`);
     expect(key.status).toBe(201);
     keys[location] = (key.body as { rawKey: string }).rawKey;
@@ -180,7 +181,8 @@ describe('the write budget', () => {
       else refusal = response;
     }
     expect(refusal?.status).toBe(429);
-    expect(taken).toBeGreaterThanOrEqual(1);
+    // Let in while the bucket is not empty, each charged once: the budget's worth and the request that crosses it.
+    expect(taken).toBeGreaterThanOrEqual(Math.ceil(BUDGET / JSON.stringify(batch(0)).length));
     const retryAfter = Number(refusal?.headers.get('retry-after'));
     expect(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After ${retryAfter}`).toBe(true);
     expect(await refusal?.json()).toEqual({
@@ -212,5 +214,28 @@ describe('the write budget', () => {
     expect(server.logs.filter((l) => String(l.msg).startsWith("a location's agents sent more results and events than"))).toMatchObject([
       { location: 'flood', bytesPerMinute: BUDGET },
     ]);
+  });
+
+  it('lets in no more than the budget when the requests come all at once', async () => {
+    const body = JSON.stringify(batch(0));
+    const started = Date.now();
+    const statuses = await Promise.all(
+      Array.from({ length: 12 }, async () => {
+        const response = await fetch(`${url}/v1/agent/events`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${keys.burst}`, 'x-agent-id': 'burster', 'content-type': 'application/json' },
+          body,
+        });
+        await response.arrayBuffer();
+        return response.status;
+      }),
+    );
+    const seconds = (Date.now() - started) / 1000;
+    const taken = statuses.filter((status) => status === 202).length;
+    expect(statuses.filter((status) => status !== 202 && status !== 429)).toEqual([]);
+    // Each request is charged as it is let in: the budget, one request's overshoot and what refilled meanwhile.
+    expect(taken).toBeGreaterThanOrEqual(1);
+    expect(taken * body.length).toBeLessThanOrEqual(BUDGET + body.length + Math.ceil((seconds * BUDGET) / 60));
+    expect(eventsStored('burst')).toBe(taken * 100);
   });
 });

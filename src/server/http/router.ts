@@ -72,7 +72,7 @@ export interface Route {
    * Called once the caller is authenticated, before its body is read: a route throws here (an ApiError) to
    * refuse what it will not read at all, such as a location's write past its budget (src/server/write-budget.ts).
    */
-  beforeBody?(principal: Principal): void;
+  beforeBody?(principal: Principal, req: IncomingMessage): void;
   /** A JSON answer, or 'streamed' when the handler wrote the response itself. */
   handle(ctx: RouteContext): Promise<JsonAnswer | 'streamed'>;
 }
@@ -361,7 +361,7 @@ export class Router {
       }
       const principal = await this.authenticate(compiled.route, req);
       refuseNul(params, url.searchParams);
-      compiled.route.beforeBody?.(principal);
+      compiled.route.beforeBody?.(principal, req);
       let bodyBytes = 0;
       const body =
         compiled.route.bodyLimit > 0

@@ -194,13 +194,15 @@ describe('the write budget', () => {
 
     // The flood goes on: refused, as are its results (one budget for both); another location's writes are taken.
     let refused = 0;
+    const floodStarted = Date.now();
     for (let i = 0; i < 20; i++) {
       const answer = await agentCall(url, '/v1/agent/events', keys.flood as string, batch(10_000 + i * 100), { agentId: 'flooder' });
       if (answer.status === 429) refused++;
       else taken++;
     }
-    // Each refusal is one request of about 40 KB against a debt paid back at about 1 KB/s: a busy machine may let one in.
-    expect(refused).toBeGreaterThanOrEqual(19);
+    // The debt is paid back at about 1 KB/s: only on a machine slow enough to take seconds over these does one more get in.
+    const refilled = Math.ceil(((Date.now() - floodStarted) / 1000) * (BUDGET / 60));
+    expect(20 - refused).toBeLessThanOrEqual(Math.ceil(refilled / JSON.stringify(batch(0)).length));
     expect((await agentCall(url, '/v1/agent/results', keys.flood as string, { results: [{}] }, { agentId: 'flooder' })).status).toBe(429);
     expect((await agentCall(url, '/v1/agent/events', keys.calm as string, { events: [event(0)] }, { agentId: 'calm-1' })).status).toBe(202);
 

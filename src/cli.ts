@@ -4,7 +4,7 @@
 
 import { runAgent } from './agent.js';
 import { configureScriptIsolation, type ScriptIsolation } from './checks/scripted/isolation.js';
-import { defaultRegistry, type ScriptedSetup, uptimeOnly } from './checks/registry.js';
+import { defaultRegistry, type ScriptedSetup, scriptedRuntimes, uptimeOnly } from './checks/registry.js';
 import {
   browserPathSetting,
   type Config,
@@ -23,7 +23,7 @@ import { runLocal } from './local-mode.js';
 import { checkDatabase, type RunningServer, runServer } from './server-mode.js';
 import type { EventReporter } from './control-plane/events.js';
 import { createLogger, type Logger } from './observability/logger.js';
-import { browserPath, hasSuiteRunner, isRemoved, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from './checks/scripted/runtimes.js';
+import { browserPath, hasSuiteRunner, isRemoved, listRuntimes, missingPackages, runtimesDir, SUITE_RUNNER_PACKAGE } from './checks/scripted/runtimes.js';
 import path from 'node:path';
 import { SecretPolicy, secretsInAgentEnv } from './secrets/policy.js';
 import { checkStateDir } from './state-dir.js';
@@ -194,7 +194,8 @@ async function main(startup: StartupSignals): Promise<void> {
     ...(config.runtimesDir ? { runtimesDir: config.runtimesDir } : {}),
     ...(config.browserPath ? { browserPath: config.browserPath } : {}),
   };
-  if (!command.uptimeOnly && listRuntimes(runtimesDir(config.runtimesDir)).runtimes.length > 0) {
+  const runtimesHere = scriptedRuntimes(runtimesDir(config.runtimesDir));
+  if (!command.uptimeOnly && runtimesHere.usable.length > 0) {
     isolation = await startScriptIsolation(config.scriptIsolation, config.stateDir, scripted);
   }
   const registry = command.uptimeOnly ? uptimeOnly(defaultRegistry(scripted)) : defaultRegistry(scripted, isolation);
@@ -224,6 +225,7 @@ async function main(startup: StartupSignals): Promise<void> {
   }
   // Said once the agent runs (a bad checks file stays a one-line failure).
   logPolicy();
+  if (!command.uptimeOnly) warnUninstalled(runtimesDir(config.runtimesDir), runtimesHere, logger);
   if (isolation) {
     const log = { scriptIsolation: isolation.mechanism, detail: isolation.detail };
     if (isolation.mechanism === 'none') logger.warn(log, 'scripted checks are refused: no way to isolate scripts from the agent works here (SCRIPT_ISOLATION=off runs them anyway)');
@@ -245,6 +247,22 @@ function warnUnlocked(lock: StateDirLock, config: Config, logger: Logger): void 
   logger.warn(
     { stateDir: config.stateDir, reason: lock.reason },
     `STATE_DIR=${JSON.stringify(config.stateDir)} is not locked (${lock.reason}): a second Outpost process on it would not be refused`,
+  );
+}
+
+/** Says once which runtimes are on disk without their packages, so an operator sees why they are not offered. */
+function warnUninstalled(dir: string, runtimes: ReturnType<typeof scriptedRuntimes>, logger: Logger): void {
+  if (runtimes.uninstalled.length === 0) return;
+  const one = runtimes.uninstalled.length === 1;
+  const names = `${one ? 'runtime' : 'runtimes'} ${runtimes.uninstalled.map((r) => r.name).join(', ')}`;
+  const present = one ? 'is present but its packages are' : 'are present but their packages are';
+  const offered =
+    runtimes.usable.length === 0
+      ? 'so MULTI_STEP, BROWSER and PLAYWRIGHT checks are not offered in claims'
+      : `so ${one ? 'it is' : 'they are'} not offered in claims (offered: ${runtimes.usable.map((r) => r.name).join(', ')})`;
+  logger.warn(
+    { runtimesDir: dir, notInstalled: runtimes.uninstalled.map((r) => ({ runtime: r.name, dir: r.dir, missing: missingPackages(r) })) },
+    `${names} in ${dir} (RUNTIMES_DIR) ${present} not installed, ${offered}; install them with npm ci --ignore-scripts in the runtime's folder`,
   );
 }
 

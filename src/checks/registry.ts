@@ -9,7 +9,7 @@ import { icmpExecutor } from './icmp/icmp.js';
 import type { ScriptIsolation } from './scripted/isolation.js';
 import { ISOLATION_REFUSAL } from './scripted/runner.js';
 import { browserExecutor, multiStepExecutor, playwrightExecutor } from './scripted/executors.js';
-import { browserPath, hasSuiteRunner, isRemoved, listRuntimes, runtimesDir, SUITE_RUNNER_PACKAGE } from './scripted/runtimes.js';
+import { browserPath, hasSuiteRunner, isRemoved, listRuntimes, type Runtime, runtimesDir, SUITE_RUNNER_PACKAGE } from './scripted/runtimes.js';
 import { tcpExecutor } from './tcp/tcp.js';
 import { urlExecutor } from './http/url.js';
 
@@ -40,13 +40,18 @@ export interface ScriptedSetup {
 export function defaultRegistry(setup: ScriptedSetup = {}, isolation?: ScriptIsolation): ExecutorRegistry {
   const executors: Executor[] = [urlExecutor as Executor, apiExecutor as Executor, tcpExecutor as Executor, icmpExecutor as Executor, dnsExecutor as Executor];
   const reasons = new Map<CheckType, string>([['HEARTBEAT', HEARTBEAT_REASON]]);
-  // MULTI_STEP only where runtimes are on disk (not in the uptime image); BROWSER also needs a Chromium;
+  // MULTI_STEP only where a runtime's packages are installed (a folder without them runs nothing, and
+  // advertising it would take jobs from agents that can run them); BROWSER also needs a Chromium;
   // PLAYWRIGHT a Chromium and a runtime with @playwright/test installed.
   const dir = runtimesDir(setup.runtimesDir);
-  const runtimes = listRuntimes(dir).runtimes.filter((r) => !isRemoved(r));
+  const { usable: runtimes, uninstalled } = scriptedRuntimes(dir);
   const chromium = browserPath(setup.browserPath);
   if (runtimes.length === 0) {
-    for (const type of SCRIPTED_TYPES) reasons.set(type, `no runtime is installed in ${dir} (RUNTIMES_DIR)`);
+    const reason =
+      uninstalled.length === 0
+        ? `no runtime is installed in ${dir} (RUNTIMES_DIR)`
+        : `no runtime in ${dir} (RUNTIMES_DIR) has its packages installed (${uninstalled.map((r) => r.name).join(', ')}: run npm ci --ignore-scripts in the runtime's folder)`;
+    for (const type of SCRIPTED_TYPES) reasons.set(type, reason);
   } else if (isolation?.mechanism === 'none') {
     for (const type of SCRIPTED_TYPES) reasons.set(type, `${ISOLATION_REFUSAL} (${isolation.detail})`);
   } else {
@@ -56,11 +61,20 @@ export function defaultRegistry(setup: ScriptedSetup = {}, isolation?: ScriptIso
       for (const type of ['BROWSER', 'PLAYWRIGHT'] as const) reasons.set(type, `no Chromium to run it: ${where}`);
     } else {
       executors.push(browserExecutor as Executor);
-      if (runtimes.some((r) => r.installed && hasSuiteRunner(r))) executors.push(playwrightExecutor as Executor);
+      if (runtimes.some((r) => hasSuiteRunner(r))) executors.push(playwrightExecutor as Executor);
       else reasons.set('PLAYWRIGHT', `no runtime in ${dir} has ${SUITE_RUNNER_PACKAGE} installed`);
     }
   }
   return new ExecutorRegistry(executors, reasons);
+}
+
+/**
+ * The runtimes of `dir` scripted checks may run on (installed, not REMOVED, not past their end of life), and
+ * those present and not REMOVED whose packages are not installed: not offered, and said so once at start.
+ */
+export function scriptedRuntimes(dir: string): { usable: Runtime[]; uninstalled: Runtime[] } {
+  const live = listRuntimes(dir).runtimes.filter((r) => !isRemoved(r));
+  return { usable: live.filter((r) => r.installed), uninstalled: live.filter((r) => !r.installed) };
 }
 
 /**

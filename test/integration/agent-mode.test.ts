@@ -1,7 +1,7 @@
 // The real agent process against the real server (test/support/control-plane.ts:
 // in-process, behind a proxy that injects faults and notes protocol violations).
 
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { probe, tempDir } from '../support/agent-process.js';
@@ -30,6 +30,17 @@ function spooled(stateDir: string): number {
   } catch {
     return 0;
   }
+}
+
+/** A RUNTIMES_DIR holding each runtime's record only: one naming no packages counts as installed, one naming some is not installed. */
+function runtimesDirWith(runtimes: Array<{ name: string; dependencies: Record<string, string> }>): string {
+  const dir = tempDir('outpost-runtimes-');
+  for (const { name, dependencies } of runtimes) {
+    mkdirSync(path.join(dir, name));
+    const record = { name, multiStepSupport: true, nodeJsVersion: '24', stage: 'CURRENT', runtimeEndOfLife: '04/30/2099', description: 'test', dependencies };
+    writeFileSync(path.join(dir, name, 'runtime.json'), JSON.stringify(record));
+  }
+  return dir;
 }
 
 describe('agent mode against the real server', () => {
@@ -234,7 +245,7 @@ describe('agent mode against the real server', () => {
   it('answers a BROWSER job with a clear error result when it has no Chromium', async () => {
     const cp = await h.server();
     cp.handsOutUnadvertisedTypes = true;
-    const proc = h.agent(cp, { BROWSER_PATH: '/nonexistent/chromium' });
+    const proc = h.agent(cp, { BROWSER_PATH: '/nonexistent/chromium', RUNTIMES_DIR: runtimesDirWith([{ name: 'bare', dependencies: {} }]) });
     const browser = await cp.addJob({ id: 'page', checkType: 'BROWSER', script: 'x' });
     await cp.waitFor(() => cp.resultsFor(browser).length === 1, 15_000, 'the error result');
     const [stored] = cp.resultsFor(browser);
@@ -242,5 +253,47 @@ describe('agent mode against the real server', () => {
     expect(JSON.stringify(stored?.result)).toMatch(/BROWSER is not supported by this agent \(supported: [A-Z_, ]+\): no Chromium to run it: BROWSER_PATH \(\/nonexistent\/chromium\) does not exist/);
     expect(cp.claims.every((c) => !c.checkTypes.includes('BROWSER') && !c.checkTypes.includes('PLAYWRIGHT'))).toBe(true);
     expect(proc.proc.exitCode).toBeNull();
+  });
+
+  it('offers no scripted type for a runtime whose packages are not installed, and says so once', async () => {
+    const cp = await h.server();
+    // A Chromium is "there" (any existing file will do: nothing is launched), so only the runtime decides.
+    const proc = h.agent(cp, { RUNTIMES_DIR: runtimesDirWith([{ name: 'unpacked', dependencies: { 'left-pad': '1.3.0' } }]), BROWSER_PATH: process.execPath });
+    const url = await cp.addJob(urlCheck(`${h.target.url}/ok`));
+    await cp.waitFor(() => cp.resultsFor(url).length === 1, 15_000, 'the URL result');
+    expect(cp.claims.length).toBeGreaterThan(0);
+    for (const claim of cp.claims) {
+      expect(claim.checkTypes).toEqual(['URL', 'API', 'TCP', 'ICMP', 'DNS']);
+      expect(claim.runtimes).toEqual([]);
+    }
+    const said = proc.logs.filter((l) => String(l.msg).includes('present but its packages are not installed'));
+    expect(said).toHaveLength(1);
+    expect(said[0]?.level).toBe(40);
+    expect(said[0]?.msg).toContain('runtime unpacked in');
+    expect(said[0]?.msg).toContain('MULTI_STEP, BROWSER and PLAYWRIGHT checks are not offered in claims');
+    expect(said[0]?.notInstalled).toEqual([expect.objectContaining({ runtime: 'unpacked', missing: ['left-pad'] })]);
+    // A control plane that hands one out all the same gets an error result saying why.
+    cp.handsOutUnadvertisedTypes = true;
+    const scripted = await cp.addJob({ id: 'ms', checkType: 'MULTI_STEP', script: 'x' });
+    await cp.waitFor(() => cp.resultsFor(scripted).length === 1, 15_000, 'the error result of the scripted job');
+    expect(JSON.stringify(cp.resultsFor(scripted)[0]?.result)).toContain('has its packages installed (unpacked: run npm ci --ignore-scripts');
+    expect(proc.proc.exitCode).toBeNull();
+  });
+
+  it('offers the scripted types and only the installed runtimes when one of several is installed', async () => {
+    const cp = await h.server();
+    const dir = runtimesDirWith([
+      { name: 'bare', dependencies: {} },
+      { name: 'unpacked', dependencies: { 'left-pad': '1.3.0' } },
+    ]);
+    const proc = h.agent(cp, { RUNTIMES_DIR: dir, BROWSER_PATH: process.execPath });
+    const url = await cp.addJob(urlCheck(`${h.target.url}/ok`));
+    await cp.waitFor(() => cp.resultsFor(url).length === 1, 15_000, 'the URL result');
+    for (const claim of cp.claims) {
+      expect(claim.checkTypes).toEqual(expect.arrayContaining(['MULTI_STEP', 'BROWSER']));
+      expect(claim.runtimes).toEqual(['bare']);
+    }
+    const said = proc.logs.filter((l) => String(l.msg).includes('present but its packages are not installed'));
+    expect(said.map((l) => l.msg)).toEqual([expect.stringContaining('so it is not offered in claims (offered: bare)')]);
   });
 });

@@ -2,7 +2,7 @@
 // check and its JSON path.
 
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, truncateSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -467,8 +467,17 @@ describe('why a check type is not run', () => {
     return '';
   };
 
+  /** A RUNTIMES_DIR with one runtime record: installed when it names no packages, not installed otherwise. */
+  const runtimesWith = (dependencies: Record<string, string>) => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'outpost-runtimes-'));
+    mkdirSync(path.join(dir, 'rt'));
+    writeFileSync(path.join(dir, 'rt', 'runtime.json'), JSON.stringify({ name: 'rt', stage: 'CURRENT', runtimeEndOfLife: '04/30/2099', dependencies }));
+    return dir;
+  };
+
   it('says there is no Chromium for BROWSER and PLAYWRIGHT, naming BROWSER_PATH', () => {
-    const noBrowser = defaultRegistry({ browserPath: '/nonexistent/chromium' });
+    const noBrowser = defaultRegistry({ browserPath: '/nonexistent/chromium', runtimesDir: runtimesWith({}) });
+    expect(noBrowser.has('MULTI_STEP')).toBe(true);
     expect(noBrowser.has('BROWSER')).toBe(false);
     for (const type of ['BROWSER', 'PLAYWRIGHT']) {
       expect(parse(noBrowser, type)).toMatch(new RegExp(`${type} is not supported by this agent \\(supported: [A-Z_, ]+\\): no Chromium to run it: BROWSER_PATH \\(/nonexistent/chromium\\) does not exist$`));
@@ -480,6 +489,15 @@ describe('why a check type is not run', () => {
     const bare = defaultRegistry({ runtimesDir: dir });
     for (const type of ['MULTI_STEP', 'BROWSER', 'PLAYWRIGHT']) {
       expect(parse(bare, type)).toContain(`${type} is not supported by this agent (supported: URL, API, TCP, ICMP, DNS): no runtime is installed in ${dir} (RUNTIMES_DIR)`);
+    }
+  });
+
+  it('does not run scripted types on a runtime whose packages are not installed, saying so', () => {
+    const dir = runtimesWith({ 'left-pad': '1.3.0' });
+    const uninstalled = defaultRegistry({ runtimesDir: dir, browserPath: process.execPath });
+    expect(uninstalled.types()).toEqual(['URL', 'API', 'TCP', 'ICMP', 'DNS']);
+    for (const type of ['MULTI_STEP', 'BROWSER', 'PLAYWRIGHT']) {
+      expect(parse(uninstalled, type)).toContain(`${type} is not supported by this agent (supported: URL, API, TCP, ICMP, DNS): no runtime in ${dir} (RUNTIMES_DIR) has its packages installed (rt: run npm ci --ignore-scripts in the runtime's folder)`);
     }
   });
 });

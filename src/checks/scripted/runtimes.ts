@@ -188,6 +188,11 @@ export function usableRuntimeNames(dir: string | undefined): string[] {
     .map((r) => r.name);
 }
 
+/** The packages of the runtime's record that have no package.json under its node_modules. */
+export function missingPackages(runtime: Runtime): string[] {
+  return Object.keys(runtime.dependencies).filter((dep) => !existsSync(path.join(runtime.nodeModules, dep, 'package.json')));
+}
+
 /** The Chromium that BROWSER checks launch: BROWSER_PATH (`given`), else Debian's chromium; undefined when there is none. */
 export function browserPath(given?: string): string | undefined {
   if (given) return existsSync(given) ? given : undefined;

@@ -143,7 +143,8 @@ async function main(startup: StartupSignals): Promise<void> {
   }
   let stateDirLock: StateDirLock | undefined;
   try {
-    if (config.mode === 'agent' || config.mode === 'server') await checkStateDir(config.stateDir);
+    // Local mode keeps its store there too; only where Node.js has no node:sqlite does it run without one, and need no STATE_DIR.
+    if (config.mode === 'agent' || config.mode === 'server' || (config.mode === 'local' && (await hasSqlite()))) await checkStateDir(config.stateDir);
     // Before the spool or store is opened; held until the process exits (src/state-dir-lock.ts).
     if (locksStateDir(config)) stateDirLock = await lockStateDir(config.stateDir, config.mode);
   } catch (error) {
@@ -248,6 +249,16 @@ function warnUnlocked(lock: StateDirLock, config: Config, logger: Logger): void 
     { stateDir: config.stateDir, reason: lock.reason },
     `STATE_DIR=${JSON.stringify(config.stateDir)} is not locked (${lock.reason}): a second Outpost process on it would not be refused`,
   );
+}
+
+/** Whether this Node.js has node:sqlite (22.13 and newer). */
+async function hasSqlite(): Promise<boolean> {
+  try {
+    await import('node:sqlite');
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Says once which runtimes are on disk without their packages, so an operator sees why they are not offered. */

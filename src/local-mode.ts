@@ -130,19 +130,25 @@ async function localQueue(config: Config, metrics: Metrics, logger: Logger, secr
 }
 
 /** STATE_DIR/outpost.db, or why local mode runs without it. */
-async function openLocalStore(stateDir: string): Promise<{ store: SqliteStore } | { reason: string; err?: unknown }> {
+/**
+ * The store in STATE_DIR (checked writable by src/cli.ts). Only a Node.js without node:sqlite runs on without one;
+ * a store that cannot be opened stops the process in one line, as server mode does: running on would lose the read
+ * API, dashboards, heartbeats and alerts with nothing but a warning.
+ */
+async function openLocalStore(stateDir: string): Promise<{ store: SqliteStore } | { reason: string }> {
   try {
     await import('node:sqlite');
   } catch {
     return { reason: `local mode runs without its store and read API: node:sqlite needs Node.js 22.13 or newer, this is Node.js ${process.versions.node}` };
   }
+  const file = path.join(stateDir, 'outpost.db');
   try {
     await makeDirectories(stateDir);
     const { SqliteStore } = await import('./store/sqlite/sqlite-store.js');
-    return { store: await SqliteStore.open(path.join(stateDir, 'outpost.db')) };
+    return { store: await SqliteStore.open(file) };
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
-    return { reason: `local mode runs without its store and read API: ${path.join(stateDir, 'outpost.db')} cannot be opened (${code})`, err: error };
+    throw new ConfigError(`STATE_DIR=${JSON.stringify(stateDir)}: local mode's store ${file} cannot be opened (${code})`);
   }
 }
 
@@ -155,7 +161,7 @@ export async function runLocal(
   startup?: StartupSignals,
 ): Promise<{ done: Promise<number> }> {
   let checks: LocalCheck[];
-  let withoutStore: { reason: string; err?: unknown } | undefined;
+  let withoutStore: { reason: string } | undefined;
   let sink: LocalSink;
   if (config.mode === 'local') {
     const file = config.checksFile as string;
@@ -239,7 +245,7 @@ export async function runLocal(
   }
 
   await lifecycle.startHealth(config.healthPort, config.healthHost);
-  if (withoutStore) logger.warn(withoutStore.err ? { err: withoutStore.err } : {}, withoutStore.reason);
+  if (withoutStore) logger.warn(withoutStore.reason);
   const scheduler = new Scheduler(
     checks.map((c) => ({ ...c, id: c.check.id, frequencySeconds: c.check.frequency })),
     runOne,

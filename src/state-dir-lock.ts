@@ -72,7 +72,7 @@ function refusal(stateDir: string, file: string, holder: LockHolder | undefined)
   return new ConfigError(`STATE_DIR=${JSON.stringify(stateDir)} is in use: ${file} is locked by ${by}; run one Outpost process per STATE_DIR`);
 }
 
-/** Makes STATE_DIR if need be (local mode has not yet) and tries the lock in a child process; gives up after `timeoutMs`. */
+/** Makes STATE_DIR if need be (a caller that did not check it first) and tries the lock in a child process; gives up after `timeoutMs`. */
 async function tryElsewhere(stateDir: string, file: string, timeoutMs: number): Promise<TrialAnswer> {
   let timer: NodeJS.Timeout | undefined;
   let gaveUp = false;

@@ -2,7 +2,7 @@
 // errors (78), each one line on stderr and never a stack trace.
 
 import { execFileSync } from 'node:child_process';
-import { chmodSync, closeSync, constants, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, constants, mkdirSync, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
@@ -388,13 +388,43 @@ describe('outpost CLI', () => {
     expect(result?.apiCheckResult.jobLog.join('\n')).not.toContain('Timed out');
   });
 
-  it('STATE_DIR under /proc: local mode warns it runs without its store, runs the checks and stops on SIGTERM', async () => {
-    const proc = run(['local', checksFile(VALID)], { STATE_DIR: '/proc/outpost-test/state' });
-    const warning = await proc.waitForLog((l) => l.msg.startsWith('local mode runs without its store'), 15_000, 'the no-store warning');
-    expect(warning.msg).toBe('local mode runs without its store and read API: /proc/outpost-test/state/outpost.db cannot be opened (ENOENT)');
-    expect(await retryUntil(15_000, async () => proc.stdoutLines.length >= 1)).toBe(true);
-    proc.kill('SIGTERM');
-    expect((await proc.exit).code, proc.stderr()).toBe(0);
+  it('STATE_DIR under /proc: local mode exits 78 naming STATE_DIR, as the other modes do', async () => {
+    const line = await expectOneLineFailure(run(['local', checksFile(VALID)], { STATE_DIR: '/proc/outpost-test/state' }), 78);
+    expect(line).toBe('outpost: STATE_DIR="/proc/outpost-test/state" must be a writable directory (ENOENT)');
+  });
+
+  it('STATE_DIR that is a file: local mode exits 78 naming STATE_DIR, runs no check', async () => {
+    const file = path.join(tempDir(), 'state');
+    writeFileSync(file, '');
+    const proc = run(['local', checksFile(VALID)], { STATE_DIR: file });
+    const line = await expectOneLineFailure(proc, 78);
+    expect(line).toMatch(/^outpost: STATE_DIR=".*" must be a writable directory \((ENOTDIR|EEXIST)\)$/);
+    expect(proc.stdout()).toBe('');
+  });
+
+  it('a store local mode cannot open → exit 78 naming it, runs no check', async () => {
+    const stateDir = tempDir();
+    mkdirSync(path.join(stateDir, 'outpost.db'));
+    const proc = run(['local', checksFile(VALID)], { STATE_DIR: stateDir });
+    const line = await expectOneLineFailure(proc, 78);
+    expect(line).toMatch(new RegExp(`^outpost: STATE_DIR=${JSON.stringify(stateDir)}: local mode's store ${stateDir}/outpost.db cannot be opened \\(.+\\)$`));
+    expect(proc.stdout()).toBe('');
+  });
+
+  it('a STATE_DIR local mode may not write (EACCES) → exit 78 in one line, no lock warning', async () => {
+    // EACCES needs a user other than root: the agent runs as uid 65534 (this suite runs as root, as CI does).
+    expect(process.getuid?.(), 'this test starts the agent as uid 65534 and must run as root').toBe(0);
+    const dir = tempDir();
+    chmodSync(dir, 0o755);
+    const file = path.join(dir, 'checks.json');
+    writeFileSync(file, JSON.stringify(VALID));
+    chmodSync(file, 0o644);
+    const stateDir = path.join(dir, 'state');
+    const proc = startAgent(['local', file], cleanEnv({ STATE_DIR: stateDir }), ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']);
+    running.push(proc);
+    const line = await expectOneLineFailure(proc, 78);
+    expect(line).toBe(`outpost: STATE_DIR=${JSON.stringify(stateDir)} must be a writable directory (EACCES)`);
+    expect(proc.stdout()).toBe('');
   });
 
   it('STATE_DIR that is a file → exit 78 naming STATE_DIR', async () => {

@@ -136,6 +136,11 @@ export class ControlPlaneClient {
         : new Agent(tuning);
   }
 
+  /** Where a route's requests go: API_URL and the route's path. */
+  routeUrl(route: RouteName): string {
+    return `${this.base}${PROTOCOL_ROUTES[route]}`;
+  }
+
   claim(body: ClaimRequest, signal?: AbortSignal): Promise<ClaimAnswer> {
     // A long poll is held open up to waitSeconds; allow that on top of the usual timeout.
     // An answer that is not JSON is read job by job: one bad job must not cost the others.
@@ -275,7 +280,7 @@ export class ControlPlaneClient {
   ): Promise<T> {
     await this.limiter.acquire(signal, route === 'claim');
     if (signal?.aborted) throw new ControlPlaneError(route, 'retryable', 'aborted');
-    const url = `${this.base}${PROTOCOL_ROUTES[route]}`;
+    const url = this.routeUrl(route);
     const timeout = AbortSignal.timeout(timeoutMs);
     const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
     let statusLabel = 'network_error';

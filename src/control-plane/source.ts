@@ -12,10 +12,11 @@ import type { JobCompletion, JobQueue } from '../jobs/queue.js';
 import type { CheckResultEntry } from '../core/result-entry.js';
 import { sleep } from '../core/backoff.js';
 import { ClaimPacer } from './claim-pacing.js';
+import { ClaimRefusals, describeRefusal } from './claim-refusals.js';
 import type { UnreadableJob } from './claim-answer.js';
 import { type ControlPlaneClient, type ControlPlaneError, withRetry } from './client.js';
 import type { LeaseKeeper } from './leases.js';
-import type { AgentDescriptor, Job } from '../core/protocol.js';
+import { type AgentDescriptor, type Job, PROTOCOL_ROUTES } from '../core/protocol.js';
 import type { Spool } from './spool.js';
 
 /**
@@ -23,6 +24,9 @@ import type { Spool } from './spool.js';
  * cuts the answer) would otherwise keep the same jobs leased to this agent, retried for ever.
  */
 export const CLAIM_ID_REUSE_MS = 30_000;
+
+/** The pause after a claim the control plane refused for good: it is tried again (the URL or the server may be fixed). */
+const REFUSED_CLAIM_RETRY_MS = 5_000;
 
 /** When fewer than half the slots are free, wait up to this long for half to be free, so one claim covers several. */
 const CLAIM_GATHER_MS = 50;
@@ -60,10 +64,13 @@ export class ControlPlaneSource {
   private spoolPaused = false;
   private spoolBroken = false;
   private readonly pacer = new ClaimPacer();
+  private readonly refusals: ClaimRefusals;
   /** Jobs handed to the queue whose results are not yet spooled. */
   readonly inProgress = new Set<Promise<void>>();
 
-  constructor(private readonly options: SourceOptions) {}
+  constructor(private readonly options: SourceOptions) {
+    this.refusals = new ClaimRefusals(options.logger);
+  }
 
   start(): void {
     const { logger, heartbeat = NO_HEARTBEAT } = this.options;
@@ -163,11 +170,12 @@ export class ControlPlaneSource {
         }
       } catch (error) {
         if (signal.aborted) break;
-        logger.error({ err: error }, 'claim refused; trying again in 5 s');
-        heartbeat.beat(5_000);
-        await sleep(5_000, signal);
+        this.refusals.refused(describeRefusal(error, client.routeUrl('claim'), PROTOCOL_ROUTES.claim, REFUSED_CLAIM_RETRY_MS));
+        heartbeat.beat(REFUSED_CLAIM_RETRY_MS);
+        await sleep(REFUSED_CLAIM_RETRY_MS, signal);
         continue;
       }
+      this.refusals.accepted();
       // A job that is not valid JSON but has a readable id gets an error result like any invalid job.
       const notParsed = new Map<Job, string>();
       for (const [i, bad] of unreadable.entries()) {

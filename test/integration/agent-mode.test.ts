@@ -296,4 +296,35 @@ describe('agent mode against the real server', () => {
     const said = proc.logs.filter((l) => String(l.msg).includes('present but its packages are not installed'));
     expect(said.map((l) => l.msg)).toEqual([expect.stringContaining('so it is not offered in claims (offered: bare)')]);
   });
+
+  it('says once, without a stack trace, that an API_URL ending in /v1 has no claim route, and keeps trying', async () => {
+    const cp = await h.server();
+    const proc = h.agent(cp, { API_URL: `${cp.url}/v1` });
+    const port = await proc.healthPort();
+    const noRoute = (l: { msg?: unknown }) => String(l.msg).includes('has no claim route');
+    const line = await proc.waitForLog(noRoute, 15_000, 'the no-claim-route line');
+    expect(line.level).toBe(50);
+    expect(line.msg).toBe(
+      `the control plane has no claim route at ${cp.url}/v1/v1/agent/claim (HTTP 404 (Not Found: no route POST /v1/v1/agent/claim)): API_URL must be the control plane's base URL, without /v1 (${cp.url}); retrying every 5 s`,
+    );
+    expect(JSON.stringify(line)).not.toContain('stack');
+    // Two more refused claims (one every 5 s) add no line, and the agent stays up but not ready.
+    await cp.waitFor(() => cp.requests.filter((r) => r.status === 404).length >= 3, 30_000, 'three refused claims');
+    expect(proc.logs.filter(noRoute)).toHaveLength(1);
+    expect(proc.logs.filter((l) => l.level !== undefined && Number(l.level) >= 50)).toHaveLength(1);
+    expect((await probe(port, '/-/readiness')).status).toBe(503);
+    expect(proc.proc.exitCode).toBeNull();
+  });
+
+  it('says the health port is no claim route either, naming the base URL it needs', async () => {
+    const cp = await h.server();
+    const healthPort = await (async () => {
+      const other = h.agent(cp);
+      return other.healthPort();
+    })();
+    const proc = h.agent(cp, { API_URL: `http://127.0.0.1:${healthPort}` });
+    const line = await proc.waitForLog((l) => String(l.msg).includes('has no claim route'), 15_000, 'the no-claim-route line');
+    expect(line.msg).toContain(`has no claim route at http://127.0.0.1:${healthPort}/v1/agent/claim (HTTP 404 (`);
+    expect(line.msg).toContain("API_URL must be the control plane's base URL (where its API listens, without /v1), not another service or port");
+  });
 });

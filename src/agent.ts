@@ -156,7 +156,7 @@ export async function runAgent(
 
   const drain = async (signal: NodeJS.Signals) => {
     const graceEnd = Date.now() + config.shutdownGraceSeconds * 1000;
-    logger.info({ signal, running: queue.inFlight, graceSeconds: config.shutdownGraceSeconds }, 'shutting down: not ready, no new claims, draining running jobs');
+    logger.info({ signal, running: queue.inFlight, graceSeconds: config.shutdownGraceSeconds }, 'shutting down: not ready, no new claims, draining running jobs (a second SIGINT or SIGTERM exits at once; undelivered results stay in the spool)');
     // A job is reported once its result is spooled.
     await queue.drain(config.shutdownGraceSeconds * 1000, {
       stopTaking: () => source.stop(),

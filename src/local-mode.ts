@@ -266,7 +266,7 @@ export async function runLocal(
   logger.info({ checks: checks.length, file: config.checksFile, resultsFile: config.resultsFile ?? null }, 'outpost local mode started');
 
   const drain = async (signal: NodeJS.Signals) => {
-    logger.info({ signal, running: queue.inFlight }, 'shutting down: finishing running checks');
+    logger.info({ signal, running: queue.inFlight }, 'shutting down: finishing running checks (a second SIGINT or SIGTERM exits at once)');
     // A check is reported once runOne has written its result.
     await queue.drain(config.shutdownGraceSeconds * 1000, {
       stopTaking: () => scheduler.stop(),
@@ -433,7 +433,7 @@ async function runLocalWithStore(
   );
 
   const drain = async (signal: NodeJS.Signals) => {
-    logger.info({ signal, running: queue.inFlight }, 'shutting down: finishing running checks');
+    logger.info({ signal, running: queue.inFlight }, 'shutting down: finishing running checks (a second SIGINT or SIGTERM exits at once)');
     reloader.close();
     writes.stop();
     // A check is reported once its result is stored and written out.

@@ -64,6 +64,8 @@ export class ControlPlaneSink {
   ) {}
 
   private lastSendAt = Number.NEGATIVE_INFINITY;
+  /** Set while flush() runs: its deadline, and whether a failure was said. */
+  private flushing: { deadlineMs: number; said: boolean } | undefined;
   private refusedFloorMs = REFUSED_WHOLE_FLOOR_MS;
 
   /** How long the open batch may linger now: `lingerMs`, or less once nothing more is coming (IDLE_SEND_GAP_MS). */
@@ -103,15 +105,35 @@ export class ControlPlaneSink {
     this.loop ??= superviseLoop('sink-loop', () => this.run(signal, lingerMs), { logger: this.logger, signal, heartbeat: this.watch.heartbeat });
   }
 
-  /** Stops the background loop, then sends what the spool holds until it is empty or `deadline` passes. */
+  /**
+   * Stops the background loop, then sends what the spool holds until it is empty or `deadline` passes. While
+   * sending fails, it keeps trying to the deadline (the results stay in the spool either way), saying so once.
+   */
   async flush(deadlineMs: number): Promise<boolean> {
     this.stopped.abort();
     await this.loop;
+    this.flushing = { deadlineMs, said: false };
     const signal = AbortSignal.timeout(Math.max(1, deadlineMs - Date.now()));
-    await this.run(signal, 0, true);
+    try {
+      await this.run(signal, 0, true);
+    } finally {
+      this.flushing = undefined;
+    }
     // Stopped on purpose: not stuck.
     this.watch.heartbeat.idle();
     return this.spool.results === 0;
+  }
+
+  /** A send that failed: during the flush, the first one is said, so that a shutdown that waits says why. */
+  private failedWhileFlushing(error: unknown): void {
+    if (!this.flushing || this.flushing.said) return;
+    this.flushing.said = true;
+    const seconds = Math.max(0, Math.ceil((this.flushing.deadlineMs - Date.now()) / 1000));
+    const reason = error instanceof Error ? error.message : String(error);
+    this.logger.warn(
+      { spooled: this.spool.results, retryForSeconds: seconds, reason },
+      `shutting down: results cannot be delivered (${reason}); trying again for up to ${seconds} s more (to the end of SHUTDOWN_GRACE_SECONDS, at least 10 s after the drain); a second SIGINT or SIGTERM exits at once, and undelivered results stay in the spool for the next start either way`,
+    );
   }
 
   private async run(signal: AbortSignal, lingerMs: number, untilEmpty = false): Promise<void> {
@@ -162,6 +184,7 @@ export class ControlPlaneSink {
         // the results stay on disk, and the agent keeps trying slowly.
         this.logger.error({ err: error, results: batch.items.length }, 'results batch refused; keeping it in the spool');
         this.onBatchError(error);
+        this.failedWhileFlushing(error);
         const wait = Math.max(backoff.next(), this.refusedFloorMs);
         heartbeat.beat(wait);
         await sleep(wait, signal);
@@ -265,7 +288,10 @@ export class ControlPlaneSink {
         logger: this.logger,
         authRetryMs: this.authRetryMs,
         backoff,
-        onFailure: this.onFailure,
+        onFailure: (error) => {
+          this.onFailure(error);
+          this.failedWhileFlushing(error);
+        },
         onWait: (ms) => this.watch.heartbeat.beat(ms + boundMs),
       },
     );

@@ -319,6 +319,8 @@ describe('local mode', () => {
     await targetHit(before, proc);
     proc.kill('SIGINT');
     await draining(port, proc);
+    const drainLine = await proc.waitForLog((l) => String(l.msg).startsWith('shutting down'), 5_000, 'the drain line');
+    expect(drainLine.msg).toBe('shutting down: finishing running checks (a second SIGINT or SIGTERM exits at once)');
     proc.kill('SIGINT');
     const { code } = await proc.exit;
     expect(code, proc.stderr()).toBe(130);

@@ -120,6 +120,49 @@ describe('probes and shutdown', () => {
     expect(lines.map((l) => (JSON.parse(l) as { jobId: string }).jobId)).toEqual([fast]);
   });
 
+  it('says once that results cannot be delivered while it flushes to the deadline, then exits 0 with them spooled', async () => {
+    const stateDir = tempDir();
+    const { cp, proc } = await setup({ STATE_DIR: stateDir, SHUTDOWN_GRACE_SECONDS: '1' });
+    cp.inject({ route: 'results', status: 503, count: 1_000 });
+    const id = await cp.addJob({ ...check('/ok'), id: 'undeliverable' });
+    await proc.waitForLog((l) => l.status === 503, 10_000, 'a refused results call');
+    proc.kill('SIGINT');
+    const drainLine = await proc.waitForLog((l) => String(l.msg).startsWith('shutting down'), 5_000, 'the drain line');
+    expect(drainLine.msg).toBe(
+      'shutting down: not ready, no new claims, draining running jobs (a second SIGINT or SIGTERM exits at once; undelivered results stay in the spool)',
+    );
+    const { code } = await exitWithin(proc, 30_000, 'the agent after its flush deadline');
+    expect(code, proc.stderr()).toBe(0);
+    const failing = proc.logs.filter((l) => String(l.msg).includes('results cannot be delivered'));
+    expect(failing).toHaveLength(1);
+    expect(failing[0]?.msg).toMatch(
+      /^shutting down: results cannot be delivered \(results: HTTP 503 .*\); trying again for up to \d+ s more \(to the end of SHUTDOWN_GRACE_SECONDS, at least 10 s after the drain\); a second SIGINT or SIGTERM exits at once, and undelivered results stay in the spool for the next start either way$/,
+    );
+    // The flush did retry more than once: one line for all of them.
+    const drainAt = proc.logs.indexOf(drainLine);
+    expect(proc.logs.slice(drainAt).filter((l) => l.status === 503).length).toBeGreaterThan(1);
+    expect(cp.resultsFor(id)).toEqual([]);
+    const spool = path.join(stateDir, 'spool');
+    const lines = readdirSync(spool).flatMap((n) => readFileSync(path.join(spool, n), 'utf8').split('\n').filter(Boolean));
+    expect(lines.map((l) => (JSON.parse(l) as { jobId: string }).jobId)).toEqual([id]);
+  });
+
+  it('exits 130 at once on a second SIGINT while it flushes undeliverable results', async () => {
+    const { cp, proc } = await setup({ SHUTDOWN_GRACE_SECONDS: '60' });
+    cp.inject({ route: 'results', status: 503, count: 1_000 });
+    await cp.addJob({ ...check('/ok'), id: 'undeliverable' });
+    await proc.waitForLog((l) => l.status === 503, 10_000, 'a refused results call');
+    proc.kill('SIGINT');
+    await proc.waitForLog((l) => String(l.msg).includes('results cannot be delivered'), 15_000, 'the undeliverable line');
+    const secondAt = Date.now();
+    proc.kill('SIGINT');
+    // Well within the 60 s grace the flush would otherwise wait out.
+    const { code } = await exitWithin(proc, 10_000, 'the agent after a second SIGINT');
+    expect(code).toBe(130);
+    expect(Date.now() - secondAt).toBeLessThan(10_000);
+    expect(proc.logs.some((l) => String(l.msg).startsWith('second signal'))).toBe(true);
+  });
+
   it('keeps answering probes while hundreds of jobs are in flight', async () => {
     const { cp, port } = await setup({ JOB_CONCURRENCY: '300' });
     for (let i = 0; i < 300; i++) await cp.addJob({ ...check('/slow/4000'), id: `load-${i}` });

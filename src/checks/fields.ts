@@ -221,7 +221,7 @@ export class Fields {
     if (value === undefined || value === null) return opts.default;
     const unit = opts.unit ? ` ${opts.unit}` : '';
     if (typeof value !== 'number' || !Number.isInteger(value)) {
-      this.fail(this.at(name), `must be an integer${unit} (got ${describe(value)})`);
+      this.fail(this.at(name), `must be ${opts.unit ? `a whole number of ${opts.unit}` : 'an integer'} (got ${describe(value)})`);
       return opts.default;
     }
     if (value < opts.min || value > opts.max) {

@@ -205,7 +205,7 @@ describe('parseChecksFile: problems', () => {
   });
 
   it('rejects non-integer thresholds', () => {
-    expect(problems({ checks: [url('x', { maxResponseTime: '500' })] })).toContain('$.checks[0].maxResponseTime: must be an integer ms');
+    expect(problems({ checks: [url('x', { maxResponseTime: '500' })] })).toContain('$.checks[0].maxResponseTime: must be a whole number of ms');
   });
 });
 
@@ -499,5 +499,12 @@ describe('why a check type is not run', () => {
     for (const type of ['MULTI_STEP', 'BROWSER', 'PLAYWRIGHT']) {
       expect(parse(uninstalled, type)).toContain(`${type} is not supported by this agent (supported: URL, API, TCP, ICMP, DNS): no runtime in ${dir} (RUNTIMES_DIR) has its packages installed (rt: run npm ci --ignore-scripts in the runtime's folder)`);
     }
+  });
+});
+
+describe('whole-number fields', () => {
+  it('names the unit in grammatical English', () => {
+    expect(problems({ checks: [url('x', { frequency: 1.5 })] })).toContain('$.checks[0].frequency: must be a whole number of seconds (got 1.5)');
+    expect(problems({ checks: [url('x', { maxResponseTime: '500' })] })).toContain('$.checks[0].maxResponseTime: must be a whole number of ms (got "500")');
   });
 });

@@ -43,7 +43,7 @@ describe('a DefinitionError message', () => {
 
   it('describes an object and an array by their first characters, keys and nesting kept', () => {
     const error = definitionError({ id: 'x', checkType: 'URL', request: { url: 'http://127.0.0.1/' }, frequency: { a: [1, { b: 'c' }], d: null } });
-    expect(error.issues).toEqual([{ path: 'check.frequency', problem: 'must be an integer seconds (got {"a":[1,{"b":"c"}],"d":null})' }]);
+    expect(error.issues).toEqual([{ path: 'check.frequency', problem: 'must be a whole number of seconds (got {"a":[1,{"b":"c"}],"d":null})' }]);
   });
 
   it('cuts one very long problem', () => {

@@ -86,8 +86,8 @@ describe('HEARTBEAT checks in a checks file', () => {
         "$.checks[5].heartbeat.token: is the token of $.checks[4]; each heartbeat check needs its own",
         '$.checks[6].id: "e" is already used by $.checks[4]',
         "$.checks[7].locations: must be left out of a HEARTBEAT check: its pings come to the server, not to a location",
-        '$.checks[8].heartbeat.period: must be an integer seconds (got 1.5)',
-        '$.checks[8].heartbeat.grace: must be an integer seconds (got "3")',
+        '$.checks[8].heartbeat.period: must be a whole number of seconds (got 1.5)',
+        '$.checks[8].heartbeat.grace: must be a whole number of seconds (got "3")',
         '$.checks[8].heartbeat.token: must be a string (got 7)',
       ]),
     );

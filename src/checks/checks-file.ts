@@ -20,6 +20,7 @@ import { MAX_DEFINITION_DEPTH, nestedDeeperThan, pathPastDepth } from '../core/j
 import { duplicateKeys } from '../core/json-duplicate-keys.js';
 import type { Logger } from '../observability/logger.js';
 import { misspelledProblem, sortUnread } from './unread-fields.js';
+import { withRequiredHint } from './required-hints.js';
 
 export interface LocalCheck {
   check: CheckDefinition;
@@ -339,7 +340,10 @@ function readChecks(
         problems.push(`${prefix}$.checks[${index}]: cannot be read (${error instanceof Error ? `${error.name}: ${error.message}` : String(error)})`);
         return;
       }
-      for (const issue of error.issues) problems.push(`${prefix}${issue.path}: ${issue.problem}`);
+      for (const found of error.issues) {
+        const issue = withRequiredHint(found, `$.checks[${index}]`, item, reads);
+        problems.push(`${prefix}${issue.path}: ${issue.problem}`);
+      }
     }
   });
   if (problems.length > 0) throw new ChecksFileError(file, problems);

@@ -109,6 +109,11 @@ export class FieldReads {
     this.objects.get(record)?.asked.add(name);
   }
 
+  /** Whether a reader asked `record` for `name`; false for an object nobody opened. */
+  wasAsked(record: object, name: string): boolean {
+    return this.objects.get(record)?.asked.has(name) ?? false;
+  }
+
   /** Every key nobody asked for, object by object in the order they were opened. */
   unread(): UnreadField[] {
     const found: UnreadField[] = [];

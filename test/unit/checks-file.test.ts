@@ -502,6 +502,33 @@ describe('why a check type is not run', () => {
   });
 });
 
+describe('a missing required field that sits elsewhere in the check', () => {
+  it('points at a request field given at the check level', () => {
+    const message = problems({ checks: [{ id: 'a', checkType: 'URL', url: 'http://127.0.0.1:9/' }] });
+    expect(message).toBe(`${FILE}: check "a" at $.checks[0].request.url: is required (found "url" at the check's top level: move it into request)`);
+    // Beside a request that has other fields too.
+    expect(problems({ checks: [{ id: 'a', checkType: 'URL', url: 'http://127.0.0.1:9/', request: { followRedirects: true } }] })).toContain(
+      '$.checks[0].request.url: is required (found "url" at the check\'s top level: move it into request)',
+    );
+  });
+
+  it('points at TCP\'s "host" for hostname, and DNS\'s "hostname" for query', () => {
+    expect(problems({ checks: [{ id: 't', checkType: 'TCP', request: { host: '127.0.0.1', port: 80 } }] })).toBe(
+      `${FILE}: check "t" at $.checks[0].request.hostname: is required (found "host" in request, which this check type does not read: did you mean "hostname"?)`,
+    );
+    expect(problems({ checks: [{ id: 'd', checkType: 'DNS', request: { hostname: 'example.com', recordType: 'A' } }] })).toBe(
+      `${FILE}: check "d" at $.checks[0].request.query: is required (found "hostname" in request, which this check type does not read: did you mean "query"?)`,
+    );
+    expect(problems({ checks: [{ id: 't', checkType: 'TCP', host: '127.0.0.1', request: { port: 80 } }] })).toContain(
+      '$.checks[0].request.hostname: is required (found "host" at the check\'s top level: move it into request as "hostname")',
+    );
+  });
+
+  it('says nothing more when no unread field is near', () => {
+    expect(problems({ checks: [{ id: 'a', checkType: 'URL', tags: ['x'], request: {} }] })).toBe(`${FILE}: check "a" at $.checks[0].request.url: is required`);
+  });
+});
+
 describe('whole-number fields', () => {
   it('names the unit in grammatical English', () => {
     expect(problems({ checks: [url('x', { frequency: 1.5 })] })).toContain('$.checks[0].frequency: must be a whole number of seconds (got 1.5)');

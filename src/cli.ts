@@ -226,7 +226,8 @@ async function main(startup: StartupSignals): Promise<void> {
   }
   // Said once the agent runs (a bad checks file stays a one-line failure).
   logPolicy();
-  if (!command.uptimeOnly) warnUninstalled(runtimesDir(config.runtimesDir), runtimesHere, logger);
+  // Only where it changes what is claimed: a checks file's scripted check gets a result naming the same reason.
+  if (!command.uptimeOnly && config.mode === 'agent') warnUninstalled(runtimesDir(config.runtimesDir), runtimesHere, logger);
   if (isolation) {
     const log = { scriptIsolation: isolation.mechanism, detail: isolation.detail };
     if (isolation.mechanism === 'none') logger.warn(log, 'scripted checks are refused: no way to isolate scripts from the agent works here (SCRIPT_ISOLATION=off runs them anyway)');

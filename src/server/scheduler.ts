@@ -2,7 +2,8 @@
 // frequency, at a stable offset in its period (core/schedule.ts), with one
 // job per location for that location's agents to claim. A location whose
 // previous job of the check is still open is left out of the run (a run never
-// overlaps itself; the slot is logged as missed, never queued up). Beside it
+// overlaps itself; the slot is missed, never queued up, and logged by streak:
+// server/missed-slots.ts). Beside it
 // two housekeeping loops: the sweeper (expired leases back to the queue, jobs
 // past their deadline TIMED_OUT) and retention (old results, sessions and
 // artifact files deleted in small batches).
@@ -16,6 +17,7 @@ import { type Heartbeat, NO_HEARTBEAT } from '../health/watchdog.js';
 import type { Logger } from '../observability/logger.js';
 import type { NewJob, SessionRecord, Store, StoredCheck } from '../store/store.js';
 import { LEASE_MS } from './agent-api.js';
+import { MissedSlots } from './missed-slots.js';
 import { storeFailureLevel } from '../store/write-health.js';
 
 /** First runs are spread over this window after start, in offset order (as src/local/scheduler.ts does). */
@@ -97,6 +99,8 @@ export class SessionScheduler {
   private stopped = false;
   /** Slots missed because a location's previous job was still open. */
   missed = 0;
+  /** The streaks of missed slots going on, each logged when it starts and when it ends. */
+  readonly missedSlots: MissedSlots;
   sessionsCreated = 0;
 
   constructor(private readonly options: SessionSchedulerOptions) {
@@ -109,6 +113,7 @@ export class SessionScheduler {
     this.pruneBatch = options.pruneBatch ?? DEFAULT_PRUNE_BATCH;
     this.spreadMs = options.startupSpreadMs ?? STARTUP_SPREAD_MS;
     this.heartbeat = options.heartbeat ?? NO_HEARTBEAT;
+    this.missedSlots = new MissedSlots(options.logger);
   }
 
   /** Reads the active checks and arms them (a store that cannot answer rejects); starts the sweeper and retention loops. */
@@ -148,6 +153,7 @@ export class SessionScheduler {
     clearTimeout(this.retentionTimer);
     this.heartbeat.idle();
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+    this.missedSlots.endAll();
   }
 
   /** Ids of the checks with a timer, for tests and metrics. */
@@ -173,6 +179,7 @@ export class SessionScheduler {
       if (ids.has(id)) continue;
       clearTimeout(slot.timer);
       this.slots.delete(id);
+      this.missedSlots.endCheck(id, 'check gone');
       this.logger.info({ checkId: id }, 'check no longer scheduled');
     }
     for (const check of checks) {
@@ -181,6 +188,7 @@ export class SessionScheduler {
         const stale = this.slots.get(check.id);
         clearTimeout(stale?.timer);
         this.slots.delete(check.id);
+        this.missedSlots.endCheck(check.id, 'check gone');
         continue;
       }
       const slot = this.slots.get(check.id);
@@ -220,9 +228,10 @@ export class SessionScheduler {
     }
     if (this.creating.has(check.id)) {
       this.missed++;
-      this.logger.warn({ checkId: check.id, slot: new Date(slotMs).toISOString() }, 'missed slot: the previous session of this check is still being created');
+      this.missedSlots.missed({ checkId: check.id }, slotMs, 'the previous session of this check is still being created');
       return;
     }
+    this.missedSlots.ran({ checkId: check.id });
     this.creating.add(check.id);
     this.track(this.runOnce(check.id, slotMs))
       .catch((error: unknown) => this.logger[storeFailureLevel(error)]({ err: error, checkId: check.id }, 'creating a check session failed'))
@@ -235,11 +244,13 @@ export class SessionScheduler {
     const check = await this.store.check(checkId);
     if (!check || check.removedAt !== null || check.checkType === 'HEARTBEAT' || this.stopped) return;
     const locations: string[] = [];
+    this.missedSlots.endCheck(check.id, 'location gone', check.locations);
     for (const location of check.locations) {
       if (await this.store.hasOpenJob(check.id, location)) {
         this.missed++;
-        this.logger.warn({ checkId: check.id, location, slot: new Date(slotMs).toISOString() }, 'missed slot: the previous run in this location is still open');
+        this.missedSlots.missed({ checkId: check.id, location }, slotMs, 'the previous run in this location is still open');
       } else {
+        this.missedSlots.ran({ checkId: check.id, location });
         locations.push(location);
       }
     }

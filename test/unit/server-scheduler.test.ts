@@ -117,16 +117,23 @@ describe('SessionScheduler', () => {
     expect(next.checkRunId).toBeGreaterThan(jobA.checkRunId as number);
   });
 
-  it('never overlaps a run with itself: an open job skips its location and logs a missed slot', async () => {
+  it('never overlaps a run with itself: an open job skips its location and logs its streak of missed slots once', async () => {
     const every = storedCheck({ id: 'every-second', locations: [A, B], frequencySeconds: 1 });
     const s = await start([every]);
     await eventually(() => expect(s.sessionsCreated).toBe(1));
     // Nobody claims: both jobs stay QUEUED, so the following slots are missed in both locations.
-    await eventually(() => expect(s.missed).toBeGreaterThanOrEqual(4));
+    await eventually(() => expect(s.missed).toBeGreaterThanOrEqual(6));
     expect(s.sessionsCreated).toBe(1);
-    expect(logs.some((l) => l.level === 40 && l.msg.includes('missed slot') && l.location === B)).toBe(true);
+    const missedLines = (location: string) => logs.filter((l) => l.msg.startsWith('missed slot:') && l.location === location);
+    const endLines = (location: string) => logs.filter((l) => l.msg.startsWith('missed slots ended') && l.location === location);
+    // Three slots or more missed in each location, one warning each: the first of the streak.
+    for (const location of [A, B]) {
+      expect(missedLines(location)).toHaveLength(1);
+      expect(missedLines(location)[0]?.level).toBe(40);
+      expect(endLines(location)).toEqual([]);
+    }
 
-    // A's run finishes; B's is still open: the next session runs in A alone.
+    // A's run finishes; B's is still open: the next session runs in A alone, and A's streak ends in one line.
     const jobA = await claimOne(A);
     await store.acceptResults(`agent-${A}`, A, [envelopeFor(jobA, every)], new Date());
     const next = await eventually(() => claimOne(A));
@@ -134,6 +141,21 @@ describe('SessionScheduler', () => {
     expect((await store.session(next.sequenceId as string))?.runLocations).toEqual([A]);
     expect(await claimAll(store, B, ['API'])).toHaveLength(1);
     expect(s.sessionsCreated).toBe(2);
+    const [ended] = endLines(A);
+    expect(endLines(A)).toHaveLength(1);
+    expect(ended).toMatchObject({ level: 40, msg: 'missed slots ended: a slot ran again', checkId: 'every-second', firstSlot: missedLines(A)[0]?.slot });
+    // One slot a second, every one of them counted from the first to the last.
+    const slots = ended?.missedSlots as number;
+    expect(slots).toBeGreaterThanOrEqual(3);
+    // A timer late by half a period on a busy machine skips a slot (never run, never missed): at least that span.
+    expect(Date.parse(String(ended?.lastSlot)) - Date.parse(String(ended?.firstSlot))).toBeGreaterThanOrEqual((slots - 1) * 1000);
+    expect(missedLines(A)).toHaveLength(1);
+
+    // B's streak goes on to the stop, which ends it in one line too.
+    await s.stop();
+    expect(missedLines(B)).toHaveLength(1);
+    expect(endLines(B)).toEqual([expect.objectContaining({ msg: 'missed slots ended: this server stopped scheduling', missedSlots: expect.any(Number) })]);
+    expect(s.missedSlots.open).toBe(0);
   });
 
   it('stops a deleted check at once, and picks up a check added later on reschedule', async () => {

@@ -2,7 +2,9 @@
 // terminal. Job lines carry jobId, checkId and checkType via child loggers.
 
 import { Writable } from 'node:stream';
+import { isMainThread } from 'node:worker_threads';
 import pino from 'pino';
+import { LogDestination } from './log-destination.js';
 
 export type Logger = pino.Logger;
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
@@ -49,13 +51,16 @@ function prettyStream(target: NodeJS.WriteStream): Writable {
 
 export interface LoggerHandle {
   logger: Logger;
-  /** Writes out what is buffered; call before process.exit. */
+  /** Writes out what is buffered; call before process.exit. Bounded, never throws. */
   flush(): void;
 }
 
 /**
  * `scrub` sees every serialized line, of the root logger and of every child,
  * before it is written (the secrets scrubber: docs/secrets.md).
+ *
+ * A log stream that fails is never a crash nor a hang: logging to it stops,
+ * the process goes on (src/observability/log-destination.ts).
  */
 export function createLogger(level: LogLevel, stream: 'stdout' | 'stderr', scrub?: (line: string) => string): LoggerHandle {
   const target = stream === 'stdout' ? process.stdout : process.stderr;
@@ -65,20 +70,19 @@ export function createLogger(level: LogLevel, stream: 'stdout' | 'stderr', scrub
     timestamp: pino.stdTimeFunctions.epochTime,
     ...(scrub ? { hooks: { streamWrite: scrub } } : {}),
   };
+  if (isMainThread) {
+    // Lines written straight to the streams (a one-line failure, local mode's summary, a terminal's log lines)
+    // would otherwise turn a closed stream into an uncaught 'error' event: a crash. Nothing more can be said on a
+    // stream that failed; other listeners (local mode's results on stdout) still hear it.
+    for (const std of [process.stdout, process.stderr]) std.on('error', () => undefined);
+  }
   if (target.isTTY) {
     const logger = pino(options, prettyStream(target));
     return { logger, flush: () => undefined };
   }
-  const destination = pino.destination({ dest: stream === 'stdout' ? 1 : 2, sync: false, minLength: 0 });
+  const destination = new LogDestination(stream === 'stdout' ? 1 : 2);
   const logger = pino(options, destination);
-  return {
-    logger,
-    flush: () => {
-      try {
-        destination.flushSync();
-      } catch {
-        // Nothing more can be done with a closed or broken stream.
-      }
-    },
-  };
+  // pino flushes its own destination at exit; this one is flushed here, bounded, for exits that skip flush().
+  if (isMainThread) process.once('exit', () => destination.flushSync());
+  return { logger, flush: () => destination.flushSync() };
 }

@@ -447,6 +447,66 @@ describe('stdout that fails', () => {
   });
 });
 
+describe('stderr that fails', () => {
+  // Local and once modes log on stderr. A log stream that fails must neither stop the checks nor wedge the process.
+  interface Spawned {
+    child: ReturnType<typeof spawn>;
+    results: () => CheckResultEntry[];
+    exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  }
+  function spawnWith(args: string[], stderr: 'pipe' | number, dir: string): Spawned {
+    const child = spawn(process.execPath, [path.join(REPO, 'dist/main.js'), ...args], { env: cleanEnv({ STATE_DIR: dir }), stdio: ['ignore', 'pipe', stderr] });
+    let stdout = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      stdout += chunk;
+    });
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
+    const results = () => stdout.split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l) as CheckResultEntry);
+    return { child, results, exited };
+  }
+  const within = <T>(promise: Promise<T>, ms: number, what: string): Promise<T> =>
+    Promise.race([promise, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`timed out: ${what}`)), ms).unref())]);
+  async function resultsAtLeast(proc: Spawned, n: number, what: string): Promise<void> {
+    const deadline = Date.now() + 20_000;
+    while (proc.results().length < n) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${n} results: ${what}`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+
+  it('local mode with stderr on a full disk (/dev/full, ENOSPC) runs its checks and drains and exits 0 on SIGTERM', async () => {
+    const dir = tempDir();
+    const full = openSync('/dev/full', 'w');
+    const proc = spawnWith(['local', writeChecks([urlCheck('fast', '/ok', { frequency: 1 })], dir)], full, dir);
+    closeSync(full);
+    await resultsAtLeast(proc, 2, 'local mode logging to /dev/full');
+    proc.child.kill('SIGTERM');
+    expect(await within(proc.exited, 20_000, 'local mode logging to /dev/full after SIGTERM')).toEqual({ code: 0, signal: null });
+  });
+
+  it('local mode whose stderr reader goes away mid-run keeps running its checks and exits 0 on SIGTERM', async () => {
+    const dir = tempDir();
+    const proc = spawnWith(['local', writeChecks([urlCheck('fast', '/ok', { frequency: 1 })], dir)], 'pipe', dir);
+    // The reader reads the first lines, then goes (a log shipper that died): every later write gets EPIPE.
+    await new Promise((resolve) => proc.child.stderr?.once('data', resolve));
+    proc.child.stderr?.destroy();
+    const before = proc.results().length;
+    await resultsAtLeast(proc, before + 3, 'local mode after its stderr reader went');
+    proc.child.kill('SIGTERM');
+    expect(await within(proc.exited, 20_000, 'local mode with a closed stderr after SIGTERM')).toEqual({ code: 0, signal: null });
+  });
+
+  it('once mode whose stderr is closed before it starts exits on its verdict, every result on stdout', async () => {
+    const dir = tempDir();
+    const ids = ['a', 'b', 'c'];
+    const proc = spawnWith(['once', writeChecks([...ids.map((id) => urlCheck(id, '/ok')), urlCheck('teapot', '/status/418')], dir)], 'pipe', dir);
+    proc.child.stderr?.destroy();
+    // 'teapot' fails: the verdict (1), not the closed stderr (an uncaught EPIPE would be 70), decides.
+    expect(await within(proc.exited, 30_000, 'once mode with a closed stderr')).toEqual({ code: 1, signal: null });
+    expect(proc.results().map((r) => r.checkId).sort()).toEqual([...ids, 'teapot'].sort());
+  });
+});
+
 describe('stdout nobody reads', () => {
   // Each result carries its check's 400-character name: a few dozen fill the pipe (64 KiB on Linux), and then no
   // write to stdout ever completes, since the test pauses its end of the pipe before the agent writes anything.

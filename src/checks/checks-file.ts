@@ -51,7 +51,7 @@ export function parseChecksFile(text: string, file: string, registry: ExecutorRe
 
 /** The sections of a server's checks file, and the fields of its checks, that once mode reads past (docs/server.md, "The checks file"). */
 const SERVER_SECTIONS = ['privateLocations', 'maintenanceWindows', 'alertChannels', 'dashboards', 'incidents'];
-const SERVER_CHECK_FIELDS = ['locations', 'tags', 'alertAfter'];
+export const SERVER_CHECK_FIELDS = ['locations', 'tags', 'alertAfter'];
 
 /**
  * A checks file as once mode reads it: its checks, and the JSON paths of the

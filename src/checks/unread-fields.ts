@@ -75,6 +75,27 @@ export function unreadProblems(unread: readonly UnreadField[]): FieldIssue[] {
   });
 }
 
+/** Fields a job's jobLog line names; the rest are counted. */
+export const MAX_NAMED_UNREAD = 10;
+/** A named field's path is cut to this many characters: its keys come from untrusted JSON. */
+export const MAX_UNREAD_PATH_CHARS = 100;
+
+const shortPath = (path: string): string => (path.length > MAX_UNREAD_PATH_CHARS ? `${path.slice(0, MAX_UNREAD_PATH_CHARS - 1)}…` : path);
+
+/**
+ * The one jobLog line of a job whose check has fields nobody read, or nothing. A job is never refused for them
+ * (a newer control plane may send fields an older agent does not know); a misspelling names the field meant.
+ */
+export function unreadJobLogLine(unread: readonly UnreadField[]): string | undefined {
+  if (unread.length === 0) return undefined;
+  const sorted = unread.map((field) => ({ path: field.path, meant: meantField(field.key, field.asked) }));
+  // Likely misspellings first: the check runs without what they were meant to set.
+  sorted.sort((a, b) => Number(a.meant === undefined) - Number(b.meant === undefined));
+  const named = sorted.slice(0, MAX_NAMED_UNREAD).map(({ path, meant }) => `${shortPath(path)}${meant === undefined ? '' : ` (did you mean "${meant}"?)`}`);
+  const more = unread.length - named.length;
+  return `The check has ${unread.length} field${unread.length === 1 ? '' : 's'} this agent does not read, ignored: ${named.join(', ')}${more > 0 ? ` and ${more} more` : ''}`;
+}
+
 /** Unread fields split into misspellings (errors, with the field meant) and the others (ignored, by path). */
 export function sortUnread(unread: readonly UnreadField[]): { misspelled: Array<{ path: string; meant: string }>; ignored: string[] } {
   const misspelled: Array<{ path: string; meant: string }> = [];

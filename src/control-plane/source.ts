@@ -232,7 +232,7 @@ export class ControlPlaneSource {
     if (!job || typeof job !== 'object' || typeof job.id !== 'string' || job.id.length === 0) return 'no-id';
     if (queue.has(job.id)) return 'twice';
     leases.track(job.id, job.leaseExpiresAt);
-    const prepared = unreadable ? unpreparedJob(job.id, `Invalid job: ${unreadable}`, logger) : prepareJob(job, registry, logger);
+    const prepared = unreadable ? unpreparedJob(job.id, `Invalid job: ${unreadable}`, logger) : prepareJob(job, registry, logger, { noteUnreadFields: true });
     const done = queue
       .submit(prepared, (result, line) => this.options.onAttempt(result, job, line))
       .then(async (completion) => {

@@ -94,7 +94,7 @@ export async function runAttempt(input: AttemptInput): Promise<AttemptResult | n
     const ctx: ExecutionContext = {
       signal: controller.signal,
       logger,
-      jobLog: [],
+      jobLog: [...(prepared.jobLogNotes ?? [])],
       variables: input.variables,
       settings: input.settings,
       secrets,

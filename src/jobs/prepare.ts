@@ -6,7 +6,9 @@ import type { CheckDefinition } from '../checks/definition.js';
 import { parseCheck, peekIdentity } from '../checks/parse-definition.js';
 import type { Executor } from '../checks/executor.js';
 import type { ExecutorRegistry } from '../checks/executor-registry.js';
-import { DefinitionError } from '../checks/fields.js';
+import { SERVER_CHECK_FIELDS } from '../checks/checks-file.js';
+import { DefinitionError, FieldReads, Fields } from '../checks/fields.js';
+import { unreadJobLogLine } from '../checks/unread-fields.js';
 import type { EnvironmentVariable, Job } from '../core/protocol.js';
 import type { Logger } from '../observability/logger.js';
 import type { CheckIdentity, RunIdentity } from '../core/result-entry.js';
@@ -22,6 +24,8 @@ export interface PreparedJob {
   variables: EnvironmentVariable[];
   triggerSource: string | null;
   logger: Logger;
+  /** Lines every attempt's jobLog starts with: what the agent has to say about the job itself (fields it ignored). */
+  jobLogNotes?: string[];
 }
 
 function jobLogger(base: Logger, jobId: string, identity: CheckIdentity): Logger {
@@ -35,7 +39,7 @@ export function prepareCheck(
   identity: RunIdentity,
   registry: ExecutorRegistry,
   logger: Logger,
-  extra: { variables?: EnvironmentVariable[]; triggerSource?: string | null } = {},
+  extra: { variables?: EnvironmentVariable[]; triggerSource?: string | null; noteUnreadFields?: boolean } = {},
 ): PreparedJob {
   const checkIdentity = peekIdentity(rawCheck);
   const base = {
@@ -46,9 +50,13 @@ export function prepareCheck(
     triggerSource: extra.triggerSource ?? null,
     logger: jobLogger(logger, jobId, checkIdentity),
   };
+  // The fields a server keeps for itself (its locations, tags, alertAfter) are in its jobs' definitions: not news.
+  const reads = extra.noteUnreadFields ? new FieldReads() : undefined;
+  if (reads && rawCheck !== null && typeof rawCheck === 'object' && !Array.isArray(rawCheck)) new Fields(rawCheck, path, [], reads).ignore(...SERVER_CHECK_FIELDS);
   try {
-    const { check, executor } = parseCheck(rawCheck, path, registry);
-    return { ...base, runnable: { check, executor, target: executor.target(check.request) } };
+    const { check, executor } = parseCheck(rawCheck, path, registry, reads);
+    const unread = reads ? unreadJobLogLine(reads.unread()) : undefined;
+    return { ...base, runnable: { check, executor, target: executor.target(check.request) }, ...(unread ? { jobLogNotes: [unread] } : {}) };
   } catch (error) {
     if (error instanceof DefinitionError) return { ...base, invalid: `Invalid check definition: ${error.message}` };
     throw error;
@@ -60,9 +68,9 @@ export function prepareCheck(
  * prepareCheck. Never throws: whatever goes wrong preparing it becomes the
  * job's error result, so one job cannot stop the claim loop.
  */
-export function prepareJob(job: Job, registry: ExecutorRegistry, logger: Logger): PreparedJob {
+export function prepareJob(job: Job, registry: ExecutorRegistry, logger: Logger, options: { noteUnreadFields?: boolean } = {}): PreparedJob {
   try {
-    return prepareClaimedJob(job, registry, logger);
+    return prepareClaimedJob(job, registry, logger, options.noteUnreadFields === true);
   } catch (error) {
     const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
     logger.error({ err: error, jobId: job.id }, 'a claimed job could not be prepared; reporting it as an error');
@@ -83,7 +91,7 @@ export function unpreparedJob(jobId: string, invalid: string, logger: Logger): P
   };
 }
 
-function prepareClaimedJob(job: Job, registry: ExecutorRegistry, logger: Logger): PreparedJob {
+function prepareClaimedJob(job: Job, registry: ExecutorRegistry, logger: Logger, noteUnreadFields: boolean): PreparedJob {
   const identity: RunIdentity = {
     checkRunId: typeof job.checkRunId === 'number' ? job.checkRunId : null,
     sequenceId: typeof job.sequenceId === 'string' ? job.sequenceId : null,
@@ -96,6 +104,7 @@ function prepareClaimedJob(job: Job, registry: ExecutorRegistry, logger: Logger)
   const prepared = prepareCheck(job.check, 'check', job.id, identity, registry, logger, {
     variables: badVariable === -1 ? variables : [],
     triggerSource: typeof job.triggerSource === 'string' ? job.triggerSource : null,
+    noteUnreadFields,
   });
   if (job.check === undefined || job.check === null) {
     return { ...prepared, runnable: undefined, invalid: 'Invalid job: check is required' };

@@ -92,6 +92,42 @@ describe('agent mode against the real server', () => {
     expect(cp.violations).toEqual([]);
   });
 
+  it('runs a job whose check has fields it does not read, naming them (bounded) in one jobLog line of its result', async () => {
+    const cp = await h.server();
+    const longKey = `k${'x'.repeat(300)}`;
+    const extra: Record<string, unknown> = { muted: false, doubleCheck: true, [longKey]: 1 };
+    for (let i = 0; i < 12; i++) extra[`newServiceField${i}`] = i;
+    // locations, tags and alertAfter are a server's own fields, in every job it makes: not named.
+    const check = urlCheck(`${h.target.url}/ok`, { ...extra, locations: ['somewhere'], tags: ['t'], alertAfter: 2 });
+    const id = await cp.addJob({ ...check, request: { url: `${h.target.url}/ok`, folowRedirects: true } });
+    const known = await cp.addJob(urlCheck(`${h.target.url}/ok`));
+    // On a check worker (the job crosses a thread) as well as on the main thread.
+    h.agent(cp, { CHECK_WORKERS: '2', JOB_CONCURRENCY: '4' });
+    await cp.waitFor(() => cp.resultsFor(id).length === 1 && cp.resultsFor(known).length === 1, 30_000, 'both results');
+    const result = cp.resultsFor(id)[0]?.result;
+    // Run, not refused: a newer control plane may send fields an older agent does not know.
+    expect(result?.hasErrors).toBe(false);
+    expect(result?.hasFailures).toBe(false);
+    const lines = (result?.apiCheckResult?.jobLog ?? []) as string[];
+    const notes = lines.filter((line) => line.includes('does not read'));
+    expect(notes, lines.join('\n')).toHaveLength(1);
+    const [note] = notes as [string];
+    expect(note).toMatch(/^The check has 16 fields this agent does not read, ignored: /);
+    expect(note).toContain('check.request.folowRedirects (did you mean "followRedirects"?)');
+    expect(note).toContain('check.muted, check.doubleCheck');
+    expect(note).toContain(' and 6 more');
+    expect(note).not.toContain('locations');
+    expect(note).not.toContain('tags');
+    expect(note).not.toContain('alertAfter');
+    // A key from the job is cut, not copied whole.
+    expect(note).not.toContain(longKey);
+    expect(note).toContain(`check.${longKey.slice(0, 50)}`);
+    expect(note.length).toBeLessThan(1_500);
+    // A check with no such field gets no such line.
+    expect(((cp.resultsFor(known)[0]?.result.apiCheckResult?.jobLog ?? []) as string[]).filter((line) => line.includes('does not read'))).toEqual([]);
+    expect(cp.violations).toEqual([]);
+  });
+
   it('honours 429 Retry-After and retries 5xx, delivering exactly once', async () => {
     const cp = await h.server();
     cp.inject({ route: 'claim', status: 429, retryAfter: '2' });

@@ -445,5 +445,6 @@ function wireJob(prepared: PreparedJob, check: WireJob['check']): WireJob {
     variables: prepared.variables,
     triggerSource: prepared.triggerSource,
     logBindings,
+    ...(prepared.jobLogNotes ? { jobLogNotes: prepared.jobLogNotes } : {}),
   };
 }

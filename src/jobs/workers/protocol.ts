@@ -49,6 +49,7 @@ export interface WireJob {
   triggerSource: string | null;
   /** The job logger's bindings (jobId, checkId, checkType…). */
   logBindings: Record<string, unknown>;
+  jobLogNotes?: string[];
 }
 
 export interface WireAbort {

@@ -103,6 +103,7 @@ function prepared(job: WireJob): PreparedJob | undefined {
     variables: job.variables,
     triggerSource: job.triggerSource,
     logger: logger.child(job.logBindings),
+    ...(job.jobLogNotes ? { jobLogNotes: job.jobLogNotes } : {}),
   };
 }
 

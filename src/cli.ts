@@ -54,10 +54,10 @@ async function main(startup: StartupSignals): Promise<void> {
     if (error instanceof ConfigError) failConfig(error);
     throw error;
   }
-  if (command.kind !== 'run' || command.mode === 'server') {
-    // These end by themselves or handle signals their own way (server mode): Node.js's own handling again, and a
-    // stop that came while loading is honoured as it would have been. A signal that came while src/cli.ts was
-    // being loaded is still queued in the event loop: one turn of it delivers it to the handlers before they go.
+  if (command.kind !== 'run') {
+    // These end by themselves: Node.js's own handling again, and a stop that came while loading is honoured as it
+    // would have been. A signal that came while src/cli.ts was being loaded is still queued in the event loop: one
+    // turn of it delivers it to the handlers before they go.
     await new Promise((resolve) => setImmediate(resolve));
     const early = startup.handOver();
     if (early) process.exit(early === 'SIGINT' ? 130 : 143);
@@ -165,6 +165,9 @@ async function main(startup: StartupSignals): Promise<void> {
     else logger.info({ networkPolicy: null }, 'network policy: none (BLOCKED_NETWORKS is not set): checks may reach any address the agent can');
   };
   if (config.mode === 'server') {
+    // As in the other modes: a stop that came while starting (opening and migrating the store, applying the
+    // checks file) drains once the start is done, and the store is closed cleanly; a second one exits at once.
+    startup.attach(logger, flush);
     process.on('uncaughtException', (error) => {
       logger.fatal({ err: error }, 'uncaught exception: exiting');
       flush();
@@ -173,7 +176,7 @@ async function main(startup: StartupSignals): Promise<void> {
     process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled promise rejection'));
     let server: RunningServer;
     try {
-      server = await runServer(config, logger, flush);
+      server = await runServer(config, logger, flush, startup);
     } catch (error) {
       startupFailed(error, config, flush);
     }

@@ -12,6 +12,7 @@ import { definitionRegistry } from './checks/registry.js';
 import { type Config, ConfigError, EXIT_CONFIG } from './config.js';
 import { AGENT_ROUTE_LIMIT_PER_MINUTE } from './core/protocol.js';
 import { Lifecycle } from './health/lifecycle.js';
+import type { StartupSignals } from './health/startup-signals.js';
 import { describePolicy, type NetworkPolicy } from './net/network-policy.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
@@ -239,7 +240,8 @@ export interface RunningServer {
   done: Promise<number>;
 }
 
-export async function runServer(config: Config, logger: Logger, flushLogs: () => void): Promise<RunningServer> {
+/** `startup`: what handled signals while the process started (src/main.ts); the server's Lifecycle takes over from it. */
+export async function runServer(config: Config, logger: Logger, flushLogs: () => void, startup?: StartupSignals): Promise<RunningServer> {
   const settings = config.server;
   if (!settings || !config.checksFile) throw new Error('server mode without its settings or checks file');
   const file = config.checksFile;
@@ -262,6 +264,7 @@ export async function runServer(config: Config, logger: Logger, flushLogs: () =>
     metrics,
     { inFlight: () => 0, queued: () => 0, spooled: () => 0, quarantined: () => 0, spoolDropped: () => 0, spoolWritable: () => true },
     logger,
+    startup,
   );
   // Not ready until the database is open and migrated, nor while it does not answer (a load balancer sends requests elsewhere).
   let writes: DatabaseWrites | undefined;

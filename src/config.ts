@@ -17,6 +17,7 @@ import type { ProxyConfig } from './net/proxy.js';
 import { type NetworkPolicy, NetworkPolicyParseError, type OwnPort, parseNetworkPolicy } from './net/network-policy.js';
 import type { ToolPaths } from './net/tool-process.js';
 import { processSecrets } from './core/process-secrets.js';
+import { releaseFifoReaders } from './core/release-fifo-readers.js';
 import type { DatabaseSetting } from './store/server-stores.js';
 import { API_MAX_CONNECTIONS, API_MAX_CONNECTIONS_PER_ADDRESS } from './server/http/router.js';
 import { DEFAULT_WRITE_BYTES_PER_MINUTE } from './server/write-budget.js';
@@ -209,6 +210,8 @@ function checkExtraCaCerts(file: string): void {
   try {
     accessSync(file, constants.R_OK);
     const stat = statSync(file);
+    // Node's own reader of the setting may be blocked opening it; the process could not exit (release-fifo-readers.ts).
+    if (stat.isFIFO()) releaseFifoReaders(file);
     if (!stat.isFile() || stat.size > MAX_CA_FILE_BYTES) throw new Error('not a file of a usable size');
     text = readFileSync(file, 'utf8');
   } catch {

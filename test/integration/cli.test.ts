@@ -374,6 +374,16 @@ describe('outpost CLI', () => {
     expect(line).toBe(`outpost: ${fifo}: is not a regular file (a FIFO, device or directory cannot be a checks file)`);
   });
 
+  it('NODE_EXTRA_CA_CERTS naming a FIFO → exit 78 at once, naming it (no hang)', async () => {
+    const fifo = path.join(tempDir(), 'ca.pem');
+    execFileSync('mkfifo', [fifo]);
+    // Node.js opens the setting on a thread of its own, blocked on a FIFO until a writer comes; exit waits for it.
+    const proc = run(['once', checksFile(VALID)], { NODE_EXTRA_CA_CERTS: fifo });
+    await exitWithin(proc, 20_000, 'a process whose NODE_EXTRA_CA_CERTS is a FIFO');
+    const line = await expectOneLineFailure(proc, 78);
+    expect(line).toBe(`outpost: NODE_EXTRA_CA_CERTS="${fifo}" is invalid: must be a readable PEM file`);
+  });
+
   it('--results /dev/full → exit 78, one outpost line naming the file, no stack trace', async () => {
     const proc = run(['once', checksFile(VALID), '--results', '/dev/full']);
     expect((await proc.exit).code).toBe(78);

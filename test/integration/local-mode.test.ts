@@ -537,7 +537,20 @@ describe('stdout nobody reads', () => {
         db?.close();
       }
     };
-    await until(() => queued() >= 15, 30_000, 'jobs left queued in the store while stdout is stuck', proc);
+    // Jobs queue up on a machine too busy to run them too: stuck means the results file (written beside stdout)
+    // has also stopped growing, for longer than a busy machine pauses a running agent.
+    let lines = -1;
+    let changedAt = Date.now();
+    const resultLines = () => (existsSync(resultsFile) ? readFileSync(resultsFile, 'utf8').split('\n').length - 1 : 0);
+    const stuck = () => {
+      const now = resultLines();
+      if (now !== lines) {
+        lines = now;
+        changedAt = Date.now();
+      }
+      return lines > 0 && Date.now() - changedAt >= 3_000 && queued() >= 15;
+    };
+    await until(stuck, 60_000, 'jobs left queued in the store, and no result written for 3 s, while stdout is stuck', proc);
     proc.kill('SIGTERM');
     // 1 s of grace, then at most 10 s for the last results (docs/configuration.md "Shutdown"), and a margin for a loaded machine.
     const { code } = await exitWithin(proc, 30_000, 'shutdown waited for a stdout nobody reads');

@@ -56,6 +56,21 @@ function checksFile(content: unknown): string {
 
 const VALID = { checks: [{ id: 'ok', checkType: 'URL', frequency: 60, request: { url: 'http://127.0.0.1:9/' }, shouldFail: true }] };
 
+
+/**
+ * A folder and a checks file in it that uid 65534 may read but not write: EACCES needs a user other than root,
+ * so the agent runs as that one (this suite runs as root, as CI does).
+ */
+function checksForNobody(): { dir: string; file: string } {
+  expect(process.getuid?.(), 'this test starts the agent as uid 65534 and must run as root').toBe(0);
+  const dir = tempDir();
+  chmodSync(dir, 0o755);
+  const file = path.join(dir, 'checks.json');
+  writeFileSync(file, JSON.stringify(VALID));
+  chmodSync(file, 0o644);
+  return { dir, file };
+}
+
 describe('outpost CLI', () => {
   it('--help exits 0 and lists the commands', async () => {
     const proc = run(['--help']);
@@ -323,13 +338,7 @@ describe('outpost CLI', () => {
     expect(line).toContain('ENOENT');
   });
   it('a --results file the agent may not create (EACCES) → exit 78 naming the path, not the health port', async () => {
-    // EACCES needs a user other than root: the agent runs as uid 65534 (this suite runs as root, as CI does).
-    expect(process.getuid?.(), 'this test starts the agent as uid 65534 and must run as root').toBe(0);
-    const dir = tempDir();
-    chmodSync(dir, 0o755);
-    const file = path.join(dir, 'checks.json');
-    writeFileSync(file, JSON.stringify(VALID));
-    chmodSync(file, 0o644);
+    const { dir, file } = checksForNobody();
     const results = path.join(dir, 'out.jsonl');
     const proc = startAgent(['once', file, '--results', results], cleanEnv({ STATE_DIR: dir }), ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']);
     running.push(proc);
@@ -431,13 +440,7 @@ describe('outpost CLI', () => {
   });
 
   it('a STATE_DIR local mode may not write (EACCES) → exit 78 in one line, no lock warning', async () => {
-    // EACCES needs a user other than root: the agent runs as uid 65534 (this suite runs as root, as CI does).
-    expect(process.getuid?.(), 'this test starts the agent as uid 65534 and must run as root').toBe(0);
-    const dir = tempDir();
-    chmodSync(dir, 0o755);
-    const file = path.join(dir, 'checks.json');
-    writeFileSync(file, JSON.stringify(VALID));
-    chmodSync(file, 0o644);
+    const { dir, file } = checksForNobody();
     const stateDir = path.join(dir, 'state');
     const proc = startAgent(['local', file], cleanEnv({ STATE_DIR: stateDir }), ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']);
     running.push(proc);

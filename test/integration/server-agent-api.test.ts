@@ -2,7 +2,7 @@
 // router and a real SqliteStore over HTTP, and then the real agent
 // (dist/main.js) against them.
 
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import http from 'node:http';
@@ -13,6 +13,7 @@ import { MAX_BODY_DEPTH } from '../../src/server/http/router.js';
 import { agentCall, type AgentApiServer, PUBLIC_KEY, startAgentApiServer } from '../support/agent-api-server.js';
 import { type AgentProcess, cleanEnv, startAgent, tempDir } from '../support/agent-process.js';
 import { startTargetServer, type TargetServer } from '../support/target-server.js';
+import { jobResultEntry } from '../support/server-store.js';
 
 const LOCATIONS = [
   { id: 'loc-a', name: 'Location A' },
@@ -47,29 +48,7 @@ async function claim(server: AgentApiServer, key: string, body: unknown = agentB
   return (answer.body as { jobs: Job[] }).jobs;
 }
 
-function entry(job: Pick<Job, 'id' | 'sequenceId' | 'runLocation' | 'checkRunId'>, extra: Partial<CheckResultEntry> = {}): CheckResultEntry {
-  const now = new Date().toISOString();
-  return {
-    resultType: 'FINAL',
-    id: randomUUID(),
-    name: 'check',
-    checkId: null,
-    checkType: 'URL',
-    hasFailures: false,
-    hasErrors: false,
-    isDegraded: false,
-    overMaxResponseTime: false,
-    runLocation: job.runLocation ?? null,
-    startedAt: now,
-    stoppedAt: now,
-    created_at: now,
-    responseTime: 12,
-    checkRunId: job.checkRunId ?? null,
-    attempts: 1,
-    sequenceId: job.sequenceId ?? null,
-    ...extra,
-  };
-}
+const entry = jobResultEntry;
 
 const envelope = (jobId: string, result: CheckResultEntry) => ({ jobId, resultId: result.id, result });
 

@@ -18,6 +18,7 @@ import { type AgentProcess, tempDir } from '../support/agent-process.js';
 import { agentCall } from '../support/agent-api-server.js';
 import { READY_DEADLINE_MS, retryUntil } from '../support/daemon.js';
 import { apiCall, serverReady, startServerProcess } from '../support/server-process.js';
+import { jobResultEntry } from '../support/server-store.js';
 
 const API_KEY = 'write-limits-test-public-key';
 const BUDGET = 65_536;
@@ -70,26 +71,7 @@ afterAll(async () => {
 });
 
 function result(job: Job, resultType: 'FINAL' | 'ATTEMPT', attempts: number): CheckResultEntry {
-  const now = new Date().toISOString();
-  return {
-    resultType,
-    id: crypto.randomUUID(),
-    name: 'check',
-    checkId: null,
-    checkType: 'URL',
-    hasFailures: resultType === 'ATTEMPT',
-    hasErrors: false,
-    isDegraded: false,
-    overMaxResponseTime: false,
-    runLocation: job.runLocation ?? null,
-    startedAt: now,
-    stoppedAt: now,
-    created_at: now,
-    responseTime: 3,
-    checkRunId: job.checkRunId ?? null,
-    attempts,
-    sequenceId: job.sequenceId ?? null,
-  };
+  return jobResultEntry(job, { resultType, hasFailures: resultType === 'ATTEMPT', attempts, responseTime: 3 });
 }
 
 const envelope = (job: Job, r: CheckResultEntry) => ({ jobId: job.id, resultId: r.id, result: r });

@@ -38,6 +38,31 @@ export interface ResultSpec {
   attempts?: number;
 }
 
+/** A passing FINAL result for a claimed job, as an agent reports it when the job names no check id; `extra` overrides. */
+export function jobResultEntry(job: Pick<Job, 'sequenceId' | 'runLocation' | 'checkRunId'>, extra: Partial<CheckResultEntry> = {}): CheckResultEntry {
+  const now = new Date().toISOString();
+  return {
+    resultType: 'FINAL',
+    id: randomUUID(),
+    name: 'check',
+    checkId: null,
+    checkType: 'URL',
+    hasFailures: false,
+    hasErrors: false,
+    isDegraded: false,
+    overMaxResponseTime: false,
+    runLocation: job.runLocation ?? null,
+    startedAt: now,
+    stoppedAt: now,
+    created_at: now,
+    responseTime: 12,
+    checkRunId: job.checkRunId ?? null,
+    attempts: 1,
+    sequenceId: job.sequenceId ?? null,
+    ...extra,
+  };
+}
+
 /** A result entry for a claimed job, as an agent reports it. */
 export function envelopeFor(job: Job, check: StoredCheck, spec: ResultSpec = {}): ResultEnvelope {
   const id = spec.id ?? randomUUID();

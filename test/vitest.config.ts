@@ -35,11 +35,11 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
-    // Three files at a time on two cores: most test time is spent waiting on timers, peers and
+    // Four files at a time on two cores: most test time is spent waiting on timers, peers and
     // child processes, not computing (the cores were 60–70 % busy with two at a time). Measured on
-    // the 2-core machine, the whole suite took 514 s with three against 728 s with two, each test
-    // 4 % slower on average (docs/development.md, "The first `npm test`").
-    maxWorkers: 3,
+    // the 2-core machine, the test phase took 728 s with two, 587 s with three and 538 s with four,
+    // each test about 20 % slower with four than with three (docs/development.md, "The first `npm test`").
+    maxWorkers: 4,
     projects: [
       {
         extends: true,

@@ -64,9 +64,16 @@ export class LogDestination {
     return true;
   }
 
+  /** An asynchronous write has not answered yet. */
+  get writing(): boolean {
+    return this.inFlight !== undefined;
+  }
+
   /**
    * Writes what is queued now, synchronously (before process.exit). Bounded: a full pipe gets
-   * FLUSH_DEADLINE_MS, and any other error ends logging to the stream at once.
+   * FLUSH_DEADLINE_MS, and any other error ends logging to the stream at once. Known limit: a write
+   * still waiting for a busy libuv thread pool (its lines not yet out) lands after these, so the last
+   * lines before an exit can come out of order then; nothing is lost or written twice.
    */
   flushSync(): void {
     clearTimeout(this.retryTimer);

@@ -279,11 +279,13 @@ export function agentRoutes(deps: AgentApiDeps): Route[] {
   const { writeBudget } = deps;
 
   /**
-   * The bytes a request announces (Content-Length), charged as it is let in: charged only once read, any number
-   * of requests let in together would each have found the budget unspent. A body over the route's limit is
-   * refused unread (413) and costs nothing.
+   * The bytes a request is charged as it is let in: its Content-Length, or, for a chunked body that announces
+   * none, the route's limit (the most it can be; the difference is paid back once it is read). Charged only once
+   * read, any number of requests let in together would each have found the budget unspent. A body over the
+   * route's limit is refused unread (413) and costs nothing.
    */
   const announced = (req: IncomingMessage, limit: number): number => {
+    if (req.headers['content-length'] === undefined) return req.headers['transfer-encoding'] === undefined ? 0 : limit;
     const declared = Number(req.headers['content-length']);
     return Number.isInteger(declared) && declared > 0 && declared <= limit ? declared : 0;
   };

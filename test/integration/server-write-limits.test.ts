@@ -19,6 +19,8 @@ import { agentCall } from '../support/agent-api-server.js';
 import { READY_DEADLINE_MS, retryUntil } from '../support/daemon.js';
 import { apiCall, serverReady, startServerProcess } from '../support/server-process.js';
 import { jobResultEntry } from '../support/server-store.js';
+import { ControlPlaneClient, type ControlPlaneError } from '../../src/control-plane/client.js';
+import { createMetrics } from '../../src/observability/metrics.js';
 
 const API_KEY = 'write-limits-test-public-key';
 const BUDGET = 65_536;
@@ -39,6 +41,8 @@ beforeAll(async () => {
         { id: 'flood', name: 'Flood' },
         { id: 'calm', name: 'Calm' },
         { id: 'burst', name: 'Burst' },
+        { id: 'chunked', name: 'Chunked' },
+        { id: 'large', name: 'Large batches' },
       ],
       checks: [
         // Every second, so that a job is queued at once; the test's agent is the only one.
@@ -58,7 +62,7 @@ beforeAll(async () => {
   server = startServerProcess({ checksFile, stateDir, apiKey: API_KEY, env: { LOCATION_WRITE_BYTES_PER_MINUTE: String(BUDGET) } });
   const port = await serverReady(server);
   url = `http://127.0.0.1:${port}`;
-  for (const location of ['retries', 'flood', 'calm', 'burst']) {
+  for (const location of ['retries', 'flood', 'calm', 'burst', 'chunked', 'large']) {
     const key = await apiCall(port, API_KEY, 'POST', `/v1/private-locations/${location}/keys`);
     expect(key.status).toBe(201);
     keys[location] = (key.body as { rawKey: string }).rawKey;
@@ -200,26 +204,56 @@ describe('the write budget', () => {
     ]);
   });
 
-  it('lets in no more than the budget when the requests come all at once', async () => {
-    const body = JSON.stringify(batch(0));
-    const started = Date.now();
-    const statuses = await Promise.all(
-      Array.from({ length: 12 }, async () => {
-        const response = await fetch(`${url}/v1/agent/events`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${keys.burst}`, 'x-agent-id': 'burster', 'content-type': 'application/json' },
-          body,
-        });
-        await response.arrayBuffer();
-        return response.status;
-      }),
+  // A chunked body announces no length: it is charged the route's limit as it is let in, the rest paid back once read.
+  for (const { location, chunked } of [
+    { location: 'burst', chunked: false },
+    { location: 'chunked', chunked: true },
+  ]) {
+    it(`lets in no more than the budget when the requests come all at once${chunked ? ', chunked without a Content-Length' : ''}`, async () => {
+      const body = JSON.stringify(batch(0));
+      const started = Date.now();
+      const statuses = await Promise.all(
+        Array.from({ length: 12 }, async () => {
+          const response = await fetch(`${url}/v1/agent/events`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${keys[location]}`, 'x-agent-id': 'burster', 'content-type': 'application/json' },
+            body: chunked ? new Blob([body]).stream() : body,
+            ...(chunked ? { duplex: 'half' } : {}),
+          } as RequestInit);
+          await response.arrayBuffer();
+          return response.status;
+        }),
+      );
+      const seconds = (Date.now() - started) / 1000;
+      const taken = statuses.filter((status) => status === 202).length;
+      expect(statuses.filter((status) => status !== 202 && status !== 429)).toEqual([]);
+      // Each request is charged as it is let in: the budget, one request's overshoot and what refilled meanwhile.
+      expect(taken).toBeGreaterThanOrEqual(1);
+      expect(taken * body.length).toBeLessThanOrEqual(BUDGET + body.length + Math.ceil((seconds * BUDGET) / 60));
+      expect(eventsStored(location)).toBe(taken * 100);
+    });
+  }
+  it("tells the real agent client of the budget (429 and Retry-After) when its refused batch is large, never a reset connection", async () => {
+    const client = new ControlPlaneClient(
+      { apiUrl: url, apiKey: keys.large as string, agentId: 'large-batches', version: '0.0.0-test', timeoutMs: 30_000, proxy: {} },
+      createMetrics(),
     );
-    const seconds = (Date.now() - started) / 1000;
-    const taken = statuses.filter((status) => status === 202).length;
-    expect(statuses.filter((status) => status !== 202 && status !== 429)).toEqual([]);
-    // Each request is charged as it is let in: the budget, one request's overshoot and what refilled meanwhile.
-    expect(taken).toBeGreaterThanOrEqual(1);
-    expect(taken * body.length).toBeLessThanOrEqual(BUDGET + body.length + Math.ceil((seconds * BUDGET) / 60));
-    expect(eventsStored('burst')).toBe(taken * 100);
+    try {
+      // The first 8 MiB batch is let in and spends the budget (its results name no job: each is refused alone); the
+      // next are refused before their body is read, which is then read and dropped.
+      const lines = Array.from({ length: 8 }, (_, i) => JSON.stringify({ jobId: `j-${i}`, resultId: `r-${i}`, pad: 'x'.repeat(1024 * 1024 - 64) }));
+      await client.sendResultLines(lines);
+      // Ten tries: a connection closed with its body unread is reset often, not always.
+      for (let i = 0; i < 10; i++) {
+        const refused = await client.sendResultLines(lines).then(
+          () => undefined,
+          (error: unknown) => error as ControlPlaneError,
+        );
+        expect(refused?.message).toMatch(/^results: HTTP 429 /);
+        expect(refused?.retryAfterMs).toBeGreaterThan(0);
+      }
+    } finally {
+      await client.close();
+    }
   });
 });

@@ -224,6 +224,43 @@ export async function readJsonBody(
   }
 }
 
+/**
+ * Reads a body to its end and drops it, within the same bounds as readJsonBody (at most `limit` bytes, the
+ * deadline plus the transfer allowance); past either it stops, and the answer then closes the connection.
+ * A client waiting for `100 Continue` sends no body: its answer goes at once.
+ */
+function discardBody(req: IncomingMessage, limit: number, deadlineMs = JSON_BODY_DEADLINE_MS): Promise<void> {
+  const declared = Number(req.headers['content-length']);
+  if (req.complete || /^100-continue$/i.test(req.headers.expect ?? '') || (Number.isFinite(declared) && declared > limit)) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const started = performance.now();
+    let size = 0;
+    let timer: NodeJS.Timeout | undefined;
+    const finish = () => {
+      clearTimeout(timer);
+      req.off('data', onData);
+      req.off('end', finish);
+      req.off('error', finish);
+      req.off('close', finish);
+      resolve();
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) finish();
+    };
+    const check = () => {
+      const leftMs = deadlineMs + transferAllowanceMs(size) - (performance.now() - started);
+      if (leftMs > 0) timer = setTimeout(check, leftMs);
+      else finish();
+    };
+    timer = setTimeout(check, deadlineMs);
+    req.on('data', onData);
+    req.once('end', finish);
+    req.once('error', finish);
+    req.once('close', finish);
+  });
+}
+
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Readonly<Record<string, string>> = {}): void {
   if (res.headersSent) {
     res.destroy();
@@ -361,7 +398,14 @@ export class Router {
       }
       const principal = await this.authenticate(compiled.route, req);
       refuseNul(params, url.searchParams);
-      compiled.route.beforeBody?.(principal, req);
+      try {
+        compiled.route.beforeBody?.(principal, req);
+      } catch (error) {
+        // An authorized client refused before its body (the write budget's 429) is read to the end first: closed
+        // with its body unread, the connection is reset and the client never sees the answer nor its Retry-After.
+        if (compiled.route.bodyLimit > 0) await discardBody(req, compiled.route.bodyLimit, this.options.bodyDeadlineMs);
+        throw error;
+      }
       let bodyBytes = 0;
       const body =
         compiled.route.bodyLimit > 0

@@ -169,11 +169,12 @@ export class ControlPlaneClient {
 
   /**
    * `results` with each envelope already serialized (as the spool holds them): no parse and re-stringify per send.
-   * The request is given its time to cross a slow link on top of the timeout (resultsTransferAllowanceMs).
+   * The request is given its time to cross a slow link on top of the timeout (resultsTransferAllowanceMs,
+   * unless the caller measured it already).
    */
-  sendResultLines(lines: string[], signal?: AbortSignal): Promise<ResultsResponse> {
+  sendResultLines(lines: string[], signal?: AbortSignal, allowanceMs = resultsTransferAllowanceMs(lines)): Promise<ResultsResponse> {
     const body = new RawJson(`{"results":[${lines.join(',')}]}`);
-    const timeoutMs = this.options.timeoutMs + resultsTransferAllowanceMs(lines);
+    const timeoutMs = this.options.timeoutMs + allowanceMs;
     return this.post<ResultsResponse>('results', body, timeoutMs, signal).then((answer) => {
       if (!answer || !Array.isArray(answer.accepted) || !Array.isArray(answer.rejected)) {
         throw new ControlPlaneError('results', 'retryable', 'malformed results answer: accepted or rejected is not an array');

@@ -276,12 +276,13 @@ export class ControlPlaneSink {
   private async send(items: SpoolItem[], signal: AbortSignal, backoff: Backoff): Promise<SpoolItem[]> {
     const lines = items.map((item) => item.line);
     // A large batch on a slow link is given its time to cross (the client's own timeout grows alike).
-    const boundMs = this.watch.sendBoundMs + resultsTransferAllowanceMs(lines);
+    const allowanceMs = resultsTransferAllowanceMs(lines);
+    const boundMs = this.watch.sendBoundMs + allowanceMs;
     const answer = await withRetry(
       () => {
         // Each request of a split batch promises its own bound: refusals (400, 413) never pass through onWait.
         this.watch.heartbeat.beat(boundMs);
-        return this.client.sendResultLines(lines, signal);
+        return this.client.sendResultLines(lines, signal, allowanceMs);
       },
       {
         signal,

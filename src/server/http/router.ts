@@ -185,19 +185,11 @@ export async function readJsonBody(
   const chunks: Buffer[] = [];
   let size = 0;
   let late = false;
-  const started = performance.now();
-  let timer: NodeJS.Timeout | undefined;
-  const check = () => {
-    const leftMs = deadlineMs + transferAllowanceMs(size) - (performance.now() - started);
-    if (leftMs > 0) {
-      timer = setTimeout(check, leftMs);
-      return;
-    }
+  const deadline = bodyDeadline(deadlineMs, () => size, () => {
     late = true;
     // Ends the iteration below by cutting the connection: a client this slow gets no answer, only its socket back.
     req.destroy();
-  };
-  timer = setTimeout(check, deadlineMs);
+  });
   try {
     for await (const chunk of req as AsyncIterable<Buffer>) {
       size += chunk.length;
@@ -207,7 +199,7 @@ export async function readJsonBody(
   } catch (error) {
     if (!late) throw error;
   } finally {
-    clearTimeout(timer);
+    deadline.cancel();
   }
   if (late) {
     throw new ApiError(408, `the body did not arrive in time: ${deadlineMs / 1000} s, plus 1 s per ${MIN_BODY_BYTES_PER_SECOND / 1024} KiB received`);
@@ -225,6 +217,23 @@ export async function readJsonBody(
 }
 
 /**
+ * Calls `onLate` once a body has taken longer than `deadlineMs` plus the transfer allowance of the bytes
+ * `received()` says have arrived (src/core/transfer-allowance.ts): checked at the deadline, and again as
+ * often as the bytes that came meanwhile push it back.
+ */
+function bodyDeadline(deadlineMs: number, received: () => number, onLate: () => void): { cancel(): void } {
+  const started = performance.now();
+  let timer: NodeJS.Timeout | undefined;
+  const check = () => {
+    const leftMs = deadlineMs + transferAllowanceMs(received()) - (performance.now() - started);
+    if (leftMs > 0) timer = setTimeout(check, leftMs);
+    else onLate();
+  };
+  timer = setTimeout(check, deadlineMs);
+  return { cancel: () => clearTimeout(timer) };
+}
+
+/**
  * Reads a body to its end and drops it, within the same bounds as readJsonBody (at most `limit` bytes, the
  * deadline plus the transfer allowance); past either it stops, and the answer then closes the connection.
  * A client waiting for `100 Continue` sends no body: its answer goes at once.
@@ -233,11 +242,9 @@ function discardBody(req: IncomingMessage, limit: number, deadlineMs = JSON_BODY
   const declared = Number(req.headers['content-length']);
   if (req.complete || /^100-continue$/i.test(req.headers.expect ?? '') || (Number.isFinite(declared) && declared > limit)) return Promise.resolve();
   return new Promise<void>((resolve) => {
-    const started = performance.now();
     let size = 0;
-    let timer: NodeJS.Timeout | undefined;
     const finish = () => {
-      clearTimeout(timer);
+      deadline.cancel();
       req.off('data', onData);
       req.off('end', finish);
       req.off('error', finish);
@@ -248,12 +255,7 @@ function discardBody(req: IncomingMessage, limit: number, deadlineMs = JSON_BODY
       size += chunk.length;
       if (size > limit) finish();
     };
-    const check = () => {
-      const leftMs = deadlineMs + transferAllowanceMs(size) - (performance.now() - started);
-      if (leftMs > 0) timer = setTimeout(check, leftMs);
-      else finish();
-    };
-    timer = setTimeout(check, deadlineMs);
+    const deadline = bodyDeadline(deadlineMs, () => size, finish);
     req.on('data', onData);
     req.once('end', finish);
     req.once('error', finish);
